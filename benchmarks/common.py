@@ -1,0 +1,43 @@
+"""Shared helpers of the benchmark scripts: anchor environment and timing."""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+
+OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def unset_openblas_overrides() -> None:
+    """Re-run this script without the machine's OpenBLAS overrides, so numpy's anchor times are
+    OpenBLAS's own choice. Call before numpy is imported; affects only this process.
+
+    Example:
+        >>> unset_openblas_overrides()  # doctest: +SKIP
+    """
+    if any(v in os.environ for v in OPENBLAS_VARS):
+        env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_VARS}
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def median_seconds(fn, repeat: int = 15, min_seconds: float = 0.2) -> float:
+    """Median wall time of one call of ``fn`` over ``repeat`` rounds (after a warm-up); each
+    round runs ``fn`` enough times to last ``min_seconds / repeat``.
+
+    Example:
+        >>> median_seconds(lambda: None, repeat=3) < 1e-3
+        True
+    """
+    fn()
+    start = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - start, 1e-7)
+    number = max(1, int(min_seconds / repeat / once))
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - start) / number)
+    return statistics.median(samples)

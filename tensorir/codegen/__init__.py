@@ -1,0 +1,30 @@
+"""Code generation: loop IR -> LLVM IR -> Kernel."""
+from __future__ import annotations
+
+from .. import expr as E
+from .. import stmt as S
+from ..runtime.kernel import ArgSpec, Kernel, compile_llvm
+from ..runtime.target import host_target_machine
+from ..visit import walk
+from .llvm import CodeGen, CodegenError
+
+
+def build_prim_func(func: S.PrimFunc, fast_math: bool = False) -> Kernel:
+    """Compile a loop-IR function for the host CPU.
+
+    Example:
+        >>> from tensorir.expr import Buffer, var, const
+        >>> from tensorir.stmt import For, BufferStore, PrimFunc
+        >>> A = Buffer("A", (4,), "float32"); i = var("i")
+        >>> k = build_prim_func(PrimFunc("fill", (A,), For(i, const(0), const(4), "serial",
+        ...                                               BufferStore(A, const(1.0), (i,)))))
+    """
+    tm = host_target_machine()
+    module = CodeGen(func, fast_math=fast_math, triple=tm.triple, data_layout=str(tm.target_data)).module
+    written = {n.buffer.uid for n in walk(func.body) if isinstance(n, S.BufferStore)}
+    args = [ArgSpec(p.name, p.dtype, tuple(p.shape), p.uid in written) if isinstance(p, E.Buffer)
+            else ArgSpec(p.name, p.dtype, None) for p in func.params]
+    return compile_llvm(func.name, args, str(module))
+
+
+__all__ = ["build_prim_func", "CodeGen", "CodegenError"]

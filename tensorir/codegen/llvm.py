@@ -1,0 +1,683 @@
+"""Loop IR -> LLVM IR (llvmlite).
+
+* Buffers become ``noalias`` pointer parameters with a known alignment; bool is one byte in
+  memory and ``i1`` in registers.
+* A ``vectorized`` loop of constant extent L is emitted once, with its variable as the vector
+  ``<min, min+1, ..., min+L-1>``: every expression that depends on it is an ``<L x T>`` value.
+  Loads and stores whose flat index is ``1 * lane + rest`` are contiguous vector accesses,
+  other lane-dependent ones gathers / scatters; under a lane-dependent condition they are
+  masked (``llvm.masked.*``), so a tail needs no scalar loop.
+* ``unrolled`` loops are emitted ``extent`` times; ``serial`` loops are plain loops.
+* A ``parallel`` loop body is outlined into ``void body(i64 begin, i64 end, ptr closure)`` and
+  run by ``tilefuse_parallel_for`` on the native thread pool. The body calls an always-inline
+  helper whose buffer parameters are ``noalias`` again, so alias facts survive outlining.
+* Float arithmetic carries the ``contract`` flag (FMA formation) by default, all fast-math
+  flags only when the caller asks for them.
+"""
+from __future__ import annotations
+
+import itertools
+
+import llvmlite.ir as ir
+
+from .. import dtype as dt
+from .. import expr as E
+from .. import stmt as S
+from ..simplify import linear_coefficient, simplify
+from ..visit import free_vars, walk
+
+PARAM_ALIGN = 16      # numpy's allocator guarantees 16 bytes; Kernel checks it at call time
+ALLOC_ALIGN = 64
+STACK_LIMIT = 64 * 1024  # bytes; larger allocations go to the heap
+PARALLEL_FOR = "tilefuse_parallel_for"
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+PTR = ir.PointerType()
+_SCALAR = {"float32": ir.FloatType(), "float64": ir.DoubleType(), "int8": I8, "uint8": I8,
+           "int32": I32, "int64": I64, "bool": I1}
+
+
+class CodegenError(RuntimeError):
+    """The loop IR holds something the code generator cannot emit."""
+
+
+def llvm_type(dtype: str) -> ir.Type:
+    """The register type of ``dtype`` (bool is ``i1``).
+
+    Example:
+        >>> str(llvm_type("float32"))
+        'float'
+    """
+    return _SCALAR[dtype]
+
+
+def memory_type(dtype: str) -> ir.Type:
+    """The in-memory element type of ``dtype`` (bool is ``i8``).
+
+    Example:
+        >>> str(memory_type("bool"))
+        'i8'
+    """
+    return I8 if dtype == "bool" else _SCALAR[dtype]
+
+
+class _Ctx:
+    """Emission state: where we are and what names mean."""
+
+    def __init__(self, func, builder, env, buffers, in_parallel=False):
+        self.func, self.builder = func, builder
+        self.env = env            # var uid -> ir.Value
+        self.buffers = buffers    # buffer uid -> ir.Value (pointer)
+        self.lanes = None         # int while inside a vectorized loop
+        self.lane_var = None
+        self.mask = None          # <L x i1> while inside a lane-dependent condition
+        self.in_parallel = in_parallel
+        self.vector_vars = set()  # uids of vars bound to vector values
+
+    def child(self, **changes):
+        c = _Ctx.__new__(_Ctx)
+        c.__dict__.update(self.__dict__)
+        c.env = dict(self.env)
+        c.vector_vars = set(self.vector_vars)
+        c.__dict__.update(changes)
+        return c
+
+
+class CodeGen:
+    """Emit one PrimFunc as an LLVM module with an entry function of the same name.
+
+    Example:
+        >>> from tensorir.expr import Buffer, var, const
+        >>> from tensorir.stmt import For, BufferStore, PrimFunc
+        >>> A = Buffer("A", (4,), "float32"); i = var("i")
+        >>> f = PrimFunc("fill", (A,), For(i, const(0), const(4), "serial", BufferStore(A, const(1.0), (i,))))
+        >>> "define void @\\"fill\\"" in str(CodeGen(f).module)
+        True
+    """
+
+    def __init__(self, func: S.PrimFunc, fast_math: bool = False, triple: str = "", data_layout: str = ""):
+        self.prim = func
+        self.flags = ("fast",) if fast_math else ("contract",)
+        self.module = ir.Module(name=func.name)
+        self.module.triple = triple
+        self.module.data_layout = data_layout
+        self._outlined = itertools.count()
+        self._alloca_builders: dict[str, ir.IRBuilder] = {}
+        self._emit_entry()
+
+    # ------------------------------------------------------------------ functions
+    def _emit_entry(self):
+        params = self.prim.params
+        types = [PTR if isinstance(p, E.Buffer) else _abi_type(p.dtype) for p in params]
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), types), name=self.prim.name)
+        fn.attributes.add("nounwind")
+        env, buffers = {}, {}
+        for p, arg in zip(params, fn.args):
+            arg.name = p.name
+            if isinstance(p, E.Buffer):
+                arg.add_attribute("noalias")
+                arg.attributes.align = PARAM_ALIGN
+                buffers[p.uid] = arg
+        builder = self._begin_function(fn)
+        for p, arg in zip(params, fn.args):
+            if isinstance(p, E.Var):
+                env[p.uid] = builder.trunc(arg, I1) if p.dtype == "bool" else arg
+        ctx = _Ctx(fn, builder, env, buffers)
+        self._stmt(self.prim.body, ctx)
+        ctx.builder.ret_void()
+        self._end_function(fn)
+
+    def _begin_function(self, fn: ir.Function) -> ir.IRBuilder:
+        """Give ``fn`` an entry block that holds only stack allocations, and return a builder
+        on the block after it where the code goes."""
+        self._alloca_builders[fn.name] = ir.IRBuilder(fn.append_basic_block("entry"))
+        return ir.IRBuilder(fn.append_basic_block("body"))
+
+    def _end_function(self, fn: ir.Function) -> None:
+        self._alloca_builders.pop(fn.name).branch(fn.blocks[1])
+
+    def _entry_alloca(self, func: ir.Function, typ: ir.Type, name: str, align: int) -> ir.Value:
+        """Stack memory in the function's entry block (so loops do not grow the stack)."""
+        slot = self._alloca_builders[func.name].alloca(typ, name=name)
+        slot.align = align
+        slot.type = PTR  # llvmlite types allocas as typed pointers; LLVM's pointers are opaque
+        return slot
+
+    def _declare(self, name: str, ret: ir.Type, args: list) -> ir.Function:
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        fn = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
+        return fn
+
+    # ------------------------------------------------------------------ statements
+    def _stmt(self, s: S.Stmt, ctx: _Ctx) -> None:
+        getattr(self, "_stmt_" + type(s).__name__)(s, ctx)
+
+    def _stmt_SeqStmt(self, s, ctx):
+        for c in s.stmts:
+            self._stmt(c, ctx)
+
+    def _stmt_LetStmt(self, s, ctx):
+        value = self._expr(s.value, ctx)
+        inner = ctx.child()
+        inner.env[s.var.uid] = value
+        if isinstance(value.type, ir.VectorType):
+            inner.vector_vars.add(s.var.uid)
+        self._stmt(s.body, inner)
+        ctx.builder = inner.builder
+
+    def _stmt_BufferStore(self, s, ctx):
+        self._store(s.buffer, s.indices, s.value, ctx)
+
+    def _stmt_IfThenElse(self, s, ctx):
+        cond = self._expr(s.cond, ctx)
+        if isinstance(cond.type, ir.VectorType):
+            then_ctx = ctx.child(mask=self._and_mask(ctx, cond))
+            self._stmt(s.then_body, then_ctx)
+            ctx.builder = then_ctx.builder
+            if s.else_body is not None:
+                inverted = ctx.builder.xor(cond, ir.Constant(cond.type, [1] * ctx.lanes))
+                else_ctx = ctx.child(mask=self._and_mask(ctx, inverted))
+                self._stmt(s.else_body, else_ctx)
+                ctx.builder = else_ctx.builder
+            return
+        b = ctx.builder
+        then_bb = ctx.func.append_basic_block("if.then")
+        else_bb = ctx.func.append_basic_block("if.else") if s.else_body is not None else None
+        end_bb = ctx.func.append_basic_block("if.end")
+        b.cbranch(cond, then_bb, else_bb or end_bb)
+        for body, bb in ((s.then_body, then_bb), (s.else_body, else_bb)):
+            if bb is None:
+                continue
+            inner = ctx.child(builder=ir.IRBuilder(bb))
+            self._stmt(body, inner)
+            inner.builder.branch(end_bb)
+        ctx.builder = ir.IRBuilder(end_bb)
+
+    def _stmt_Allocate(self, s, ctx):
+        buf = s.buffer
+        nbytes = buf.size * dt.itemsize(buf.dtype)
+        elem = memory_type(buf.dtype)
+        inner = ctx.child()
+        if nbytes <= STACK_LIMIT:
+            ptr = self._entry_alloca(ctx.func, ir.ArrayType(elem, max(buf.size, 1)), buf.name, ALLOC_ALIGN)
+            inner.buffers = {**ctx.buffers, buf.uid: ptr}
+            self._stmt(s.body, inner)
+            ctx.builder = inner.builder
+            return
+        alloc = self._declare("aligned_alloc", PTR, [I64, I64])
+        free = self._declare("free", ir.VoidType(), [PTR])
+        rounded = (max(nbytes, 1) + ALLOC_ALIGN - 1) // ALLOC_ALIGN * ALLOC_ALIGN
+        ptr = ctx.builder.call(alloc, [ir.Constant(I64, ALLOC_ALIGN), ir.Constant(I64, rounded)], name=buf.name)
+        inner.buffers = {**ctx.buffers, buf.uid: ptr}
+        self._stmt(s.body, inner)
+        inner.builder.call(free, [ptr])
+        ctx.builder = inner.builder
+
+    def _stmt_For(self, s, ctx):
+        kind = s.kind
+        if kind == "vectorized" and ctx.lanes is not None:
+            kind = "unrolled"            # a vectorized loop inside another one
+        if kind == "parallel" and (ctx.in_parallel or ctx.lanes is not None):
+            kind = "serial"              # nested parallelism runs serially
+        if kind in ("vectorized", "unrolled") and not isinstance(s.extent, E.Const):
+            raise CodegenError(f"loop {s.var.name} is {s.kind} but its extent {s.extent} is not a constant")
+        if kind == "vectorized":
+            self._vector_loop(s, ctx)
+        elif kind == "unrolled":
+            start = self._expr(s.min, ctx)
+            for k in range(int(s.extent.value)):
+                inner = ctx.child()
+                inner.env[s.var.uid] = ctx.builder.add(start, ir.Constant(I64, k))
+                self._stmt(s.body, inner)
+                ctx.builder = inner.builder
+        elif kind == "parallel":
+            self._parallel_loop(s, ctx)
+        else:
+            start = self._expr(s.min, ctx)
+            end = ctx.builder.add(start, self._expr(s.extent, ctx))
+            self._serial_loop(s.var, start, end, s.body, ctx)
+
+    def _serial_loop(self, var, start, end, body, ctx):
+        b = ctx.builder
+        pre = b.block
+        header = ctx.func.append_basic_block(f"for.{var.name}")
+        body_bb = ctx.func.append_basic_block(f"for.{var.name}.body")
+        exit_bb = ctx.func.append_basic_block(f"for.{var.name}.end")
+        b.branch(header)
+        hb = ir.IRBuilder(header)
+        phi = hb.phi(I64, name=var.name)
+        phi.add_incoming(start, pre)
+        hb.cbranch(hb.icmp_signed("<", phi, end), body_bb, exit_bb)
+        inner = ctx.child(builder=ir.IRBuilder(body_bb))
+        inner.env[var.uid] = phi
+        self._stmt(body, inner)
+        nxt = inner.builder.add(phi, ir.Constant(I64, 1), flags=["nsw"])
+        phi.add_incoming(nxt, inner.builder.block)
+        inner.builder.branch(header)
+        ctx.builder = ir.IRBuilder(exit_bb)
+
+    def _vector_loop(self, s, ctx):
+        lanes = int(s.extent.value)
+        if lanes <= 0:
+            return
+        start = self._expr(s.min, ctx)
+        inner = ctx.child(lanes=lanes, lane_var=s.var, mask=None)
+        base = self._splat(start, lanes, ctx.builder)
+        inner.env[s.var.uid] = ctx.builder.add(base, ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))))
+        inner.vector_vars.add(s.var.uid)
+        self._stmt(s.body, inner)
+        ctx.builder = inner.builder
+
+    def _parallel_loop(self, s, ctx):
+        body = s.body
+        captured_vars = [v for v in free_vars(body) if v.uid != s.var.uid]
+        allocated = {n.buffer.uid for n in walk(body) if isinstance(n, S.Allocate)}
+        captured_bufs, seen = [], set()
+        for n in walk(body):
+            if isinstance(n, (E.BufferLoad, S.BufferStore)) and n.buffer.uid not in allocated \
+                    and n.buffer.uid not in seen:
+                seen.add(n.buffer.uid)
+                captured_bufs.append(n.buffer)
+        values = [ctx.env[v.uid] for v in captured_vars] + [self._expr(s.min, ctx)]
+        k = next(self._outlined)
+        name = f"{self.prim.name}.parallel{k}"
+        # impl(ptr noalias buffers..., captured scalars..., i64 begin, i64 end), always inlined
+        impl_types = [PTR] * len(captured_bufs) + [v.type for v in values] + [I64, I64]
+        impl = ir.Function(self.module, ir.FunctionType(ir.VoidType(), impl_types), name=name + ".impl")
+        impl.linkage = "internal"
+        impl.attributes.add("alwaysinline")
+        impl.attributes.add("nounwind")
+        ib = self._begin_function(impl)
+        env, buffers = dict(), dict()
+        for buf, arg in zip(captured_bufs, impl.args):
+            arg.add_attribute("noalias")
+            buffers[buf.uid] = arg
+        for v, arg in zip(captured_vars, impl.args[len(captured_bufs):]):
+            env[v.uid] = arg
+        start, begin, end = impl.args[-3], impl.args[-2], impl.args[-1]
+        ictx = _Ctx(impl, ib, env, buffers, in_parallel=True)
+        self._serial_loop(s.var, ib.add(start, begin), ib.add(start, end), body, ictx)
+        ictx.builder.ret_void()
+        self._end_function(impl)
+        # task(i64 begin, i64 end, ptr closure): unpack the closure and call impl
+        closure_type = ir.LiteralStructType([PTR] * len(captured_bufs) + [v.type for v in values])
+        task = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I64, I64, PTR]), name=name)
+        task.linkage = "internal"
+        task.attributes.add("nounwind")
+        tb = ir.IRBuilder(task.append_basic_block("entry"))
+        unpacked = []
+        for idx, ftype in enumerate(closure_type.elements):
+            field = tb.gep(task.args[2], [ir.Constant(I32, 0), ir.Constant(I32, idx)],
+                           inbounds=True, source_etype=closure_type)
+            unpacked.append(tb.load(field, typ=ftype))
+        tb.call(impl, unpacked + [task.args[0], task.args[1]])
+        tb.ret_void()
+        # caller: fill the closure and launch
+        b = ctx.builder
+        closure = self._entry_alloca(ctx.func, closure_type, f"closure{k}", 8)
+        fields = [ctx.buffers[buf.uid] for buf in captured_bufs] + values
+        for idx, val in enumerate(fields):
+            ptr = b.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, idx)], inbounds=True,
+                        source_etype=closure_type)
+            b.store(val, ptr)
+        launch = self._declare(PARALLEL_FOR, ir.VoidType(), [PTR, PTR, I64])
+        b.call(launch, [task, closure, self._expr(s.extent, ctx)])
+
+    # ------------------------------------------------------------------ memory
+    def _flat_index(self, buf: E.Buffer, indices) -> E.Expr:
+        flat = None
+        for index, stride in zip(indices, buf.strides()):
+            index = index if index.dtype == "int64" else E.Cast(index, "int64")
+            term = index * stride if stride != 1 else index
+            flat = term if flat is None else flat + term
+        return simplify(flat if flat is not None else E.Const(0, "int64"))
+
+    def _access(self, buf, indices, ctx):
+        """('scalar', ptr) | ('contiguous', ptr) | ('gather', <L x ptr>) for an access."""
+        base = ctx.buffers.get(buf.uid)
+        if base is None:
+            raise CodegenError(f"buffer {buf.name} is used but neither a parameter nor allocated")
+        elem = memory_type(buf.dtype)
+        flat = self._flat_index(buf, indices)
+        if ctx.lanes is not None and self._lane_dependent(flat, ctx):
+            lin = linear_coefficient(flat, ctx.lane_var)
+            if lin is not None and lin[0] == 1 and not self._lane_dependent(lin[1], ctx):
+                lane_min = ctx.env[ctx.lane_var.uid]
+                first = ctx.builder.extract_element(lane_min, ir.Constant(I32, 0))
+                offset = ctx.builder.add(self._expr(lin[1], ctx), first)
+                return "contiguous", ctx.builder.gep(base, [offset], inbounds=True, source_etype=elem)
+            offsets = self._widen(self._expr(flat, ctx), ctx)
+            ptrs = ctx.builder.gep(base, [offsets], inbounds=True, source_etype=elem)
+            ptrs.type = ir.VectorType(PTR, ctx.lanes)  # llvmlite does not type vector GEPs
+            return "gather", ptrs
+        offset = self._expr(flat, ctx)
+        return "scalar", ctx.builder.gep(base, [offset], inbounds=True, source_etype=elem)
+
+    def _lane_dependent(self, e: E.Expr, ctx) -> bool:
+        return any(isinstance(n, E.Var) and n.uid in ctx.vector_vars for n in walk(e))
+
+    def _load(self, e: E.BufferLoad, ctx):
+        buf = e.buffer
+        elem = memory_type(buf.dtype)
+        align = dt.itemsize(buf.dtype)
+        kind, ptr = self._access(buf, e.indices, ctx)
+        b = ctx.builder
+        if kind == "scalar":
+            if ctx.mask is None:
+                value = b.load(ptr, typ=elem, align=align)
+            else:
+                value = self._guarded_scalar_load(ptr, elem, align, ctx)
+                b = ctx.builder
+        else:
+            vtype = ir.VectorType(elem, ctx.lanes)
+            mask = ctx.mask if ctx.mask is not None else None
+            if kind == "contiguous" and mask is None:
+                value = b.load(ptr, typ=vtype, align=align)
+            elif kind == "contiguous":
+                fn = self._declare(f"llvm.masked.load.{_vname(vtype)}.p0", vtype, [PTR, I32, mask.type, vtype])
+                value = b.call(fn, [ptr, ir.Constant(I32, align), mask, ir.Constant(vtype, None)])
+            else:
+                mask = mask if mask is not None else self._all_true(ctx.lanes)
+                ptrs_t = ir.VectorType(PTR, ctx.lanes)
+                fn = self._declare(f"llvm.masked.gather.{_vname(vtype)}.v{ctx.lanes}p0", vtype,
+                                   [ptrs_t, I32, mask.type, vtype])
+                value = b.call(fn, [ptr, ir.Constant(I32, align), mask, ir.Constant(vtype, None)])
+        if buf.dtype == "bool":
+            zero = ir.Constant(value.type, None)
+            value = b.icmp_unsigned("!=", value, zero)
+        return value
+
+    def _guarded_scalar_load(self, ptr, elem, align, ctx):
+        """A lane-independent load under a lane mask: read only if some lane is active."""
+        b = ctx.builder
+        any_fn = self._declare(f"llvm.vector.reduce.or.v{ctx.lanes}i1", I1, [ctx.mask.type])
+        active = b.call(any_fn, [ctx.mask])
+        pre = b.block
+        load_bb = ctx.func.append_basic_block("masked.scalar.load")
+        end_bb = ctx.func.append_basic_block("masked.scalar.end")
+        b.cbranch(active, load_bb, end_bb)
+        lb = ir.IRBuilder(load_bb)
+        loaded = lb.load(ptr, typ=elem, align=align)
+        lb.branch(end_bb)
+        eb = ir.IRBuilder(end_bb)
+        phi = eb.phi(elem)
+        phi.add_incoming(loaded, load_bb)
+        phi.add_incoming(ir.Constant(elem, None), pre)
+        ctx.builder = eb
+        return phi
+
+    def _store(self, buf, indices, value_expr, ctx):
+        value = self._expr(value_expr, ctx)
+        kind, ptr = self._access(buf, indices, ctx)
+        b = ctx.builder
+        align = dt.itemsize(buf.dtype)
+        if kind == "scalar":
+            if isinstance(value.type, ir.VectorType):
+                raise CodegenError(f"store to {buf.name}{list(map(str, indices))} does not vary along the "
+                                   f"vectorized loop {ctx.lane_var.name} but its value does")
+            value = self._to_memory(value, buf.dtype, b)
+            if ctx.mask is None:
+                b.store(value, ptr, align=align)
+                return
+            any_fn = self._declare(f"llvm.vector.reduce.or.v{ctx.lanes}i1", I1, [ctx.mask.type])
+            with b.if_then(b.call(any_fn, [ctx.mask])):
+                b.store(value, ptr, align=align)
+            return
+        value = self._to_memory(self._widen(value, ctx), buf.dtype, b)
+        vtype = value.type
+        if kind == "contiguous" and ctx.mask is None:
+            b.store(value, ptr, align=align)
+        elif kind == "contiguous":
+            fn = self._declare(f"llvm.masked.store.{_vname(vtype)}.p0", ir.VoidType(), [vtype, PTR, I32, ctx.mask.type])
+            b.call(fn, [value, ptr, ir.Constant(I32, align), ctx.mask])
+        else:
+            mask = ctx.mask if ctx.mask is not None else self._all_true(ctx.lanes)
+            ptrs_t = ir.VectorType(PTR, ctx.lanes)
+            fn = self._declare(f"llvm.masked.scatter.{_vname(vtype)}.v{ctx.lanes}p0", ir.VoidType(),
+                               [vtype, ptrs_t, I32, mask.type])
+            b.call(fn, [value, ptr, ir.Constant(I32, align), mask])
+
+    def _to_memory(self, value, dtype, b):
+        if dtype != "bool":
+            return value
+        target = ir.VectorType(I8, value.type.count) if isinstance(value.type, ir.VectorType) else I8
+        return b.zext(value, target)
+
+    # ------------------------------------------------------------------ vectors
+    def _splat(self, value, lanes, b):
+        vtype = ir.VectorType(value.type, lanes)
+        one = b.insert_element(ir.Constant(vtype, None), value, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, ir.Constant(vtype, None), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+    def _widen(self, value, ctx):
+        if ctx.lanes is None or isinstance(value.type, ir.VectorType):
+            return value
+        return self._splat(value, ctx.lanes, ctx.builder)
+
+    def _all_true(self, lanes):
+        return ir.Constant(ir.VectorType(I1, lanes), [1] * lanes)
+
+    def _and_mask(self, ctx, cond):
+        return cond if ctx.mask is None else ctx.builder.and_(ctx.mask, cond)
+
+    def _match(self, a, b, ctx):
+        if isinstance(a.type, ir.VectorType) or isinstance(b.type, ir.VectorType):
+            return self._widen(a, ctx), self._widen(b, ctx)
+        return a, b
+
+    # ------------------------------------------------------------------ expressions
+    def _expr(self, e: E.Expr, ctx) -> ir.Value:
+        return getattr(self, "_expr_" + type(e).__name__)(e, ctx)
+
+    def _expr_Const(self, e, ctx):
+        t = llvm_type(e.dtype)
+        if e.dtype == "bool":
+            return ir.Constant(t, int(bool(e.value)))
+        if dt.is_float(e.dtype):
+            return ir.Constant(t, float(e.value))
+        return ir.Constant(t, int(e.value) & ((1 << t.width) - 1))
+
+    def _expr_Var(self, e, ctx):
+        try:
+            return ctx.env[e.uid]
+        except KeyError:
+            raise CodegenError(f"variable {e.name} is used but not defined (not a parameter, loop or let)") from None
+
+    _expr_IterVar = _expr_Var
+
+    def _expr_BufferLoad(self, e, ctx):
+        return self._load(e, ctx)
+
+    def _binary(self, e, ctx):
+        a, b = self._match(self._expr(e.a, ctx), self._expr(e.b, ctx), ctx)
+        bld, dtype = ctx.builder, e.dtype
+        cls = type(e)
+        if dt.is_float(dtype):
+            if cls is E.Add: return bld.fadd(a, b, flags=self.flags)
+            if cls is E.Sub: return bld.fsub(a, b, flags=self.flags)
+            if cls is E.Mul: return bld.fmul(a, b, flags=self.flags)
+            if cls is E.Div: return bld.fdiv(a, b, flags=self.flags)
+            if cls in (E.FloorDiv, E.FloorMod):
+                from .mathlib import emit_intrinsic
+                q = emit_intrinsic(bld, "floor", [bld.fdiv(a, b, flags=self.flags)], self.flags)
+                return q if cls is E.FloorDiv else bld.fsub(a, bld.fmul(q, b, flags=self.flags), flags=self.flags)
+            if cls in (E.Min, E.Max):
+                name = "llvm.minimum" if cls is E.Min else "llvm.maximum"
+                fn = self._declare(f"{name}.{_vname(a.type)}", a.type, [a.type, a.type])
+                return bld.call(fn, [a, b])
+        signed = dt.is_signed(dtype)
+        if cls is E.Add: return bld.add(a, b)
+        if cls is E.Sub: return bld.sub(a, b)
+        if cls is E.Mul: return bld.mul(a, b)
+        if cls in (E.Min, E.Max):
+            name = ("llvm.smin" if signed else "llvm.umin") if cls is E.Min else ("llvm.smax" if signed else "llvm.umax")
+            fn = self._declare(f"{name}.{_vname(a.type)}", a.type, [a.type, a.type])
+            return bld.call(fn, [a, b])
+        if cls in (E.FloorDiv, E.FloorMod):
+            return self._int_divmod(cls, a, b, e.b, signed, bld)
+        if cls in (E.And, E.Or):
+            return bld.and_(a, b) if cls is E.And else bld.or_(a, b)
+        raise CodegenError(f"cannot emit {cls.__name__} on {dtype}")
+
+    def _int_divmod(self, cls, a, b, divisor_expr, signed, bld):
+        const_ok = isinstance(divisor_expr, E.Const) and divisor_expr.value not in (0, -1)
+        t = a.type
+        zero, one = ir.Constant(t, None), _const(t, 1)
+        if not const_ok:  # x // 0 and x % 0 give 0, and INT_MIN // -1 wraps, instead of trapping
+            is_zero = bld.icmp_signed("==", b, zero)
+            is_neg_one = bld.icmp_signed("==", b, _const(t, -1)) if signed else None
+            bad = bld.or_(is_zero, is_neg_one) if signed else is_zero
+            safe_b = bld.select(bad, one, b)
+        else:
+            safe_b = b
+        if not signed:
+            result = bld.udiv(a, safe_b) if cls is E.FloorDiv else bld.urem(a, safe_b)
+        else:
+            q, r = bld.sdiv(a, safe_b), bld.srem(a, safe_b)
+            # floor semantics: adjust when the remainder is non-zero and has the divisor's opposite sign
+            fix = bld.and_(bld.icmp_signed("!=", r, zero), bld.icmp_signed("<", bld.xor(r, safe_b), zero))
+            if cls is E.FloorDiv:
+                result = bld.sub(q, bld.zext(fix, t))
+            else:
+                result = bld.add(r, bld.select(fix, safe_b, zero))
+        if not const_ok:
+            if signed:
+                neg = bld.sub(zero, a) if cls is E.FloorDiv else zero
+                result = bld.select(is_neg_one, neg, result)
+            result = bld.select(is_zero, zero, result)
+        return result
+
+    _expr_Add = _expr_Sub = _expr_Mul = _expr_Div = _binary
+    _expr_FloorDiv = _expr_FloorMod = _expr_Min = _expr_Max = _expr_And = _expr_Or = _binary
+
+    def _compare(self, e, ctx):
+        a, b = self._match(self._expr(e.a, ctx), self._expr(e.b, ctx), ctx)
+        op = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}[type(e)]
+        src = e.a.dtype
+        if dt.is_float(src):
+            # ordered comparisons, except != which is true when either side is NaN (as numpy)
+            return ctx.builder.fcmp_unordered(op, a, b) if op == "!=" else ctx.builder.fcmp_ordered(op, a, b)
+        if dt.is_signed(src):
+            return ctx.builder.icmp_signed(op, a, b)
+        return ctx.builder.icmp_unsigned(op, a, b)
+
+    _expr_EQ = _expr_NE = _expr_LT = _expr_LE = _expr_GT = _expr_GE = _compare
+
+    def _expr_Not(self, e, ctx):
+        a = self._expr(e.a, ctx)
+        return ctx.builder.xor(a, ir.Constant(a.type, [1] * a.type.count) if isinstance(a.type, ir.VectorType)
+                               else ir.Constant(I1, 1))
+
+    def _expr_Select(self, e, ctx):
+        cond = self._expr(e.cond, ctx)
+        b = ctx.builder
+        has_load = any(isinstance(n, E.BufferLoad) for side in (e.true_value, e.false_value) for n in walk(side))
+        if isinstance(cond.type, ir.VectorType):
+            inverted = b.xor(cond, ir.Constant(cond.type, [1] * ctx.lanes))
+            values = []
+            for side, side_mask in ((e.true_value, cond), (e.false_value, inverted)):
+                inner = ctx.child(mask=self._and_mask(ctx, side_mask))
+                value = self._expr(side, inner)
+                ctx.builder = inner.builder
+                values.append(self._widen(value, ctx))
+            return ctx.builder.select(cond, values[0], values[1])
+        if not has_load:
+            t, f = self._match(self._expr(e.true_value, ctx), self._expr(e.false_value, ctx), ctx)
+            return ctx.builder.select(cond, t, f)
+        # only the chosen side may be read: branch
+        t_bb = ctx.func.append_basic_block("select.true")
+        f_bb = ctx.func.append_basic_block("select.false")
+        end_bb = ctx.func.append_basic_block("select.end")
+        b.cbranch(cond, t_bb, f_bb)
+        results = []
+        for side, bb in ((e.true_value, t_bb), (e.false_value, f_bb)):
+            inner = ctx.child(builder=ir.IRBuilder(bb))
+            value = self._expr(side, inner)
+            results.append((value, inner))
+        t, f = results[0][0], results[1][0]
+        if isinstance(t.type, ir.VectorType) != isinstance(f.type, ir.VectorType):
+            t = self._widen(t, results[0][1])
+            f = self._widen(f, results[1][1])
+        for value, inner in ((t, results[0][1]), (f, results[1][1])):
+            inner.builder.branch(end_bb)
+        eb = ir.IRBuilder(end_bb)
+        phi = eb.phi(t.type)
+        phi.add_incoming(t, results[0][1].builder.block)
+        phi.add_incoming(f, results[1][1].builder.block)
+        ctx.builder = eb
+        return phi
+
+    def _expr_Cast(self, e, ctx):
+        v = self._expr(e.value, ctx)
+        src, dst = e.value.dtype, e.dtype
+        b = ctx.builder
+        lanes = v.type.count if isinstance(v.type, ir.VectorType) else None
+        to = llvm_type(dst) if lanes is None else ir.VectorType(llvm_type(dst), lanes)
+        if src == dst:
+            return v
+        if dst == "bool":
+            zero = ir.Constant(v.type, None)
+            return b.fcmp_unordered("!=", v, zero) if dt.is_float(src) else b.icmp_unsigned("!=", v, zero)
+        if src == "bool":
+            return b.uitofp(v, to) if dt.is_float(dst) else b.zext(v, to)
+        if dt.is_float(src) and dt.is_float(dst):
+            return b.fpext(v, to) if dt.bits(dst) > dt.bits(src) else b.fptrunc(v, to)
+        if dt.is_float(src):
+            name = "llvm.fptosi.sat" if dt.is_signed(dst) else "llvm.fptoui.sat"
+            fn = self._declare(f"{name}.{_vname(to)}.{_vname(v.type)}", to, [v.type])
+            return b.call(fn, [v])
+        if dt.is_float(dst):
+            return b.sitofp(v, to) if dt.is_signed(src) else b.uitofp(v, to)
+        if dt.bits(dst) > dt.bits(src):
+            return b.sext(v, to) if dt.is_signed(src) else b.zext(v, to)
+        if dt.bits(dst) < dt.bits(src):
+            return b.trunc(v, to)
+        return v  # int8 <-> uint8: same bits
+
+    def _expr_Call(self, e, ctx):
+        args = [self._expr(a, ctx) for a in e.args]
+        if len(args) == 2:
+            args = list(self._match(args[0], args[1], ctx))
+        if e.name == "abs" and not dt.is_float(e.dtype):
+            v = args[0]
+            if not dt.is_signed(e.dtype):
+                return v
+            fn = self._declare(f"llvm.abs.{_vname(v.type)}", v.type, [v.type, I1])
+            return ctx.builder.call(fn, [v, ir.Constant(I1, 0)])
+        from .mathlib import emit_intrinsic
+        return emit_intrinsic(ctx.builder, e.name, args, self.flags)
+
+    def _expr_TensorLoad(self, e, ctx):
+        raise CodegenError(f"tensor read {e} reached codegen; lower the schedule first")
+
+    def _expr_Reduce(self, e, ctx):
+        raise CodegenError(f"reduction {e} reached codegen; lower the schedule first")
+
+
+def _const(t: ir.Type, value) -> ir.Constant:
+    """A constant of scalar or vector type ``t`` with every lane equal to ``value``."""
+    if isinstance(t, ir.VectorType):
+        return ir.Constant(t, [value] * t.count)
+    return ir.Constant(t, value)
+
+
+def _vname(t: ir.Type) -> str:
+    """LLVM's overload suffix for a type: f32, v16f32, i64, v8i1, p0."""
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{_vname(t.element)}"
+    if isinstance(t, ir.FloatType):
+        return "f32"
+    if isinstance(t, ir.DoubleType):
+        return "f64"
+    if isinstance(t, ir.IntType):
+        return f"i{t.width}"
+    if isinstance(t, ir.PointerType):
+        return "p0"
+    raise CodegenError(f"no overload name for type {t}")
+
+
+def _abi_type(dtype: str) -> ir.Type:
+    """Type of a scalar parameter at the C ABI: bool travels as a byte."""
+    return I8 if dtype == "bool" else llvm_type(dtype)

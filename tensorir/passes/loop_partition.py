@@ -1,0 +1,118 @@
+"""Loop partitioning: split a loop where a guard inside it changes from always-true to
+sometimes-false, so the main part carries no guard and only a short tail keeps it.
+
+``for io in [0, 7): for ii in [0, 16): if (io*16 + ii < 100) body`` becomes
+``for io in [0, 6): for ii ...: body`` followed by the guarded tail ``io = 6``.
+Vectorized loops are left whole: their guards become masked accesses in codegen.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import expr as E
+from .. import stmt as S
+from ..node import same
+from ..simplify import Linear, bound, linear_coefficient, simplify
+from ..visit import rewrite, walk
+from .simplify_stmt import simplify_stmt
+
+
+def partition_loops(s: S.Stmt, ranges: dict | None = None) -> S.Stmt:
+    """Partition every non-vectorized loop of constant bounds at the guards in its body.
+
+    Example:
+        >>> from tensorir.expr import Buffer, var, const
+        >>> A = Buffer("A", (10,), "float32"); io, ii = var("io"), var("ii")
+        >>> guard = S.IfThenElse(io * 4 + ii < 10, S.BufferStore(A, const(0.0), (io * 4 + ii,)))
+        >>> nest = S.For(io, const(0), const(3), "serial", S.For(ii, const(0), const(4), "serial", guard))
+        >>> print(partition_loops(nest))
+        for (io, 0, 2) {
+          for (ii, 0, 4) {
+            A[io * 4 + ii] = 0f
+          }
+        }
+        for (ii, 0, 2) {
+          A[ii + 8] = 0f
+        }
+    """
+    return _visit(s, dict(ranges or {}))
+
+
+def _visit(s: S.Stmt, ranges: dict) -> S.Stmt:
+    if isinstance(s, S.For):
+        if s.kind != "vectorized" and isinstance(s.min, E.Const) and isinstance(s.extent, E.Const):
+            parts = _split(s, ranges)
+            if parts is not None:
+                return S.seq(*[_visit(p, ranges) for p in parts])
+            inner = dict(ranges)
+            inner[s.var.uid] = (s.min.value, s.extent.value)
+            return S.For(s.var, s.min, s.extent, s.kind, _visit(s.body, inner))
+        return S.For(s.var, s.min, s.extent, s.kind, _visit(s.body, ranges))
+    if isinstance(s, S.SeqStmt):
+        return S.seq(*[_visit(c, ranges) for c in s.stmts])
+    if isinstance(s, S.IfThenElse):
+        return S.IfThenElse(s.cond, _visit(s.then_body, ranges),
+                            None if s.else_body is None else _visit(s.else_body, ranges))
+    if isinstance(s, (S.LetStmt, S.Allocate)):
+        from ..node import map_children
+        return map_children(s, lambda c: _visit(c, ranges) if isinstance(c, S.Stmt) else c)
+    return s
+
+
+def _inner_ranges(body: S.Stmt, ranges: dict) -> dict:
+    out = dict(ranges)
+    for n in walk(body):
+        if isinstance(n, S.For) and isinstance(n.min, E.Const) and isinstance(n.extent, E.Const):
+            out[n.var.uid] = (n.min.value, n.extent.value)
+    return out
+
+
+def _as_negative(cond: E.Expr):
+    """Linear ``d`` with ``cond`` equivalent to ``d < 0``, for integer comparisons."""
+    if not isinstance(cond, (E.LT, E.LE, E.GT, E.GE)) or not cond.a.dtype.startswith(("int", "uint")):
+        return None
+    a, b = Linear.of(cond.a), Linear.of(cond.b)
+    if isinstance(cond, E.LT):
+        d = a.add(b, -1)
+    elif isinstance(cond, E.LE):
+        d = a.add(b, -1).add(Linear({}, 1, a.dtype), -1)
+    elif isinstance(cond, E.GT):
+        d = b.add(a, -1)
+    else:
+        d = b.add(a, -1).add(Linear({}, 1, a.dtype), -1)
+    return d.to_expr()
+
+
+def _split(loop: S.For, ranges: dict):
+    lo, hi = loop.min.value, loop.min.value + loop.extent.value
+    inner = _inner_ranges(loop.body, ranges)
+    for node in walk(loop.body):
+        if not (isinstance(node, S.IfThenElse) and node.else_body is None):
+            continue
+        d = _as_negative(node.cond)
+        if d is None:
+            continue
+        lin = linear_coefficient(d, loop.var)
+        if lin is None or lin[0] == 0:
+            continue
+        c, rest = lin
+        _, rest_hi = bound(simplify(rest, inner), inner)
+        if rest_hi == math.inf:
+            continue
+        # the guard holds for every inner iteration when c*v + rest_hi <= -1
+        if c > 0:   # true for v <= (-1 - rest_hi) / c
+            t_lo, t_hi = lo, min(max((-1 - rest_hi) // c + 1, lo), hi)
+        else:       # true for v >= ceil((-1 - rest_hi) / c)
+            t_lo, t_hi = min(max(-((-1 - rest_hi) // -c), lo), hi), hi
+        if t_hi <= t_lo or (t_lo == lo and t_hi == hi):
+            continue
+        guarded = node
+        unguarded_body = rewrite(loop.body, lambda n: n.then_body if isinstance(n, S.IfThenElse)
+                                 and n.else_body is None and same(n.cond, guarded.cond) else n)
+        pieces = []
+        for p_lo, p_hi, body in ((lo, t_lo, loop.body), (t_lo, t_hi, unguarded_body), (t_hi, hi, loop.body)):
+            if p_hi > p_lo:
+                piece = S.For(loop.var, E.Const(p_lo, "int64"), E.Const(p_hi - p_lo, "int64"), loop.kind, body)
+                pieces.append(simplify_stmt(piece, ranges))
+        return pieces
+    return None

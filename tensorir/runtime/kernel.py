@@ -1,0 +1,218 @@
+"""Compiled kernels: LLVM IR -> host object code -> a callable on numpy arrays.
+
+Every kernel, freshly compiled or loaded from a file, runs from its object code in an MCJIT
+engine of its own, so a saved kernel behaves exactly like the one that was saved.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import struct
+from dataclasses import asdict, dataclass
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from .. import dtype as dt
+from .target import host_cpu, host_target_machine, new_target_machine, optimize_module
+from .threadpool import ensure_runtime
+
+MAGIC = b"TILEFUSE-KERNEL\n"
+FORMAT_VERSION = 1
+ALIGNMENT = 16
+
+_CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int8": ctypes.c_int8,
+           "uint8": ctypes.c_uint8, "int32": ctypes.c_int32, "int64": ctypes.c_int64, "bool": ctypes.c_uint8}
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """What a kernel expects at one argument position."""
+    name: str
+    dtype: str
+    shape: tuple | None  # None for a scalar
+    written: bool = False
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.shape is not None
+
+
+class Kernel:
+    """A compiled function; call it with numpy arrays (and Python numbers for scalar params).
+
+    Arrays must have exactly the expected shape and dtype, be C-contiguous and 16-byte aligned;
+    outputs are written in place.
+
+    Example:
+        >>> import numpy as np
+        >>> from tensorir import placeholder, compute
+        >>> from schedule import create_schedule, build
+        >>> A = placeholder((4,), name="A")
+        >>> B = compute((4,), lambda i: A[i] + 1.0, name="B")
+        >>> f = build(create_schedule(B), [A, B])
+        >>> b = np.zeros(4, "float32"); f(np.arange(4, dtype="float32"), b); b.tolist()
+        [1.0, 2.0, 3.0, 4.0]
+    """
+
+    def __init__(self, name: str, args: list[ArgSpec], llvm_ir: str, object_code: bytes):
+        self.name = name
+        self.args = tuple(args)
+        self._llvm_ir = llvm_ir
+        self.object_code = object_code
+        ensure_runtime()
+        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine())
+        self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+        self._engine.finalize_object()
+        address = self._engine.get_function_address(name)
+        if not address:
+            raise ValueError(f"object code has no function named {name!r}")
+        argtypes = [ctypes.c_void_p if a.is_buffer else _CTYPES[a.dtype] for a in args]
+        self._cfunc = ctypes.CFUNCTYPE(None, *argtypes)(address)
+        self._dtypes = tuple(np.dtype(a.dtype) for a in args)
+        self._written = tuple(i for i, a in enumerate(args) if a.written)
+
+    # ------------------------------------------------------------------ calling
+    def __call__(self, *arrays):
+        specs = self.args
+        if len(arrays) != len(specs):
+            names = ", ".join(a.name for a in specs)
+            raise TypeError(f"kernel {self.name} takes {len(specs)} arguments ({names}), got {len(arrays)}")
+        values = []
+        for spec, want, a in zip(specs, self._dtypes, arrays):
+            if spec.shape is None:
+                values.append(_scalar(spec, a, self.name))
+                continue
+            if not isinstance(a, np.ndarray):
+                raise TypeError(f"kernel {self.name}: argument {spec.name} must be a numpy array, "
+                                f"got {type(a).__name__}")
+            if a.dtype != want:
+                raise TypeError(f"kernel {self.name}: argument {spec.name} must have dtype {spec.dtype}, got {a.dtype}")
+            if a.shape != spec.shape:
+                raise ValueError(f"kernel {self.name}: argument {spec.name} must have shape {spec.shape}, got {a.shape}")
+            if not a.flags.c_contiguous:
+                raise ValueError(f"kernel {self.name}: argument {spec.name} must be C-contiguous "
+                                 f"(use np.ascontiguousarray)")
+            ptr = a.ctypes.data
+            if ptr % ALIGNMENT and a.size:
+                raise ValueError(f"kernel {self.name}: argument {spec.name} is not {ALIGNMENT}-byte aligned "
+                                 f"(a view into another array?); pass a copy")
+            if spec.written and not a.flags.writeable:
+                raise ValueError(f"kernel {self.name}: output {spec.name} is read-only")
+            values.append(ptr)
+        if self._written:
+            self._check_overlap(arrays)
+        self._cfunc(*values)
+
+    def _check_overlap(self, arrays):
+        spans = [(a.ctypes.data, a.ctypes.data + a.nbytes, i) for i, a in enumerate(arrays)
+                 if self.args[i].is_buffer and a.nbytes]
+        for w in self._written:
+            a = arrays[w]
+            if not a.nbytes:
+                continue
+            lo, hi = a.ctypes.data, a.ctypes.data + a.nbytes
+            for olo, ohi, i in spans:
+                if i != w and olo < hi and lo < ohi:
+                    raise ValueError(f"kernel {self.name}: output {self.args[w].name} overlaps argument "
+                                     f"{self.args[i].name}; outputs must not share memory with other arguments")
+
+    # ------------------------------------------------------------------ inspection
+    def source(self, kind: str = "llvm") -> str:
+        """The optimised LLVM IR (``"llvm"``) or host assembly (``"asm"``) of the kernel.
+
+        Example:
+            >>> "define" in kernel.source("llvm")  # doctest: +SKIP
+            True
+        """
+        if kind == "llvm":
+            return self._llvm_ir
+        if kind == "asm":
+            return host_target_machine().emit_assembly(llvm.parse_assembly(self._llvm_ir))
+        raise ValueError(f"unknown source kind {kind!r}; expected 'llvm' or 'asm'")
+
+    def __repr__(self):
+        sig = ", ".join(f"{a.name}: {a.dtype}{list(a.shape) if a.is_buffer else ''}" for a in self.args)
+        return f"Kernel({self.name}({sig}))"
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Write the kernel's object code and signature to ``path``; ``load_kernel`` reads it back.
+
+        Example:
+            >>> kernel.save("/tmp/add.tfk"); again = load_kernel("/tmp/add.tfk")  # doctest: +SKIP
+        """
+        cpu, features = host_cpu()
+        header = json.dumps({
+            "version": FORMAT_VERSION, "name": self.name, "cpu": cpu, "features": features,
+            "args": [asdict(a) for a in self.args], "llvm_ir": self._llvm_ir,
+        }).encode()
+        with open(path, "wb") as f:
+            f.write(MAGIC + struct.pack("<Q", len(header)) + header + self.object_code)
+
+
+def load_kernel(path) -> Kernel:
+    """Load a kernel written by ``Kernel.save``. Raises ValueError for a corrupt file or one
+    compiled for a CPU with other features.
+
+    Example:
+        >>> f = load_kernel("/tmp/add.tfk")  # doctest: +SKIP
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 8:
+        raise ValueError(f"{path}: not a tilefuse kernel file")
+    (size,) = struct.unpack_from("<Q", data, len(MAGIC))
+    start = len(MAGIC) + 8
+    try:
+        header = json.loads(data[start:start + size])
+        version, name = header["version"], header["name"]
+        args = [ArgSpec(a["name"], a["dtype"], None if a["shape"] is None else tuple(a["shape"]), a["written"])
+                for a in header["args"]]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: corrupt kernel header ({err})") from None
+    if version != FORMAT_VERSION:
+        raise ValueError(f"{path}: kernel format version {version}, this tilefuse reads {FORMAT_VERSION}")
+    cpu, features = host_cpu()
+    if header.get("features") != features:
+        raise ValueError(f"{path}: compiled for CPU {header.get('cpu')} with other features than this "
+                         f"host ({cpu}); recompile it here")
+    object_code = data[start + size:]
+    if not object_code:
+        raise ValueError(f"{path}: kernel file has no object code (truncated?)")
+    return Kernel(name, args, header["llvm_ir"], object_code)
+
+
+def _scalar(spec: ArgSpec, value, kernel: str):
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if spec.dtype == "bool":
+        if not isinstance(value, bool):
+            raise TypeError(f"kernel {kernel}: scalar {spec.name} must be a bool, got {type(value).__name__}")
+        return int(value)
+    if dt.is_float(spec.dtype):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"kernel {kernel}: scalar {spec.name} must be a number, got {type(value).__name__}")
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"kernel {kernel}: scalar {spec.name} must be an int, got {type(value).__name__}")
+    if not dt.min_value(spec.dtype) <= value <= dt.max_value(spec.dtype):
+        raise ValueError(f"kernel {kernel}: scalar {spec.name}={value} does not fit in {spec.dtype}")
+    return value
+
+
+def compile_llvm(name: str, args: list[ArgSpec], llvm_ir: str) -> Kernel:
+    """Parse, verify, optimise (O3) and compile LLVM IR text for the host into a Kernel.
+
+    Example:
+        >>> k = compile_llvm("f", [], 'define void @f() { ret void }'); k()
+    """
+    tm = host_target_machine()
+    module = llvm.parse_assembly(llvm_ir)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    module.verify()
+    optimize_module(module)
+    return Kernel(name, args, str(module), tm.emit_object(module))

@@ -1,0 +1,189 @@
+"""The native parallel-for runtime: a pthread pool written in LLVM IR (``threadpool.ll``).
+
+Generated kernels outline each ``parallel`` loop body into
+``void body(int64_t begin, int64_t end, void *closure)`` and call::
+
+    void tilefuse_parallel_for(void (*body)(int64_t, int64_t, void *),
+                               void *closure, int64_t n);
+
+which runs ``body`` over ``[0, n)`` in contiguous static chunks, one per thread
+(the calling thread takes chunk 0), and returns when all chunks are done.  A
+nested or concurrent call (the pool is busy) runs ``body(0, n, closure)``
+serially on the calling thread; ``n <= 0`` does nothing.
+
+:func:`ensure_runtime` compiles the IR once per process in its own MCJIT engine
+and registers ``tilefuse_parallel_for`` with ``llvm.add_symbol``, so modules
+JIT-compiled afterwards (in any MCJIT engine) resolve it by name.  Call it
+before finalizing any module that references the symbol.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from pathlib import Path
+
+import llvmlite.binding as llvm
+
+from .target import host_cpu, initialize_llvm, optimize_module
+
+__all__ = ["ensure_runtime", "set_num_threads", "get_num_threads", "parallel_for_address"]
+
+_IR_PATH = Path(__file__).with_name("threadpool.ll")
+_EXPORTED = ("tilefuse_parallel_for",)
+
+_lock = threading.Lock()
+_engine: llvm.ExecutionEngine | None = None   # kept alive (and leaked) for the process lifetime
+_parallel_for_addr: int | None = None
+_native_set_num_threads = None                # ctypes function, once compiled
+_native_num_workers = None                    # ctypes function, once compiled
+_num_threads: int | None = None               # None until first asked: read env lazily
+
+
+def _reset_lock_in_child() -> None:
+    # A fork while another thread held the lock must not leave the child's copy locked.
+    # (The native pool resets itself through its own atfork handler.)
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_lock_in_child)
+
+
+def _default_num_threads() -> int:
+    env = os.environ.get("TILEFUSE_NUM_THREADS")
+    if env is None or env.strip() == "":
+        return os.cpu_count() or 1
+    try:
+        n = int(env)
+    except ValueError:
+        raise ValueError(f"TILEFUSE_NUM_THREADS must be a positive integer, got {env!r}") from None
+    if n < 1:
+        raise ValueError(f"TILEFUSE_NUM_THREADS must be >= 1, got {n}")
+    return n
+
+
+def _own_target_machine() -> llvm.TargetMachine:
+    # MCJIT takes ownership of (and eventually deletes) its target machine, so the
+    # shared ``host_target_machine()`` must not be handed to an engine.
+    initialize_llvm()
+    cpu, features = host_cpu()
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    return target.create_target_machine(cpu=cpu, features=features, opt=3,
+                                        reloc="default", codemodel="jitdefault")
+
+
+def ensure_runtime() -> None:
+    """Compile the thread pool once per process and register its symbols.
+
+    Idempotent and thread-safe.  Worker threads are not created here but by the
+    first parallel launch that needs them.
+
+    Example:
+        >>> ensure_runtime()
+        >>> ensure_runtime()          # second call is a no-op
+        >>> parallel_for_address() != 0
+        True
+    """
+    global _engine, _parallel_for_addr, _native_set_num_threads, _native_num_workers
+    if _parallel_for_addr is not None:
+        return
+    with _lock:
+        if _parallel_for_addr is not None:
+            return
+        tm = _own_target_machine()
+        module = llvm.parse_assembly(_IR_PATH.read_text())
+        module.triple = tm.triple
+        module.data_layout = str(tm.target_data)
+        module.name = "tilefuse_threadpool"
+        module.verify()
+        optimize_module(module)
+        engine = llvm.create_mcjit_compiler(module, tm)
+        engine.finalize_object()
+        # Worker threads execute this engine's code until the process exits, so it must
+        # never be freed -- not even by module teardown at interpreter shutdown.
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(engine))
+        for name in _EXPORTED:
+            llvm.add_symbol(name, engine.get_function_address(name))
+        setter = ctypes.CFUNCTYPE(None, ctypes.c_int32)(
+            engine.get_function_address("tilefuse_set_num_threads"))
+        setter(_get_num_threads_locked())
+        _engine = engine
+        _native_set_num_threads = setter
+        _native_num_workers = ctypes.CFUNCTYPE(ctypes.c_int32)(
+            engine.get_function_address("tilefuse_pool_num_workers"))
+        _parallel_for_addr = engine.get_function_address("tilefuse_parallel_for")
+
+
+def _get_num_threads_locked() -> int:
+    global _num_threads
+    if _num_threads is None:
+        _num_threads = _default_num_threads()
+    return _num_threads
+
+
+def set_num_threads(n: int) -> None:
+    """Set how many threads (including the caller) parallel loops use.
+
+    Takes effect at the next ``tilefuse_parallel_for`` call, also after the pool
+    has started: missing workers are created on demand, surplus ones stay idle.
+
+    Example:
+        >>> set_num_threads(2)
+        >>> get_num_threads()
+        2
+        >>> set_num_threads(0)
+        Traceback (most recent call last):
+        ...
+        ValueError: number of threads must be >= 1, got 0
+    """
+    global _num_threads
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"number of threads must be >= 1, got {n}")
+    if n > 2**31 - 1:
+        raise ValueError(f"number of threads too large: {n}")
+    with _lock:
+        _num_threads = n
+        if _native_set_num_threads is not None:
+            _native_set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    """The number of threads parallel loops use (including the caller).
+
+    Defaults to ``$TILEFUSE_NUM_THREADS`` if set, else ``os.cpu_count()``.
+
+    Example:
+        >>> set_num_threads(3)
+        >>> get_num_threads()
+        3
+    """
+    with _lock:
+        return _get_num_threads_locked()
+
+
+def parallel_for_address() -> int:
+    """Address of the native ``tilefuse_parallel_for`` (compiles the runtime if needed).
+
+    Example:
+        >>> import ctypes
+        >>> BODY = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+        >>> pfor = ctypes.CFUNCTYPE(None, BODY, ctypes.c_void_p, ctypes.c_int64)(parallel_for_address())
+        >>> seen = []
+        >>> set_num_threads(1)            # a Python body needs the GIL: keep it serial here
+        >>> pfor(BODY(lambda b, e, c: seen.append((b, e))), None, 5)
+        >>> seen
+        [(0, 5)]
+    """
+    ensure_runtime()
+    assert _parallel_for_addr is not None
+    return _parallel_for_addr
+
+
+def _pool_num_workers() -> int:
+    """Worker threads started so far in this process (0 before the first launch
+    and in a freshly forked child).  For tests and diagnostics."""
+    ensure_runtime()
+    return _native_num_workers()

@@ -1,0 +1,80 @@
+"""Generic traversals over IR nodes: walk, rewrite, substitute, free variables."""
+from __future__ import annotations
+
+from .expr import Var
+from .node import Node, children, map_children
+
+
+def walk(node: Node):
+    """Yield ``node`` and every node below it, parents before children.
+
+    Example:
+        >>> from tensorir.expr import const
+        >>> len(list(walk(const(1) + 2)))
+        3
+    """
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(list(children(n))))
+
+
+def rewrite(node: Node, fn) -> Node:
+    """Rebuild ``node`` bottom-up, replacing each rebuilt node ``n`` with ``fn(n)``.
+
+    ``fn`` returns its argument to keep a node. The input is never mutated.
+
+    Example:
+        >>> from tensorir.expr import Const, const
+        >>> e = rewrite(const(1) + 2, lambda n: Const(n.value * 10, n.dtype) if isinstance(n, Const) else n)
+        >>> str(e)
+        '10 + 20'
+    """
+    return fn(map_children(node, lambda c: rewrite(c, fn)))
+
+
+def substitute(node: Node, mapping: dict) -> Node:
+    """Replace variables by expressions; ``mapping`` maps Var (or its uid) to Expr.
+
+    Example:
+        >>> from tensorir.expr import var
+        >>> i = var("i")
+        >>> str(substitute(i * 2, {i: i + 1}))
+        '(i + 1) * 2'
+    """
+    by_uid = {(k.uid if isinstance(k, Var) else k): v for k, v in mapping.items()}
+    if not by_uid:
+        return node
+
+    def replace(n):
+        if isinstance(n, Var):
+            return by_uid.get(n.uid, n)
+        return n
+    return rewrite(node, replace)
+
+
+def free_vars(node: Node) -> list[Var]:
+    """Variables used in ``node`` and not bound inside it (by a loop, a let or a reducer), in
+    order of first use.
+
+    Example:
+        >>> from tensorir.expr import var
+        >>> [v.name for v in free_vars(var("a") + var("b"))]
+        ['a', 'b']
+    """
+    found: dict[int, Var] = {}
+    bound: set[int] = set()
+
+    def visit(n):
+        for f in type(n).binders:
+            b = getattr(n, f)
+            for v in (b if isinstance(b, tuple) else (b,)):
+                if isinstance(v, Var):
+                    bound.add(v.uid)
+        if isinstance(n, Var) and n.uid not in bound:
+            found.setdefault(n.uid, n)
+        for c in children(n):
+            visit(c)
+    visit(node)
+    return [v for uid, v in found.items() if uid not in bound]

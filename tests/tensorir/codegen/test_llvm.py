@@ -1,0 +1,235 @@
+"""LLVM code generation: every kernel checked against numpy."""
+import math
+
+import numpy as np
+import pytest
+
+from schedule import build, create_schedule
+from tensorir import (abs, cast, ceil, compute, erf, exp, floor, if_then_else, log, placeholder, pow,
+                      reduce_axis, rsqrt, sigmoid, sqrt, sum, tanh, var)
+from tensorir import max as tmax
+from tensorir import min as tmin
+from tensorir import prod as tprod
+
+rng = np.random.default_rng(0)
+
+
+def _vectorized(T, lanes=16, parallel=True):
+    s = create_schedule(T)
+    fused = s[T].fuse(*T.op.axis) if len(T.op.axis) > 1 else T.op.axis[0]
+    outer, inner = s[T].split(fused, factor=lanes)
+    s[T].vectorize(inner)
+    if parallel:
+        s[T].parallel(outer)
+    return s
+
+
+def _random(shape, dtype):
+    if dtype in ("float32", "float64"):
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype == "bool":
+        return rng.random(shape) > 0.5
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -100), min(info.max, 100), shape).astype(dtype)
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_elementwise_chain_of_every_intrinsic(vectorize):
+    X = placeholder((37, 19), name="X")
+    Y = compute((37, 19), lambda i, j: exp(X[i, j]) * tanh(X[i, j]) + sigmoid(X[i, j]) - erf(X[i, j])
+                + sqrt(abs(X[i, j])) + log(abs(X[i, j]) + 1.0) + rsqrt(abs(X[i, j]) + 1.0)
+                + floor(X[i, j]) * ceil(X[i, j]) + pow(abs(X[i, j]), 1.5), name="Y")
+    s = _vectorized(Y) if vectorize else create_schedule(Y)
+    f = build(s, [X, Y])
+    x = _random((37, 19), "float32")
+    y = np.empty_like(x)
+    f(x, y)
+    ax = np.abs(x)
+    ref = (np.exp(x) * np.tanh(x) + 1 / (1 + np.exp(-x)) - np.vectorize(math.erf)(x) + np.sqrt(ax)
+           + np.log(ax + 1) + 1 / np.sqrt(ax + 1) + np.floor(x) * np.ceil(x) + ax ** 1.5)
+    np.testing.assert_allclose(y, ref, rtol=2e-6, atol=2e-6)
+
+
+def test_float64_intrinsics():
+    X = placeholder((50,), "float64", name="X")
+    Y = compute((50,), lambda i: exp(X[i]) + tanh(X[i]) + erf(X[i]) + sigmoid(X[i]), name="Y")
+    f = build(_vectorized(Y, 8), [X, Y])
+    x = _random((50,), "float64")
+    y = np.empty_like(x)
+    f(x, y)
+    ref = np.exp(x) + np.tanh(x) + np.vectorize(math.erf)(x) + 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(y, ref, rtol=1e-13)
+
+
+def test_broadcast_written_as_index_expression():
+    A, b = placeholder((7, 33), name="A"), placeholder((33,), name="b")
+    C = compute((7, 33), lambda i, j: A[i, j] * b[j] + A[i, 0], name="C")
+    f = build(_vectorized(C), [A, b, C])
+    a, bv = _random((7, 33), "float32"), _random((33,), "float32")
+    c = np.empty((7, 33), "float32")
+    f(a, bv, c)
+    np.testing.assert_allclose(c, a * bv + a[:, :1], rtol=1e-6, atol=1e-6)  # FMA rounds once
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "int8", "uint8"])
+@pytest.mark.parametrize("reducer, ref", [(sum, np.sum), (tmax, np.max), (tmin, np.min), (tprod, np.prod)])
+def test_reductions_over_several_axes(dtype, reducer, ref):
+    A = placeholder((5, 6, 3), dtype, name="A")
+    r1, r2 = reduce_axis((0, 6), name="r1"), reduce_axis((0, 3), name="r2")
+    B = compute((5,), lambda i: reducer(A[i, r1, r2], axis=[r1, r2]), name="B")
+    f = build(create_schedule(B), [A, B])
+    a = _random((5, 6, 3), dtype)
+    if reducer is tprod and dtype.startswith(("float",)):
+        a = (a * 0.3 + 1).astype(dtype)
+    b = np.empty(5, dtype)
+    f(a, b)
+    with np.errstate(over="ignore"):
+        expected = ref(a, axis=(1, 2)).astype(dtype)
+    np.testing.assert_allclose(b, expected, rtol=1e-5)
+
+
+def test_matmul_vectorized_parallel_is_exact_enough_and_uses_avx512_fma():
+    n, k, m = 67, 45, 83
+    A, B = placeholder((n, k), name="A"), placeholder((k, m), name="B")
+    r = reduce_axis((0, k), name="r")
+    C = compute((n, m), lambda i, j: sum(A[i, r] * B[r, j], axis=r), name="C")
+    s = create_schedule(C)
+    i, j = C.op.axis
+    io, jo, ii, ji = s[C].tile(i, j, 4, 32)
+    s[C].reorder(io, jo, r, ii, ji)
+    s[C].unroll(ii); s[C].vectorize(ji); s[C].parallel(io)
+    f = build(s, [A, B, C])
+    a, b = _random((n, k), "float32"), _random((k, m), "float32")
+    c = np.empty((n, m), "float32")
+    f(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    asm = f.source("asm")
+    assert "zmm" in asm and "vfmadd" in asm
+    assert "tilefuse_parallel_for" in f.source("llvm")
+
+
+@pytest.mark.parametrize("src, dst", [("float32", "int32"), ("int32", "float32"), ("float64", "float32"),
+                                      ("int8", "int64"), ("uint8", "int32"), ("int32", "int8"),
+                                      ("float32", "bool"), ("bool", "float32"), ("int64", "uint8")])
+def test_casts(src, dst):
+    X = placeholder((40,), src, name="X")
+    Y = compute((40,), lambda i: cast(dst, X[i]), name="Y")
+    f = build(_vectorized(Y, 8, parallel=False), [X, Y])
+    x = _random((40,), src)
+    if src.startswith("float") and dst in ("int32",):
+        x = (x * 50).astype(src)
+    y = np.empty(40, dst)
+    f(x, y)
+    np.testing.assert_array_equal(y, x.astype(dst))
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_integer_floordiv_and_mod_follow_python_including_zero_divisor(vectorize):
+    I, J = placeholder((64,), "int32", name="I"), placeholder((64,), "int32", name="J")
+    D = compute((64,), lambda i: I[i] // J[i] * 1000 + I[i] % J[i], name="D")
+    f = build(_vectorized(D, 16, False) if vectorize else create_schedule(D), [I, J, D])
+    a = rng.integers(-50, 50, 64).astype("int32")
+    b = rng.integers(-5, 5, 64).astype("int32")
+    a[0], b[0] = np.iinfo("int32").min, -1
+    d = np.empty(64, "int32")
+    f(a, b, d)
+    safe = np.where(b == 0, 1, b)
+    with np.errstate(all="ignore"):
+        ref = np.where(b == 0, 0, np.floor_divide(a, safe) * 1000 + np.mod(a, safe)).astype("int32")
+    np.testing.assert_array_equal(d, ref)
+
+
+def test_float_floordiv_and_mod():
+    X, Y = placeholder((30,), name="X"), placeholder((30,), name="Y")
+    Z = compute((30,), lambda i: X[i] // Y[i] + X[i] % Y[i], name="Z")
+    f = build(_vectorized(Z, 8), [X, Y, Z])
+    x, y = _random((30,), "float32") * 10, _random((30,), "float32") + 3
+    x, y = x.astype("float32"), y.astype("float32")
+    z = np.empty(30, "float32")
+    f(x, y, z)
+    np.testing.assert_allclose(z, np.floor_divide(x, y) + np.mod(x, y), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_padding_reads_only_where_the_condition_holds(vectorize):
+    X = placeholder((33, 19), name="X")
+    P = compute((35, 21), lambda i, j: if_then_else((i >= 1) & (i < 34) & (j >= 1) & (j < 20),
+                                                     X[i - 1, j - 1], 0.0), name="P")
+    f = build(_vectorized(P) if vectorize else create_schedule(P), [X, P])
+    x = _random((33, 19), "float32")
+    p = np.empty((35, 21), "float32")
+    f(x, p)
+    np.testing.assert_array_equal(p, np.pad(x, 1))
+
+
+def test_bool_inputs_outputs_and_logic():
+    X = placeholder((50,), name="X")
+    M = placeholder((50,), "bool", name="M")
+    Y = compute((50,), lambda i: (X[i] > 0.0) & ~M[i] | (X[i] != X[i]), name="Y")
+    f = build(_vectorized(Y, 16), [X, M, Y])
+    x, m = _random((50,), "float32"), _random((50,), "bool")
+    x[3] = np.nan
+    y = np.empty(50, bool)
+    f(x, m, y)
+    np.testing.assert_array_equal(y, (x > 0) & ~m | np.isnan(x))
+
+
+def test_min_max_propagate_nan_like_numpy():
+    X, Y = placeholder((20,), name="X"), placeholder((20,), name="Y")
+    from tensorir.expr import Max, Min
+    Z = compute((20,), lambda i: Max(X[i], Y[i], "float32") + Min(X[i], Y[i], "float32"), name="Z")
+    f = build(_vectorized(Z, 8), [X, Y, Z])
+    x, y = _random((20,), "float32"), _random((20,), "float32")
+    x[2] = np.nan
+    z = np.empty(20, "float32")
+    f(x, y, z)
+    np.testing.assert_array_equal(z, np.maximum(x, y) + np.minimum(x, y))
+
+
+def test_zero_size_and_size_one_axes():
+    X = placeholder((0, 5), name="X")
+    Y = compute((0, 5), lambda i, j: X[i, j] + 1.0, name="Y")
+    f = build(_vectorized(Y, 8), [X, Y])
+    f(np.zeros((0, 5), "float32"), np.zeros((0, 5), "float32"))
+    A = placeholder((1, 7, 1), name="A")
+    r = reduce_axis((0, 0), name="r")
+    E = compute((1, 7), lambda i, j: sum(A[i, j, r], axis=r), name="E")     # empty reduction
+    f = build(create_schedule(E), [A, E])
+    e = np.ones((1, 7), "float32")
+    f(_random((1, 7, 1), "float32"), e)
+    np.testing.assert_array_equal(e, np.zeros((1, 7), "float32"))
+
+
+def test_scalar_parameters():
+    X = placeholder((10,), name="X")
+    alpha, n = var("alpha", "float32"), var("n", "int64")
+    Y = compute((10,), lambda i: X[i] * alpha + cast("float32", i * n), name="Y")
+    f = build(_vectorized(Y, 4), [X, alpha, n, Y])
+    x, y = _random((10,), "float32"), np.empty(10, "float32")
+    f(x, 2.5, 3, y)
+    np.testing.assert_allclose(y, x * 2.5 + np.arange(10) * 3, rtol=1e-6)
+
+
+def test_intermediate_stages_are_allocated_and_chained():
+    X = placeholder((300, 300), name="X")          # big enough for a heap allocation
+    T = compute((300, 300), lambda i, j: X[i, j] * 2.0, name="T")
+    r = reduce_axis((0, 300), name="r")
+    U = compute((300,), lambda i: sum(T[i, r], axis=r), name="U")
+    V = compute((4,), lambda i: X[i, 0] + 1.0, name="V")           # small: on the stack
+    W = compute((300,), lambda i: U[i] + V[i % 4], name="W")
+    f = build(create_schedule(W), [X, W])
+    x, w = _random((300, 300), "float32"), np.empty(300, "float32")
+    f(x, w)
+    np.testing.assert_allclose(w, (2 * x).sum(1) + (x[np.arange(300) % 4, 0] + 1), rtol=1e-4, atol=1e-4)
+
+
+def test_fast_math_is_only_used_when_asked():
+    X = placeholder((64,), name="X")
+    Y = compute((64,), lambda i: X[i] * 2.0 + 1.0, name="Y")
+    strict = build(_vectorized(Y), [X, Y])
+    fast = build(_vectorized(Y), [X, Y], fast_math=True)
+    assert " fast " not in strict.source("llvm") and "reassoc" not in strict.source("llvm")
+    assert "fast" in fast.source("llvm")
+    x, a, b = _random((64,), "float32"), np.empty(64, "float32"), np.empty(64, "float32")
+    strict(x, a), fast(x, b)
+    np.testing.assert_allclose(a, b, rtol=1e-6)

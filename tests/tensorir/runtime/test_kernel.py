@@ -1,0 +1,127 @@
+"""The Kernel object: argument validation, source, save and load."""
+import numpy as np
+import pytest
+
+from schedule import build, create_schedule
+from tensorir import compute, placeholder, var
+from tensorir.runtime.kernel import MAGIC, load_kernel
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    A = placeholder((8, 4), name="A")
+    alpha = var("alpha", "float32")
+    B = compute((8, 4), lambda i, j: A[i, j] * alpha, name="B")
+    s = create_schedule(B)
+    s[B].vectorize(B.op.axis[1])
+    return build(s, [A, alpha, B], name="scale")
+
+
+def _args():
+    return np.ones((8, 4), "float32"), 2.0, np.zeros((8, 4), "float32")
+
+
+def test_call_writes_output_in_place(kernel):
+    a, alpha, b = _args()
+    kernel(a, alpha, b)
+    np.testing.assert_array_equal(b, 2 * a)
+    assert repr(kernel) == "Kernel(scale(A: float32[8, 4], alpha: float32, B: float32[8, 4]))"
+
+
+def test_wrong_argument_count(kernel):
+    with pytest.raises(TypeError, match=r"takes 3 arguments \(A, alpha, B\), got 2"):
+        kernel(np.ones((8, 4), "float32"), 2.0)
+
+
+def test_wrong_dtype_names_the_argument(kernel):
+    a, alpha, b = _args()
+    with pytest.raises(TypeError, match="argument A must have dtype float32, got float64"):
+        kernel(a.astype("float64"), alpha, b)
+
+
+def test_wrong_shape_names_the_argument(kernel):
+    a, alpha, b = _args()
+    with pytest.raises(ValueError, match=r"argument B must have shape \(8, 4\), got \(4, 8\)"):
+        kernel(a, alpha, b.reshape(4, 8))
+
+
+def test_non_contiguous_array(kernel):
+    a, alpha, b = _args()
+    with pytest.raises(ValueError, match="argument A must be C-contiguous"):
+        kernel(np.ones((4, 8), "float32").T, alpha, b)
+
+
+def test_misaligned_view(kernel):
+    a, alpha, b = _args()
+    raw = np.zeros(8 * 4 + 1, "float32")
+    view = raw[1:].reshape(8, 4)
+    with pytest.raises(ValueError, match="argument B is not 16-byte aligned"):
+        kernel(a, alpha, view)
+
+
+def test_output_overlapping_an_input(kernel):
+    a, alpha, _ = _args()
+    with pytest.raises(ValueError, match="output B overlaps argument A"):
+        kernel(a, alpha, a)
+
+
+def test_read_only_output(kernel):
+    a, alpha, b = _args()
+    b.flags.writeable = False
+    with pytest.raises(ValueError, match="output B is read-only"):
+        kernel(a, alpha, b)
+
+
+def test_not_an_array_and_bad_scalars(kernel):
+    a, alpha, b = _args()
+    with pytest.raises(TypeError, match="argument A must be a numpy array, got list"):
+        kernel(a.tolist(), alpha, b)
+    with pytest.raises(TypeError, match="scalar alpha must be a number, got str"):
+        kernel(a, "2", b)
+
+
+def test_int_scalar_range_is_checked():
+    A = placeholder((4,), "int8", name="A")
+    n = var("n", "int8")
+    B = compute((4,), lambda i: A[i] + n, name="B")
+    f = build(create_schedule(B), [A, n, B])
+    with pytest.raises(ValueError, match="scalar n=300 does not fit in int8"):
+        f(np.zeros(4, "int8"), 300, np.zeros(4, "int8"))
+
+
+def test_source_llvm_and_asm(kernel):
+    assert "define void @scale(ptr noalias" in kernel.source("llvm")
+    assert "vmulps" in kernel.source("asm") and "xmm" in kernel.source("asm")  # 4 lanes: 128-bit
+    with pytest.raises(ValueError, match="unknown source kind"):
+        kernel.source("c")
+
+
+def test_save_and_load_round_trip(kernel, tmp_path):
+    path = tmp_path / "scale.tfk"
+    kernel.save(path)
+    again = load_kernel(path)
+    a, alpha, b = _args()
+    again(a, 3.0, b)
+    np.testing.assert_array_equal(b, 3 * a)
+    assert again.source("llvm") == kernel.source("llvm")
+    assert again.args == kernel.args
+
+
+def test_load_rejects_corrupt_truncated_and_foreign_files(kernel, tmp_path):
+    path = tmp_path / "k.tfk"
+    kernel.save(path)
+    data = path.read_bytes()
+    (tmp_path / "junk").write_bytes(b"hello")
+    with pytest.raises(ValueError, match="not a tilefuse kernel file"):
+        load_kernel(tmp_path / "junk")
+    (tmp_path / "header").write_bytes(data[:len(MAGIC) + 8] + b"{not json" + data[len(MAGIC) + 20:])
+    with pytest.raises(ValueError, match="corrupt kernel header"):
+        load_kernel(tmp_path / "header")
+    size = int.from_bytes(data[len(MAGIC):len(MAGIC) + 8], "little")
+    (tmp_path / "short").write_bytes(data[:len(MAGIC) + 8 + size])
+    with pytest.raises(ValueError, match="no object code"):
+        load_kernel(tmp_path / "short")
+    foreign = data.replace(b'"features": "+', b'"features": "-', 1)
+    (tmp_path / "foreign").write_bytes(foreign[:len(MAGIC)] + size.to_bytes(8, "little") + foreign[len(MAGIC) + 8:])
+    with pytest.raises(ValueError, match="other features"):
+        load_kernel(tmp_path / "foreign")
