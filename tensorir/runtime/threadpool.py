@@ -25,7 +25,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from .target import host_cpu, initialize_llvm, optimize_module
+from .target import new_target_machine, optimize_module
 
 __all__ = ["ensure_runtime", "set_num_threads", "get_num_threads", "parallel_for_address"]
 
@@ -64,16 +64,6 @@ def _default_num_threads() -> int:
     return n
 
 
-def _own_target_machine() -> llvm.TargetMachine:
-    # MCJIT takes ownership of (and eventually deletes) its target machine, so the
-    # shared ``host_target_machine()`` must not be handed to an engine.
-    initialize_llvm()
-    cpu, features = host_cpu()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(cpu=cpu, features=features, opt=3,
-                                        reloc="default", codemodel="jitdefault")
-
-
 def ensure_runtime() -> None:
     """Compile the thread pool once per process and register its symbols.
 
@@ -92,7 +82,8 @@ def ensure_runtime() -> None:
     with _lock:
         if _parallel_for_addr is not None:
             return
-        tm = _own_target_machine()
+        nthreads = _get_num_threads_locked()   # a bad $TILEFUSE_NUM_THREADS raises here
+        tm = new_target_machine()   # MCJIT takes ownership of its target machine
         module = llvm.parse_assembly(_IR_PATH.read_text())
         module.triple = tm.triple
         module.data_layout = str(tm.target_data)
@@ -108,7 +99,7 @@ def ensure_runtime() -> None:
             llvm.add_symbol(name, engine.get_function_address(name))
         setter = ctypes.CFUNCTYPE(None, ctypes.c_int32)(
             engine.get_function_address("tilefuse_set_num_threads"))
-        setter(_get_num_threads_locked())
+        setter(nthreads)
         _engine = engine
         _native_set_num_threads = setter
         _native_num_workers = ctypes.CFUNCTYPE(ctypes.c_int32)(
