@@ -30,6 +30,9 @@ PARAM_ALIGN = 16      # numpy's allocator guarantees 16 bytes; Kernel checks it 
 ALLOC_ALIGN = 64
 STACK_LIMIT = 64 * 1024  # bytes; larger allocations go to the heap
 PARALLEL_FOR = "tilefuse_parallel_for"
+STATUS_OK, STATUS_NO_MEMORY, STATUS_BAD_ARGUMENT = 0, 1, 2  # what the entry functions return
+ARRAY_ENTRY_SUFFIX = ".arrays"
+ARRAY_DATA_OFFSET = 16  # offsetof(PyArrayObject_fields, data): after ob_refcnt and ob_type
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
@@ -109,7 +112,7 @@ class CodeGen:
     def _emit_entry(self):
         params = self.prim.params
         types = [PTR if isinstance(p, E.Buffer) else _abi_type(p.dtype) for p in params]
-        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), types), name=self.prim.name)
+        fn = ir.Function(self.module, ir.FunctionType(I32, types), name=self.prim.name)
         fn.attributes.add("nounwind")
         env, buffers = {}, {}
         for p, arg in zip(params, fn.args):
@@ -124,8 +127,44 @@ class CodeGen:
                 env[p.uid] = builder.trunc(arg, I1) if p.dtype == "bool" else arg
         ctx = _Ctx(fn, builder, env, buffers)
         self._stmt(self.prim.body, ctx)
-        ctx.builder.ret_void()
+        ctx.builder.ret(ir.Constant(I32, STATUS_OK))
         self._end_function(fn)
+        self._emit_array_entry(fn)
+
+    def _emit_array_entry(self, entry: ir.Function) -> None:
+        """``i32 <name>.arrays(PyArrayObject *..., scalars...)``: read each array's data pointer
+        (at ``ARRAY_DATA_OFFSET``), check alignment and that no output overlaps another
+        argument, then call the entry. Lets the runtime skip per-array pointer lookups."""
+        params = self.prim.params
+        fn = ir.Function(self.module, entry.function_type, name=self.prim.name + ARRAY_ENTRY_SUFFIX)
+        fn.attributes.add("nounwind")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        args, spans = [], []
+        written = {n.buffer.uid for n in walk(self.prim.body) if isinstance(n, S.BufferStore)}
+        for p, arg in zip(params, fn.args):
+            if not isinstance(p, E.Buffer):
+                args.append(arg)
+                continue
+            field = b.gep(arg, [ir.Constant(I64, ARRAY_DATA_OFFSET)], source_etype=I8)
+            data = b.load(field, typ=PTR)
+            args.append(data)
+            nbytes = p.size * dt.itemsize(p.dtype)
+            if nbytes:
+                lo = b.ptrtoint(data, I64)
+                misaligned = b.icmp_unsigned("!=", b.and_(lo, ir.Constant(I64, PARAM_ALIGN - 1)), ir.Constant(I64, 0))
+                with b.if_then(misaligned, likely=False):
+                    b.ret(ir.Constant(I32, STATUS_BAD_ARGUMENT))
+                spans.append((p, lo, b.add(lo, ir.Constant(I64, nbytes))))
+        for w, w_lo, w_hi in spans:
+            if w.uid not in written:
+                continue
+            for o, o_lo, o_hi in spans:
+                if o is w:
+                    continue
+                overlap = b.and_(b.icmp_unsigned("<", o_lo, w_hi), b.icmp_unsigned("<", w_lo, o_hi))
+                with b.if_then(overlap, likely=False):
+                    b.ret(ir.Constant(I32, STATUS_BAD_ARGUMENT))
+        b.ret(b.call(entry, args))
 
     def _begin_function(self, fn: ir.Function) -> ir.IRBuilder:
         """Give ``fn`` an entry block that holds only stack allocations, and return a builder
@@ -210,6 +249,10 @@ class CodeGen:
         free = self._declare("free", ir.VoidType(), [PTR])
         rounded = (max(nbytes, 1) + ALLOC_ALIGN - 1) // ALLOC_ALIGN * ALLOC_ALIGN
         ptr = ctx.builder.call(alloc, [ir.Constant(I64, ALLOC_ALIGN), ir.Constant(I64, rounded)], name=buf.name)
+        if ctx.func.name == self.prim.name:  # the entry reports failure; see STATUS_NO_MEMORY
+            failed = ctx.builder.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
+            with ctx.builder.if_then(failed, likely=False):
+                ctx.builder.ret(ir.Constant(I32, STATUS_NO_MEMORY))
         inner.buffers = {**ctx.buffers, buf.uid: ptr}
         self._stmt(s.body, inner)
         inner.builder.call(free, [ptr])

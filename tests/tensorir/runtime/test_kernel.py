@@ -90,7 +90,7 @@ def test_int_scalar_range_is_checked():
 
 
 def test_source_llvm_and_asm(kernel):
-    assert "define void @scale(ptr noalias" in kernel.source("llvm")
+    assert "define noundef i32 @scale(ptr noalias" in kernel.source("llvm")
     assert "vmulps" in kernel.source("asm") and "xmm" in kernel.source("asm")  # 4 lanes: 128-bit
     with pytest.raises(ValueError, match="unknown source kind"):
         kernel.source("c")
@@ -125,3 +125,16 @@ def test_load_rejects_corrupt_truncated_and_foreign_files(kernel, tmp_path):
     (tmp_path / "foreign").write_bytes(foreign[:len(MAGIC)] + size.to_bytes(8, "little") + foreign[len(MAGIC) + 8:])
     with pytest.raises(ValueError, match="other features"):
         load_kernel(tmp_path / "foreign")
+
+
+def test_failed_allocation_raises_memory_error():
+    # an intermediate of 2^42 floats (16 TiB) cannot be allocated: a clear error, not a crash
+    n = 1 << 21
+    A = placeholder((n, 1), name="A")
+    T = compute((n, 1 << 21), lambda i, j: A[i, 0] * 2.0, name="T")
+    U = compute((1,), lambda i: T[0, 0] + 1.0, name="U")
+    s = create_schedule(U)
+    s[T].split(T.op.axis[0], factor=1 << 20)  # never reached: the allocation fails first
+    f = build(s, [A, U])
+    with pytest.raises(MemoryError, match="could not allocate"):
+        f(np.zeros((n, 1), "float32"), np.zeros(1, "float32"))
