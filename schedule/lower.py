@@ -9,14 +9,13 @@ partitioned so that guards only remain in tails.
 """
 from __future__ import annotations
 
-from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir import stmt as S
 from tensorir.passes import partition_loops, simplify_stmt
 from tensorir.tensor import ComputeOp, PlaceholderOp, Tensor
-from tensorir.visit import free_vars, rewrite
+from tensorir.visit import free_vars, rewrite, substitute
 
-from .schedule import Fuse, Schedule, ScheduleError, Split, Stage
+from .schedule import Fuse, Schedule, Split, Stage
 
 _COMBINE = {"sum": E.Add, "prod": E.Mul, "max": E.Max, "min": E.Min}
 
@@ -145,7 +144,6 @@ def _lower_stage(stage: Stage, buffers: dict) -> S.Stmt:
     op: ComputeOp = stage.op
     buf = buffers[id(op)]
     values, guards = _axis_values(stage)
-    from tensorir.visit import substitute
     mapping = {iv.uid: values[iv.uid] for iv in list(op.axis) + list(op.reduce_axis)}
     indices = tuple(values[iv.uid] for iv in op.axis)
     data_guards = [c for parent, c in guards if parent.kind == "data"]

@@ -183,6 +183,14 @@ def linear_coefficient(e: E.Expr, v: E.Var):
     return coeff, Linear(rest, lin.const, lin.dtype).to_expr()
 
 
+def _is_index(e: E.Expr) -> bool:
+    """Index arithmetic: int64 built from variables and constants only. Overflow-free rules
+    (floordiv/floormod rewriting, deciding comparisons and min/max from bounds) apply only to
+    it; data of small or loaded integers wraps like numpy and is left alone."""
+    from .visit import walk
+    return e.dtype == dt.INDEX_DTYPE and not any(isinstance(n, (E.BufferLoad, E.TensorLoad)) for n in walk(e))
+
+
 def _contains_var(e: E.Expr, v: E.Var) -> bool:
     from .visit import walk
     return any(isinstance(n, E.Var) and n.uid == v.uid for n in walk(e))
@@ -345,7 +353,7 @@ class _Simplifier:
             folded = self._fold(E.FloorDiv, e.a, e.b, e.dtype)
             if folded is not None:
                 return folded
-        if not (dt.is_int(e.dtype) and _is_const(e.b) and e.b.value > 0):
+        if not (_is_const(e.b) and e.b.value > 0 and _is_index(e.a)):
             return e
         c = e.b.value
         if c == 1:
@@ -369,7 +377,7 @@ class _Simplifier:
             folded = self._fold(E.FloorMod, e.a, e.b, e.dtype)
             if folded is not None:
                 return folded
-        if not (dt.is_int(e.dtype) and _is_const(e.b) and e.b.value > 0):
+        if not (_is_const(e.b) and e.b.value > 0 and _is_index(e.a)):
             return e
         c = e.b.value
         if c == 1:
@@ -389,7 +397,7 @@ class _Simplifier:
             return self._fold(type(e), e.a, e.b, e.dtype)
         if same(e.a, e.b):
             return e.a
-        if dt.is_int(e.dtype):
+        if _is_index(e):
             (a0, a1), (b0, b1) = bound(e.a, self.ranges), bound(e.b, self.ranges)
             if isinstance(e, E.Min):
                 if a1 <= b0: return e.a
@@ -408,7 +416,7 @@ class _Simplifier:
             return E.Const(bool(_COMPARE[type(e)](a.value, b.value)), "bool")
         if same(a, b) and not dt.is_float(a.dtype):
             return E.Const(type(e) in (E.EQ, E.LE, E.GE), "bool")
-        if a.dtype == dt.INDEX_DTYPE:  # index arithmetic does not wrap; small ints might
+        if _is_index(a) and _is_index(b):  # index arithmetic does not wrap; data might
             diff = Linear.of(a).add(Linear.of(b), -1)
             lo, hi = bound(_merge_div_mod(diff).to_expr(), self.ranges)
             decided = {
