@@ -187,10 +187,14 @@ class Stage:
         self.iter_var_kinds[axis.uid] = kind
 
     def vectorize(self, axis: IterVar) -> None:
-        """Run the loop as one vector operation of ``extent`` lanes.
+        """Run the loop as one vector operation of ``extent`` lanes (explicit LLVM vectors;
+        a tail under a guard becomes masked loads and stores).
 
         Example:
-            >>> # s[B].vectorize(inner) -- see Stage
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((100,), name="A"); B = compute((100,), lambda i: A[i] + 1.0, name="B")
+            >>> s = create_schedule(B); outer, inner = s[B].split(B.op.axis[0], factor=16)
+            >>> s[B].vectorize(inner)
         """
         self._annotate(axis, "vectorized")
 
@@ -198,15 +202,19 @@ class Stage:
         """Replicate the loop body ``extent`` times.
 
         Example:
-            >>> # s[C].unroll(ii)
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((8, 4), name="A"); B = compute((8, 4), lambda i, j: A[i, j] * 2.0, name="B")
+            >>> s = create_schedule(B); s[B].unroll(B.op.axis[1])
         """
         self._annotate(axis, "unrolled")
 
     def parallel(self, axis: IterVar) -> None:
-        """Run the loop's iterations on the thread pool.
+        """Run the loop's iterations on the thread pool, in one contiguous chunk per thread.
 
         Example:
-            >>> # s[C].parallel(io)
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((8, 4), name="A"); B = compute((8, 4), lambda i, j: A[i, j] * 2.0, name="B")
+            >>> s = create_schedule(B); s[B].parallel(B.op.axis[0])
         """
         self._annotate(axis, "parallel")
 

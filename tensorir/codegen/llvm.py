@@ -94,7 +94,7 @@ class CodeGen:
         >>> from tensorir.stmt import For, BufferStore, PrimFunc
         >>> A = Buffer("A", (4,), "float32"); i = var("i")
         >>> f = PrimFunc("fill", (A,), For(i, const(0), const(4), "serial", BufferStore(A, const(1.0), (i,))))
-        >>> "define void @\\"fill\\"" in str(CodeGen(f).module)
+        >>> 'define i32 @"fill"' in str(CodeGen(f).module)
         True
     """
 
