@@ -5,7 +5,9 @@ import inspect
 
 from . import dtype as dt
 from .dtype import DTypeError
-from .expr import Const, Expr, IterVar, Reduce, TensorLoad, as_expr, next_uid
+from .expr import Const, Expr, FloorDiv, FloorMod, IterVar, Reduce, Select, TensorLoad, Var, as_expr, next_uid
+from .node import children
+from .simplify import Linear, bound, simplify
 from .visit import walk
 
 
@@ -188,6 +190,45 @@ def compute(shape, fcompute, name: str = "compute", tag: str = "") -> Tensor:
     return op._output
 
 
+def _check_reads_in_bounds(name: str, axes, body: Expr) -> None:
+    """Reject a read that goes out of bounds for some point of the iteration domain, where
+    that is certain: the read is not under an if_then_else (which may guard it) and its index
+    is affine in the axes (or a floordiv/floormod of an affine part), each axis in one term,
+    so that interval bounds are exact."""
+    if any(a.dom_extent == 0 for a in axes):
+        return
+    ranges = {a.uid: a.dom for a in axes}
+
+    def visit(e):
+        if isinstance(e, Select):
+            visit(e.cond)
+            return
+        if isinstance(e, TensorLoad):
+            for d, index in enumerate(e.indices):
+                index = simplify(index, ranges)
+                if not _exact_bounds(index):
+                    continue
+                lo, hi = bound(index, ranges)
+                if lo < 0 or hi >= e.tensor.shape[d]:
+                    raise IndexError(f"compute {name!r}: index {d} of {e.tensor.name} ({index}) ranges over "
+                                     f"[{lo}, {hi}] but that dimension has size {e.tensor.shape[d]}; "
+                                     f"guard the read with if_then_else or fix the index")
+        for c in children(e):
+            visit(c)
+    visit(body)
+
+
+def _exact_bounds(index: Expr) -> bool:
+    seen: set[int] = set()
+    for atom in Linear.of(index).terms:
+        inner = atom.a if isinstance(atom, (FloorDiv, FloorMod)) and isinstance(atom.b, Const) else atom
+        for v in (Linear.of(inner).terms if inner is not atom else (atom,)):
+            if not isinstance(v, Var) or v.uid in seen:
+                return False
+            seen.add(v.uid)
+    return True
+
+
 def _check_body(name: str, axis: tuple[IterVar, ...], body: Expr) -> None:
     reduce_axes = set(body.axis) if isinstance(body, Reduce) else set()
     for node in walk(body):
@@ -203,3 +244,4 @@ def _check_body(name: str, axis: tuple[IterVar, ...], body: Expr) -> None:
                                  f"(or by a reducer that does not list it in axis=)")
             if node.kind == "data" and node not in own:
                 raise ValueError(f"compute {name!r}: axis {node.name} belongs to another compute")
+    _check_reads_in_bounds(name, tuple(axis) + tuple(reduce_axes), body)

@@ -156,3 +156,22 @@ def test_tensor_used_as_value_is_a_clear_error():
     A = placeholder((4,), name="A")
     with pytest.raises(TypeError, match="returned tensor A; return an element"):
         compute((4,), lambda i: A, name="B")
+
+
+def test_read_provably_out_of_bounds_is_rejected_at_definition():
+    A = placeholder((10, 4), name="A")
+    with pytest.raises(IndexError, match=r"index 0 of A \(i \+ 1\) ranges over \[1, 10\] but that dimension has size 10"):
+        compute((10,), lambda i: A[i + 1, 0], name="B")
+    r = reduce_axis((0, 5), name="r")
+    with pytest.raises(IndexError, match="index 1 of A"):
+        compute((10,), lambda i: sum(A[i, r], axis=r), name="S")
+    with pytest.raises(IndexError, match=r"index 0 of A \(j // 2\) ranges over \[0, 10\]"):
+        compute((21,), lambda j: A[j // 2, j % 4], name="P")
+
+
+def test_reads_that_may_be_guarded_or_are_not_affine_are_not_rejected():
+    A = placeholder((10,), name="A")
+    compute((11,), lambda i: if_then_else(i < 10, A[i], 0.0), name="guarded")
+    compute((4,), lambda i: A[i * i], name="square")        # bounds not exact: left to the user
+    compute((20,), lambda i: A[i // 2], name="halves")      # in bounds
+    compute((0,), lambda i: A[i + 50], name="empty")         # no iteration reads anything
