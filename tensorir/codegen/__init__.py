@@ -5,8 +5,7 @@ from .. import expr as E
 from .. import stmt as S
 from ..runtime.kernel import ArgSpec, Kernel, compile_llvm
 from ..runtime.target import host_target_machine
-from ..visit import walk
-from .llvm import CodeGen, CodegenError
+from .llvm import CodeGen, CodegenError, written_buffer_uids
 
 
 def build_prim_func(func: S.PrimFunc, fast_math: bool = False) -> Kernel:
@@ -21,7 +20,7 @@ def build_prim_func(func: S.PrimFunc, fast_math: bool = False) -> Kernel:
     """
     tm = host_target_machine()
     module = CodeGen(func, fast_math=fast_math, triple=tm.triple, data_layout=str(tm.target_data)).module
-    written = {n.buffer.uid for n in walk(func.body) if isinstance(n, S.BufferStore)}
+    written = written_buffer_uids(func)
     args = [ArgSpec(p.name, p.dtype, tuple(p.shape), p.uid in written) if isinstance(p, E.Buffer)
             else ArgSpec(p.name, p.dtype, None) for p in func.params]
     return compile_llvm(func.name, args, str(module))

@@ -24,15 +24,12 @@ from .. import dtype as dt
 from .. import expr as E
 from .. import stmt as S
 from ..simplify import linear_coefficient, simplify
+from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARALLEL_FOR, PARAM_ALIGN, STATUS_BAD_ARGUMENT,
+                           STATUS_NO_MEMORY, STATUS_OK)
 from ..visit import free_vars, walk
 
-PARAM_ALIGN = 16      # numpy's allocator guarantees 16 bytes; Kernel checks it at call time
 ALLOC_ALIGN = 64
 STACK_LIMIT = 64 * 1024  # bytes; larger allocations go to the heap
-PARALLEL_FOR = "tilefuse_parallel_for"
-STATUS_OK, STATUS_NO_MEMORY, STATUS_BAD_ARGUMENT = 0, 1, 2  # what the entry functions return
-ARRAY_ENTRY_SUFFIX = ".arrays"
-ARRAY_DATA_OFFSET = 16  # offsetof(PyArrayObject_fields, data): after ob_refcnt and ob_type
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
@@ -140,7 +137,7 @@ class CodeGen:
         fn.attributes.add("nounwind")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         args, spans = [], []
-        written = {n.buffer.uid for n in walk(self.prim.body) if isinstance(n, S.BufferStore)}
+        written = written_buffer_uids(self.prim)
         for p, arg in zip(params, fn.args):
             if not isinstance(p, E.Buffer):
                 args.append(arg)
@@ -697,6 +694,19 @@ class CodeGen:
 
     def _expr_Reduce(self, e, ctx):
         raise CodegenError(f"reduction {e} reached codegen; lower the schedule first")
+
+
+def written_buffer_uids(func: S.PrimFunc) -> set[int]:
+    """Uids of the buffers ``func`` stores to (its outputs, among the parameters).
+
+    Example:
+        >>> from tensorir.expr import Buffer, const
+        >>> from tensorir.stmt import BufferStore, PrimFunc
+        >>> A = Buffer("A", (1,), "float32")
+        >>> written_buffer_uids(PrimFunc("f", (A,), BufferStore(A, const(0.0), (const(0),)))) == {A.uid}
+        True
+    """
+    return {n.buffer.uid for n in walk(func.body) if isinstance(n, S.BufferStore)}
 
 
 def _const(t: ir.Type, value) -> ir.Constant:

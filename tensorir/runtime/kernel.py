@@ -15,13 +15,12 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from .. import dtype as dt
-from ..codegen.llvm import ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX
+from .abi import ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARAM_ALIGN, STATUS_NO_MEMORY
 from .target import host_cpu, host_target_machine, new_target_machine, optimize_module
 from .threadpool import ensure_runtime
 
 MAGIC = b"TILEFUSE-KERNEL\n"
 FORMAT_VERSION = 2  # 2: the entry function returns an int32 status
-ALIGNMENT = 16
 
 _CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int8": ctypes.c_int8,
            "uint8": ctypes.c_uint8, "int32": ctypes.c_int32, "int64": ctypes.c_int64, "bool": ctypes.c_uint8}
@@ -119,14 +118,14 @@ class Kernel:
                 raise ValueError(f"kernel {self.name}: argument {spec.name} must be C-contiguous "
                                  f"(use np.ascontiguousarray)")
             ptr = a.ctypes.data
-            if ptr % ALIGNMENT and a.size:
-                raise ValueError(f"kernel {self.name}: argument {spec.name} is not {ALIGNMENT}-byte aligned "
+            if ptr % PARAM_ALIGN and a.size:
+                raise ValueError(f"kernel {self.name}: argument {spec.name} is not {PARAM_ALIGN}-byte aligned "
                                  f"(a view into another array?); pass a copy")
             if spec.written and not a.flags.writeable:
                 raise ValueError(f"kernel {self.name}: output {spec.name} is read-only")
             values.append(ptr)
         self._check_overlap(arrays)
-        if self._cfunc(*values):
+        if self._cfunc(*values) == STATUS_NO_MEMORY:
             raise MemoryError(f"kernel {self.name}: could not allocate its intermediate buffers")
 
     def _check_overlap(self, arrays):

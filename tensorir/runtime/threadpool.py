@@ -25,12 +25,13 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from .abi import PARALLEL_FOR
 from .target import new_target_machine, optimize_module
 
 __all__ = ["ensure_runtime", "set_num_threads", "get_num_threads", "parallel_for_address"]
 
 _IR_PATH = Path(__file__).with_name("threadpool.ll")
-_EXPORTED = ("tilefuse_parallel_for",)
+_EXPORTED = (PARALLEL_FOR,)
 
 _lock = threading.Lock()
 _engine: llvm.ExecutionEngine | None = None   # kept alive (and leaked) for the process lifetime
@@ -104,7 +105,7 @@ def ensure_runtime() -> None:
         _native_set_num_threads = setter
         _native_num_workers = ctypes.CFUNCTYPE(ctypes.c_int32)(
             engine.get_function_address("tilefuse_pool_num_workers"))
-        _parallel_for_addr = engine.get_function_address("tilefuse_parallel_for")
+        _parallel_for_addr = engine.get_function_address(PARALLEL_FOR)
 
 
 def _get_num_threads_locked() -> int:
