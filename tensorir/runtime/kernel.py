@@ -160,19 +160,61 @@ class Kernel:
         return f"Kernel({self.name}({sig}))"
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path) -> None:
-        """Write the kernel's object code and signature to ``path``; ``load_kernel`` reads it back.
+    def to_bytes(self) -> bytes:
+        """The kernel's object code, signature, IR and target CPU as one blob (``from_bytes``
+        reads it back; the tuning database stores it to skip LLVM on a later compile).
 
         Example:
-            >>> kernel.save("/tmp/add.tfk"); again = load_kernel("/tmp/add.tfk")  # doctest: +SKIP
+            >>> blob = kernel.to_bytes(); again = Kernel.from_bytes(blob)  # doctest: +SKIP
         """
         cpu, features = host_cpu()
         header = json.dumps({
             "version": FORMAT_VERSION, "name": self.name, "cpu": cpu, "features": features,
             "args": [asdict(a) for a in self.args], "llvm_ir": self._llvm_ir,
         }).encode()
+        return MAGIC + struct.pack("<Q", len(header)) + header + self.object_code
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "kernel blob") -> "Kernel":
+        """A kernel from ``to_bytes`` output. Raises ValueError, naming ``source``, for corrupt
+        or truncated data and for code compiled for a CPU with other features.
+
+        Example:
+            >>> Kernel.from_bytes(b"junk")
+            Traceback (most recent call last):
+            ...
+            ValueError: kernel blob: not a tilefuse kernel
+        """
+        if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 8:
+            raise ValueError(f"{source}: not a tilefuse kernel")
+        (size,) = struct.unpack_from("<Q", data, len(MAGIC))
+        start = len(MAGIC) + 8
+        try:
+            header = json.loads(data[start:start + size])
+            version, name = header["version"], header["name"]
+            args = [ArgSpec(a["name"], a["dtype"], None if a["shape"] is None else tuple(a["shape"]), a["written"])
+                    for a in header["args"]]
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{source}: corrupt kernel header ({err})") from None
+        if version != FORMAT_VERSION:
+            raise ValueError(f"{source}: kernel format version {version}, this tilefuse reads {FORMAT_VERSION}")
+        cpu, features = host_cpu()
+        if header.get("features") != features:
+            raise ValueError(f"{source}: compiled for CPU {header.get('cpu')} with other features than this "
+                             f"host ({cpu}); recompile it here")
+        object_code = data[start + size:]
+        if not object_code:
+            raise ValueError(f"{source}: no object code (truncated?)")
+        return cls(name, args, header["llvm_ir"], object_code)
+
+    def save(self, path) -> None:
+        """Write the kernel to ``path``; ``load_kernel`` reads it back.
+
+        Example:
+            >>> kernel.save("/tmp/add.tfk"); again = load_kernel("/tmp/add.tfk")  # doctest: +SKIP
+        """
         with open(path, "wb") as f:
-            f.write(MAGIC + struct.pack("<Q", len(header)) + header + self.object_code)
+            f.write(self.to_bytes())
 
 
 def load_kernel(path) -> Kernel:
@@ -180,31 +222,13 @@ def load_kernel(path) -> Kernel:
     compiled for a CPU with other features.
 
     Example:
-        >>> f = load_kernel("/tmp/add.tfk")  # doctest: +SKIP
+        >>> load_kernel(__file__)
+        Traceback (most recent call last):
+        ...
+        ValueError: ...kernel.py: not a tilefuse kernel
     """
     with open(path, "rb") as f:
-        data = f.read()
-    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 8:
-        raise ValueError(f"{path}: not a tilefuse kernel file")
-    (size,) = struct.unpack_from("<Q", data, len(MAGIC))
-    start = len(MAGIC) + 8
-    try:
-        header = json.loads(data[start:start + size])
-        version, name = header["version"], header["name"]
-        args = [ArgSpec(a["name"], a["dtype"], None if a["shape"] is None else tuple(a["shape"]), a["written"])
-                for a in header["args"]]
-    except (ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"{path}: corrupt kernel header ({err})") from None
-    if version != FORMAT_VERSION:
-        raise ValueError(f"{path}: kernel format version {version}, this tilefuse reads {FORMAT_VERSION}")
-    cpu, features = host_cpu()
-    if header.get("features") != features:
-        raise ValueError(f"{path}: compiled for CPU {header.get('cpu')} with other features than this "
-                         f"host ({cpu}); recompile it here")
-    object_code = data[start + size:]
-    if not object_code:
-        raise ValueError(f"{path}: kernel file has no object code (truncated?)")
-    return Kernel(name, args, header["llvm_ir"], object_code)
+        return Kernel.from_bytes(f.read(), source=str(path))
 
 
 @functools.lru_cache(maxsize=None)

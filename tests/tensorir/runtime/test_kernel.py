@@ -107,19 +107,26 @@ def test_save_and_load_round_trip(kernel, tmp_path):
     assert again.args == kernel.args
 
 
+def test_bytes_round_trip(kernel):
+    again = type(kernel).from_bytes(kernel.to_bytes())
+    a, alpha, b = _args()
+    again(a, 4.0, b)
+    np.testing.assert_array_equal(b, 4 * a)
+
+
 def test_load_rejects_corrupt_truncated_and_foreign_files(kernel, tmp_path):
     path = tmp_path / "k.tfk"
     kernel.save(path)
     data = path.read_bytes()
     (tmp_path / "junk").write_bytes(b"hello")
-    with pytest.raises(ValueError, match="not a tilefuse kernel file"):
+    with pytest.raises(ValueError, match="junk: not a tilefuse kernel"):
         load_kernel(tmp_path / "junk")
     (tmp_path / "header").write_bytes(data[:len(MAGIC) + 8] + b"{not json" + data[len(MAGIC) + 20:])
     with pytest.raises(ValueError, match="corrupt kernel header"):
         load_kernel(tmp_path / "header")
     size = int.from_bytes(data[len(MAGIC):len(MAGIC) + 8], "little")
     (tmp_path / "short").write_bytes(data[:len(MAGIC) + 8 + size])
-    with pytest.raises(ValueError, match="no object code"):
+    with pytest.raises(ValueError, match="short: no object code"):
         load_kernel(tmp_path / "short")
     foreign = data.replace(b'"features": "+', b'"features": "-', 1)
     (tmp_path / "foreign").write_bytes(foreign[:len(MAGIC)] + size.to_bytes(8, "little") + foreign[len(MAGIC) + 8:])
