@@ -1,21 +1,29 @@
 """Lowering: a schedule and its arguments -> a loop-IR PrimFunc.
 
-Each stage becomes a loop nest over its leaf axes. The original axes are rebuilt from the
-leaves through the split/fuse relations; where a split does not divide its axis, the store is
-guarded. A reduction writes its identity at the depth of the first reduce loop (repeating any
-data loops that sit inside it) and accumulates inside. Intermediate tensors not among the
-arguments are allocated around the whole body. The result is simplified and its loops are
-partitioned so that guards only remain in tails.
+* Inlined stages are substituted into their readers.
+* Every other stage becomes a loop nest over its leaf axes. Loop extents follow from the
+  region the stage realizes: its whole shape at the root, or, when it is computed at a loop
+  of another stage, the window its readers touch during one iteration of that loop (bound
+  inference over the readers' index expressions: symbolic in the loops outside, interval
+  over the loops inside), shifted inside the tensor's shape. Such a stage gets a buffer of
+  the window's size allocated in that loop, and reads of it are rebased to the window.
+* The original axes are rebuilt from the leaves through the split/fuse relations; a split
+  that does not divide its axis guards the store. A reduction writes its identity at the
+  depth of the first reduce loop and accumulates inside.
+* The result is simplified and its loops are partitioned so that guards remain only in tails.
 """
 from __future__ import annotations
 
 from tensorir import expr as E
+from tensorir.dtype import itemsize
 from tensorir import stmt as S
+from tensorir.node import same
 from tensorir.passes import partition_loops, simplify_stmt
-from tensorir.tensor import ComputeOp, PlaceholderOp, Tensor
-from tensorir.visit import free_vars, rewrite, substitute
+from tensorir.simplify import Linear, bound, simplify
+from tensorir.tensor import PlaceholderOp, Tensor
+from tensorir.visit import free_vars, rewrite, substitute, walk
 
-from .schedule import Fuse, Schedule, Split, Stage
+from .schedule import Fuse, Schedule, ScheduleError, Split, Stage, split_extents
 
 _COMBINE = {"sum": E.Add, "prod": E.Mul, "max": E.Max, "min": E.Min}
 
@@ -36,129 +44,347 @@ def lower(sch: Schedule, args: list, name: str = "main") -> S.PrimFunc:
     """
     if not isinstance(sch, Schedule):
         raise TypeError(f"lower takes a Schedule, got {type(sch).__name__}")
-    params, buffers = _bind_args(sch, args)
-    body = S.seq(*[_lower_stage(stage, buffers) for stage in sch.stages])
-    for stage in reversed(sch.stages):
-        t = stage.op.output(0)
-        if not _is_arg(t, args):
-            body = S.Allocate(buffers[id(t.op)], body)
+    if isinstance(args, (Tensor, E.Var)):
+        args = [args]
+    lowering = _Lowering(sch, list(args))
+    body = lowering.run()
     body = simplify_stmt(body)
     body = partition_loops(body)
     body = simplify_stmt(body)
-    return S.PrimFunc(name, tuple(params), body)
+    return S.PrimFunc(name, tuple(lowering.params), body)
 
 
-def _is_arg(t: Tensor, args) -> bool:
-    return any(a is t for a in args)
+class _Lowering:
+    def __init__(self, sch: Schedule, args: list):
+        self.sch, self.args = sch, args
+        self.names: set[str] = set()
+        self.arg_buffers = self._bind_args()
+        self.bodies: dict[int, E.Expr] = {}       # id(stage) -> body with inlined stages substituted
+        inlined: dict[int, tuple] = {}
+        for st in sch.stages:
+            body = _inline(st.body, inlined)
+            if st.attach_type == "inline":
+                inlined[id(st.op)] = (st.axis, body)
+            else:
+                self.bodies[id(st)] = body
+        self.stages = [st for st in sch.stages if st.attach_type != "inline"]
+        self.readers: dict[int, list[Stage]] = {}
+        for st in self.stages:
+            for n in walk(self.bodies[id(st)]):
+                if isinstance(n, E.TensorLoad):
+                    lst = self.readers.setdefault(id(n.tensor.op), [])
+                    if st not in lst:
+                        lst.append(st)
+        self.attached: dict[int, list[Stage]] = {}
+        for st in self.stages:
+            if st.attach_type == "at":
+                parent = st.attach_stage
+                if parent.attach_type == "inline":
+                    raise ScheduleError(f"stage {st.op.name}: computed at stage {parent.op.name}, which is inlined")
+                if st.attach_ivar not in parent.leaf_iter_vars:
+                    raise ScheduleError(f"stage {st.op.name}, axis {st.attach_ivar.name}: computed at a loop that "
+                                        f"stage {parent.op.name} no longer has (it was split or fused after)")
+                self.attached.setdefault(id(parent), []).append(st)
+        self._check_scalars()
+
+    # ------------------------------------------------------------------ arguments
+    def _bind_args(self) -> dict:
+        buffers = {}
+        seen_scalars = set()
+        for a in self.args:
+            if isinstance(a, Tensor):
+                if id(a.op) in buffers:
+                    raise ValueError(f"tensor {a.name} appears twice among the arguments")
+                buffers[id(a.op)] = E.Buffer(self._unique(a.name), a.shape, a.dtype)
+            elif isinstance(a, E.Var) and not isinstance(a, E.IterVar):
+                if a.uid in seen_scalars:
+                    raise ValueError(f"scalar {a.name} appears twice among the arguments")
+                seen_scalars.add(a.uid)
+                self.names.add(a.name)
+            else:
+                raise TypeError(f"arguments must be tensors or scalar vars, got {a!r}")
+        for out in self.sch.outputs:
+            if id(out.op) not in buffers:
+                raise ValueError(f"output {out.name} is not among the arguments; pass it so the result can be read")
+        return buffers
+
+    def _check_scalars(self):
+        scalars = {a.uid for a in self.args if isinstance(a, E.Var)}
+        for st in self.stages:
+            for n in walk(self.bodies[id(st)]):
+                if isinstance(n, E.TensorLoad) and isinstance(n.tensor.op, PlaceholderOp) \
+                        and id(n.tensor.op) not in self.arg_buffers:
+                    raise ValueError(f"input {n.tensor.name} (read by {st.op.name}) is not among the arguments")
+            for v in free_vars(self.bodies[id(st)]):
+                if not isinstance(v, E.IterVar) and v.uid not in scalars:
+                    raise ValueError(f"scalar {v.name} (used by {st.op.name}) is not among the arguments")
+
+    def _unique(self, name: str) -> str:
+        candidate, k = name, 1
+        while candidate in self.names:
+            candidate, k = f"{name}_{k}", k + 1
+        self.names.add(candidate)
+        return candidate
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> S.Stmt:
+        env = {}
+        allocations = []
+        for st in self.stages:
+            if st.attach_type != "root":
+                continue
+            buf = self.arg_buffers.get(id(st.op))
+            if buf is None:
+                buf = E.Buffer(self._unique(st.op.name), st.op.shape, st.op.dtype)
+                allocations.append(buf)
+            env[id(st.op)] = (buf, (E.Const(0, "int64"),) * len(st.op.shape))
+        for op_id, buf in self.arg_buffers.items():
+            env.setdefault(op_id, (buf, (E.Const(0, "int64"),) * len(buf.shape)))
+        zeros = lambda st: tuple(E.Const(0, "int64") for _ in st.op.shape)  # noqa: E731
+        body = S.seq(*[self._stage(st, zeros(st), st.op.shape, env, {})
+                       for st in self.stages if st.attach_type == "root"])
+        for buf in reversed(allocations):
+            body = S.Allocate(buf, body)
+        self.params = [self.arg_buffers[id(a.op)] if isinstance(a, Tensor) else a for a in self.args]
+        return body
+
+    # ------------------------------------------------------------------ one stage
+    def _stage(self, st: Stage, mins: tuple, exts: tuple, env: dict, ranges: dict) -> S.Stmt:
+        values, extents, guards = _leaf_values(st, exts)
+        glob, starts = _root_values(st, mins, values)
+        ranges = dict(ranges)
+        for leaf in st.leaf_iter_vars:
+            ranges[leaf.uid] = (starts.get(leaf.uid, 0), extents[leaf.uid])
+        regions = self._regions(st, glob, extents, ranges)
+        buf, offsets = env[id(st.op)]
+        body = self.bodies[id(st)]
+        store_index = tuple(simplify(glob[ax.uid] - off) for ax, off in zip(st.axis, offsets))
+        data_guards = [c for parent, c in guards if parent.kind == "data"]
+        reduce_guards = [c for parent, c in guards if parent.kind == "reduce"]
+        leaves = st.leaf_iter_vars
+
+        def value_of(expr, env):
+            return _to_buffers(substitute(expr, glob), env)
+
+        def emit(leaf_list, core, env, attach):
+            if not leaf_list:
+                return core(env)
+            leaf = leaf_list[0]
+            prologue, inner_env, allocs = (self._attached_at(st, leaf, regions, env, ranges) if attach
+                                           else ([], env, []))
+            inner = S.seq(*prologue, emit(leaf_list[1:], core, inner_env, attach))
+            for b in reversed(allocs):
+                inner = S.Allocate(b, inner)
+            kind = st.iter_var_kinds.get(leaf.uid, "serial")
+            start = E.Const(starts.get(leaf.uid, 0), "int64")
+            return S.For(leaf, start, E.Const(extents[leaf.uid], "int64"), kind, inner)
+
+        if not isinstance(body, E.Reduce):
+            def core(env):
+                return _guarded(S.BufferStore(buf, value_of(body, env), store_index), data_guards)
+            return emit(leaves, core, env, True)
+
+        def init(env):
+            return _guarded(S.BufferStore(buf, body.identity, store_index), data_guards)
+
+        def update(env):
+            current = E.BufferLoad(buf, store_index, body.dtype)
+            combined = _COMBINE[body.combiner](current, value_of(body.source, env), body.dtype)
+            return _guarded(S.BufferStore(buf, combined, store_index), data_guards + reduce_guards)
+
+        first = next((k for k, iv in enumerate(leaves) if iv.kind == "reduce"), len(leaves))
+        outer, inner = leaves[:first], leaves[first:]
+        inner_data = [iv for iv in inner if iv.kind == "data"]
+        return emit(outer, lambda env: S.seq(emit(inner_data, init, env, False), emit(inner, update, env, True)),
+                    env, True)
+
+    def _attached_at(self, st: Stage, leaf, regions: dict, env: dict, ranges: dict):
+        prologue, allocs = [], []
+        env = dict(env)
+        for p in self.attached.get(id(st), []):
+            if p.attach_ivar is not leaf:
+                continue
+            mins, exts = regions[id(p)]
+            if id(p.op) in self.arg_buffers:   # an output computed piecewise into its argument
+                buf, offsets = self.arg_buffers[id(p.op)], tuple(E.Const(0, "int64") for _ in exts)
+            else:
+                nbytes = int(_prod(exts)) * itemsize(p.op.dtype)
+                buf = E.Buffer(self._unique(p.op.name), tuple(exts), p.op.dtype,
+                               "local" if nbytes <= 64 * 1024 else "global")
+                offsets = mins
+                allocs.append(buf)
+            env[id(p.op)] = (buf, offsets)
+            prologue.append(self._stage(p, mins, exts, env, ranges))
+        return prologue, env, allocs
+
+    # ------------------------------------------------------------------ bound inference
+    def _regions(self, st: Stage, glob: dict, extents: dict, ranges: dict) -> dict:
+        """Window (mins, extents) of every stage computed at a loop of ``st``."""
+        attached = self.attached.get(id(st), [])
+        regions: dict[int, tuple] = {}
+        leaves = st.leaf_iter_vars
+        for p in reversed(attached):           # readers before the stages they read
+            pos = leaves.index(p.attach_ivar)
+            inner = {iv.uid: (0, extents[iv.uid]) for iv in leaves[pos + 1:]}
+            reads = []
+            for reader in self.readers.get(id(p.op), []):
+                if reader is st:
+                    reads += [(_subst_all(n.indices, glob), inner) for n in walk(self.bodies[id(st)])
+                              if isinstance(n, E.TensorLoad) and n.tensor.op is p.op]
+                elif reader.attach_type == "at" and reader.attach_stage is st \
+                        and leaves.index(reader.attach_ivar) >= pos and id(reader) in regions:
+                    rmins, rexts = regions[id(reader)]
+                    rvalues, rextents, _ = _leaf_values(reader, rexts)
+                    rglob, rstarts = _root_values(reader, rmins, rvalues)
+                    rinner = dict(inner)
+                    rinner.update({iv.uid: (rstarts.get(iv.uid, 0), rextents[iv.uid]) for iv in reader.leaf_iter_vars})
+                    reads += [(_subst_all(n.indices, rglob), rinner) for n in walk(self.bodies[id(reader)])
+                              if isinstance(n, E.TensorLoad) and n.tensor.op is p.op]
+                else:
+                    raise ScheduleError(
+                        f"stage {p.op.name}, axis {p.attach_ivar.name}: computed at loop {p.attach_ivar.name} of "
+                        f"{st.op.name}, but read by {reader.op.name}, which is not computed inside that loop")
+            if not reads:
+                raise ScheduleError(f"stage {p.op.name}, axis {p.attach_ivar.name}: computed at a loop of "
+                                    f"{st.op.name}, which does not read it")
+            regions[id(p)] = _window(p.op.shape, reads, ranges)
+        return regions
 
 
-def _bind_args(sch: Schedule, args):
-    if isinstance(args, (Tensor, E.Var)):
-        args = [args]
-    params, buffers, names = [], {}, set()
-    for a in args:
-        if isinstance(a, Tensor):
-            if id(a.op) in buffers:
-                raise ValueError(f"tensor {a.name} appears twice among the arguments")
-            name = _unique(a.name, names)
-            buf = E.Buffer(name, a.shape, a.dtype)
-            buffers[id(a.op)] = buf
-            params.append(buf)
-        elif isinstance(a, E.Var) and not isinstance(a, E.IterVar):
-            if any(isinstance(p, E.Var) and p.uid == a.uid for p in params):
-                raise ValueError(f"scalar {a.name} appears twice among the arguments")
-            names.add(a.name)
-            params.append(a)
-        else:
-            raise TypeError(f"arguments must be tensors or scalar vars, got {a!r}")
-    scalars = {p.uid for p in params if isinstance(p, E.Var)}
-    for out in sch.outputs:
-        if not _is_arg(out, args):
-            raise ValueError(f"output {out.name} is not among the arguments; pass it so the result can be read")
-    for stage in sch.stages:
-        op = stage.op
-        for inp in op.input_tensors:
-            if isinstance(inp.op, PlaceholderOp) and id(inp.op) not in buffers:
-                raise ValueError(f"input {inp.name} (read by {op.name}) is not among the arguments")
-        for v in free_vars(op.body):
-            if not isinstance(v, E.IterVar) and v.uid not in scalars:
-                raise ValueError(f"scalar {v.name} (used by {op.name}) is not among the arguments")
-        if id(op) not in buffers:
-            buffers[id(op)] = E.Buffer(_unique(op.name, names), op.shape, op.dtype)
-    return params, buffers
+# ---------------------------------------------------------------------------- helpers
+
+def _inline(body: E.Expr, inlined: dict) -> E.Expr:
+    if not inlined:
+        return body
+
+    def replace(n):
+        if isinstance(n, E.TensorLoad) and id(n.tensor.op) in inlined:
+            axis, definition = inlined[id(n.tensor.op)]
+            return substitute(definition, dict(zip(axis, n.indices)))
+        return n
+    return rewrite(body, replace)
 
 
-def _unique(name: str, names: set) -> str:
-    candidate, k = name, 1
-    while candidate in names:
-        candidate, k = f"{name}_{k}", k + 1
-    names.add(candidate)
-    return candidate
-
-
-def _to_buffers(e: E.Expr, buffers: dict) -> E.Expr:
+def _to_buffers(e: E.Expr, env: dict) -> E.Expr:
     def replace(n):
         if isinstance(n, E.TensorLoad):
-            return E.BufferLoad(buffers[id(n.tensor.op)], n.indices, n.dtype)
+            buf, offsets = env[id(n.tensor.op)]
+            idx = tuple(i if _is_zero(o) else i - o for i, o in zip(n.indices, offsets))
+            return E.BufferLoad(buf, idx, n.dtype)
         return n
     return rewrite(e, replace)
 
 
-def _axis_values(stage: Stage):
-    """Expression of every axis of the stage in terms of the leaf loop variables, and the guards
-    that keep split tails inside their parent's domain."""
-    values = {iv.uid: iv for iv in stage.leaf_iter_vars}
-    guards = []
-    for rel in reversed(stage.relations):
+def _subst_all(indices, mapping):
+    return tuple(substitute(i, mapping) for i in indices)
+
+
+def _is_zero(e) -> bool:
+    return isinstance(e, E.Const) and e.value == 0
+
+
+def _offset(base: E.Expr, local: E.Expr) -> E.Expr:
+    return local if _is_zero(base) else base + local
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def _leaf_values(st: Stage, root_extents: tuple):
+    """Extents of every axis of the stage for a realized region of ``root_extents`` (data axes;
+    reduce axes keep their domain), each root axis as a 0-based expression of the leaf loop
+    variables, and the guards of splits that do not divide their axis."""
+    extents = {ax.uid: int(e) for ax, e in zip(st.axis, root_extents)}
+    for r in st.reduce_axis:
+        extents[r.uid] = r.dom_extent
+    for rel in st.relations:
         if isinstance(rel, Split):
-            value = values[rel.outer.uid] * rel.factor + values[rel.inner.uid]
-            if rel.parent.dom_min:
-                value = value + rel.parent.dom_min
-            values[rel.parent.uid] = value
-            if rel.outer.dom_extent * rel.factor != rel.parent.dom_extent:
-                guards.append((rel.parent, value < rel.parent.dom_min + rel.parent.dom_extent))
+            extents[rel.outer.uid], extents[rel.inner.uid] = split_extents(extents[rel.parent.uid], rel.factor,
+                                                                           rel.nparts)
+        else:
+            extents[rel.fused.uid] = extents[rel.outer.uid] * extents[rel.inner.uid]
+    values = {iv.uid: iv for iv in st.leaf_iter_vars}
+    guards = []
+    for rel in reversed(st.relations):
+        if isinstance(rel, Split):
+            inner_ext = extents[rel.inner.uid]
+            values[rel.parent.uid] = values[rel.outer.uid] * inner_ext + values[rel.inner.uid]
+            if extents[rel.outer.uid] * inner_ext != extents[rel.parent.uid]:
+                guards.append((rel.parent, values[rel.parent.uid] < extents[rel.parent.uid]))
         elif isinstance(rel, Fuse):
-            fused = values[rel.fused.uid]
-            n = rel.inner.dom_extent
-            outer = fused // n if n != 1 else fused
-            inner = fused % n if n != 1 else E.Const(0, "int64")
-            values[rel.outer.uid] = outer + rel.outer.dom_min if rel.outer.dom_min else outer
-            values[rel.inner.uid] = inner + rel.inner.dom_min if rel.inner.dom_min else inner
-    return values, guards
+            fused, n = values[rel.fused.uid], extents[rel.inner.uid]
+            values[rel.outer.uid] = fused // n if n != 1 else fused
+            values[rel.inner.uid] = fused % n if n != 1 else E.Const(0, "int64")
+    return values, extents, guards
+
+
+def _root_values(st: Stage, mins: tuple, values: dict):
+    """Each root axis of ``st`` in tensor coordinates (window start + 0-based value), and the
+    start of loops that are not 0: an unsplit reduce axis keeps its own domain."""
+    glob = {ax.uid: _offset(mins[d], values[ax.uid]) for d, ax in enumerate(st.axis)}
+    starts = {}
+    for r in st.reduce_axis:
+        if r in st.leaf_iter_vars and r.dom_min:
+            starts[r.uid] = r.dom_min
+            glob[r.uid] = r
+        else:
+            glob[r.uid] = _offset(E.Const(r.dom_min, "int64"), values[r.uid])
+    return glob, starts
+
+
+def _interval(e: E.Expr, inner: dict, ranges: dict):
+    """(symbolic part, lo, hi) with ``e`` in [symbolic + lo, symbolic + hi] while the ``inner``
+    variables range over their loops; None when that cannot be bounded."""
+    lin = Linear.of(simplify(e, ranges))
+    symbolic, lo, hi = {}, lin.const, lin.const
+    for atom, c in lin.terms.items():
+        inner_vars = [n for n in walk(atom) if isinstance(n, E.Var) and n.uid in inner]
+        if not inner_vars:
+            symbolic[atom] = c
+            continue
+        if isinstance(atom, E.Var):
+            a0, ext = inner[atom.uid]
+            a1 = a0 + ext - 1
+        else:
+            a0, a1 = bound(atom, {**ranges, **inner})
+            if a0 == -float("inf") or a1 == float("inf"):
+                return None
+        lo += min(c * a0, c * a1)
+        hi += max(c * a0, c * a1)
+    return Linear(symbolic, 0, "int64"), lo, hi
+
+
+def _window(shape: tuple, reads: list, ranges: dict):
+    """The region of a tensor of ``shape`` that all ``reads`` (index tuples, each with the
+    ranges of its inner variables) touch: symbolic mins and constant extents."""
+    mins, exts = [], []
+    for d, n in enumerate(shape):
+        parts = [_interval(idx[d], inner, ranges) for idx, inner in reads]
+        base = parts[0][0].to_expr() if parts[0] is not None else None
+        if any(p is None or not same(p[0].to_expr(), base) for p in parts):
+            mins.append(E.Const(0, "int64"))
+            exts.append(n)
+            continue
+        lo, hi = min(p[1] for p in parts), max(p[2] for p in parts)
+        ext = hi - lo + 1
+        if ext >= n:
+            mins.append(E.Const(0, "int64"))
+            exts.append(n)
+            continue
+        start = simplify(base + lo, ranges)
+        # shift the window inside the tensor, so it never reaches past either end
+        start = simplify(E.Max(E.Min(start, E.Const(n - ext, "int64"), "int64"), E.Const(0, "int64"), "int64"),
+                         ranges)
+        mins.append(start)
+        exts.append(ext)
+    return tuple(mins), tuple(exts)
 
 
 def _guarded(stmt: S.Stmt, conds) -> S.Stmt:
     for c in conds:
         stmt = S.IfThenElse(c, stmt)
     return stmt
-
-
-def _nest(leaves, stage: Stage, body: S.Stmt) -> S.Stmt:
-    for iv in reversed(leaves):
-        kind = stage.iter_var_kinds.get(iv.uid, "serial")
-        body = S.For(iv, E.Const(iv.dom_min, "int64"), E.Const(iv.dom_extent, "int64"), kind, body)
-    return body
-
-
-def _lower_stage(stage: Stage, buffers: dict) -> S.Stmt:
-    op: ComputeOp = stage.op
-    buf = buffers[id(op)]
-    values, guards = _axis_values(stage)
-    mapping = {iv.uid: values[iv.uid] for iv in list(op.axis) + list(op.reduce_axis)}
-    indices = tuple(values[iv.uid] for iv in op.axis)
-    data_guards = [c for parent, c in guards if parent.kind == "data"]
-    reduce_guards = [c for parent, c in guards if parent.kind == "reduce"]
-    leaves = stage.leaf_iter_vars
-    body = op.body
-    if not isinstance(body, E.Reduce):
-        value = substitute(_to_buffers(body, buffers), mapping)
-        return _nest(leaves, stage, _guarded(S.BufferStore(buf, value, indices), data_guards))
-    source = substitute(_to_buffers(body.source, buffers), mapping)
-    current = E.BufferLoad(buf, indices, body.dtype)
-    update = S.BufferStore(buf, _COMBINE[body.combiner](current, source, body.dtype), indices)
-    init = S.BufferStore(buf, body.identity, indices)
-    first = next((k for k, iv in enumerate(leaves) if iv.kind == "reduce"), len(leaves))
-    outer, inner = leaves[:first], leaves[first:]
-    init_nest = _nest([iv for iv in inner if iv.kind == "data"], stage, _guarded(init, data_guards))
-    update_nest = _nest(inner, stage, _guarded(update, data_guards + reduce_guards))
-    return _nest(outer, stage, S.seq(init_nest, update_nest))

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensorir.expr import IterVar
+from tensorir.expr import IterVar, Reduce, TensorLoad, as_expr
+from tensorir.intrinsics import if_then_else
 from tensorir.tensor import ComputeOp, PlaceholderOp, Tensor
+from tensorir.visit import rewrite, substitute, walk
 
 MAX_VECTOR_LANES = 256
 MAX_UNROLL = 1024
@@ -22,10 +24,13 @@ class ScheduleError(ValueError):
 
 @dataclass(frozen=True)
 class Split:
+    """``parent = outer * inner_extent + inner``; the inner extent is ``factor``, or follows
+    from ``nparts`` (the outer extent) once the parent's extent is known at lowering."""
     parent: IterVar
     outer: IterVar
     inner: IterVar
-    factor: int
+    factor: int | None
+    nparts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,19 @@ class Fuse:
 
 def _axis(name: str, extent: int, kind: str) -> IterVar:
     return IterVar(name, "int64", 0, 0, extent, kind)
+
+
+def split_extents(extent: int, factor: int | None, nparts: int | None) -> tuple[int, int]:
+    """(outer, inner) extents of splitting an axis of ``extent`` by ``factor`` or ``nparts``.
+
+    Example:
+        >>> split_extents(10, 4, None), split_extents(10, None, 3)
+        ((3, 4), (3, 4))
+    """
+    if factor is not None:
+        return -(-extent // factor), factor
+    inner = -(-extent // nparts) if extent else 1
+    return (-(-extent // inner) if extent else nparts), inner
 
 
 class Stage:
@@ -53,12 +71,30 @@ class Stage:
         ['i.outer', 'i.inner']
     """
 
-    def __init__(self, op: ComputeOp):
+    def __init__(self, op: ComputeOp, schedule: "Schedule"):
         self.op = op
-        self.leaf_iter_vars: list[IterVar] = list(op.axis) + list(op.reduce_axis)
+        self.schedule = schedule
+        # what lowering computes: the op's own definition until cache_write, cache_read,
+        # rfactor or pack rewrite it
+        self.axis: tuple[IterVar, ...] = tuple(op.axis)
+        self.reduce_axis: tuple[IterVar, ...] = tuple(op.reduce_axis)
+        self.body = op.body
+        self._reset_loops()
+        # where the stage is computed: "root", "inline", or "at" a loop of another stage
+        self.attach_type = "root"
+        self.attach_stage: Stage | None = None
+        self.attach_ivar: IterVar | None = None
+
+    def _reset_loops(self):
+        self.leaf_iter_vars: list[IterVar] = list(self.axis) + list(self.reduce_axis)
         self.all_iter_vars: list[IterVar] = list(self.leaf_iter_vars)
         self.relations: list[Split | Fuse] = []
         self.iter_var_kinds: dict[int, str] = {}   # uid -> "vectorized" | "unrolled" | "parallel"
+
+    @property
+    def tensor(self) -> Tensor:
+        """The tensor this stage computes."""
+        return self.op.output(0)
 
     def __repr__(self):
         return f"Stage({self.op.name})"
@@ -98,17 +134,12 @@ class Stage:
         value = int(value)
         if value < 1:
             raise self._error(parent, f"split {'factor' if factor is not None else 'nparts'} must be >= 1, got {value}")
-        extent = parent.dom_extent
-        if factor is not None:
-            inner_extent = value
-            outer_extent = -(-extent // value)
-        else:
-            inner_extent = -(-extent // value) if extent else 1
-            outer_extent = -(-extent // inner_extent) if extent else value
+        outer_extent, inner_extent = split_extents(parent.dom_extent, factor, nparts)
         outer = _axis(f"{parent.name}.outer", outer_extent, parent.kind)
         inner = _axis(f"{parent.name}.inner", inner_extent, parent.kind)
         self._replace(parent, [outer, inner])
-        self.relations.append(Split(parent, outer, inner, inner_extent))
+        self.relations.append(Split(parent, outer, inner, value if factor is not None else None,
+                                    value if nparts is not None else None))
         return outer, inner
 
     def tile(self, x_parent: IterVar, y_parent: IterVar, x_factor: int, y_factor: int):
@@ -218,6 +249,60 @@ class Stage:
         """
         self._annotate(axis, "parallel")
 
+    # ------------------------------------------------------------------ where to compute
+    def compute_at(self, parent: "Stage", axis: IterVar) -> None:
+        """Compute this stage inside loop ``axis`` of stage ``parent``, just the region the
+        loop's iterations read (bound inference at lowering), in a buffer local to the loop.
+
+        Example:
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((64, 64), name="A")
+            >>> B = compute((64, 64), lambda i, j: A[i, j] * 2.0, name="B")
+            >>> C = compute((64, 64), lambda i, j: B[i, j] + 1.0, name="C")
+            >>> s = create_schedule(C); io, jo, ii, ji = s[C].tile(*C.op.axis, 8, 8)
+            >>> s[B].compute_at(s[C], jo)
+        """
+        if isinstance(parent, Tensor):
+            parent = self.schedule[parent]
+        if not isinstance(parent, Stage):
+            raise ScheduleError(f"stage {self.op.name}: compute_at needs a stage, got {type(parent).__name__}")
+        if parent is self:
+            raise ScheduleError(f"stage {self.op.name}: compute_at into itself")
+        if not isinstance(axis, IterVar) or axis not in parent.leaf_iter_vars:
+            raise ScheduleError(f"stage {self.op.name}, axis {getattr(axis, 'name', axis)}: compute_at needs a "
+                                f"loop of stage {parent.op.name} (one of its current leaf axes)")
+        order = self.schedule.stages
+        if order.index(parent) < order.index(self):
+            raise ScheduleError(f"stage {self.op.name}, axis {axis.name}: stage {parent.op.name} is computed "
+                                f"before {self.op.name} (it is a producer), so it cannot hold it")
+        self.attach_type, self.attach_stage, self.attach_ivar = "at", parent, axis
+
+    def compute_inline(self) -> None:
+        """Substitute this stage's expression into its consumers; it gets no buffer or loops.
+
+        Example:
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((8,), name="A")
+            >>> B = compute((8,), lambda i: A[i] * 2.0, name="B")
+            >>> C = compute((8,), lambda i: B[i] + 1.0, name="C")
+            >>> s = create_schedule(C); s[B].compute_inline()
+        """
+        if self.reduce_axis:
+            raise ScheduleError(f"stage {self.op.name}: cannot inline a reduction; compute it at a loop instead")
+        if any(t.op is self.op for t in self.schedule.outputs):
+            raise ScheduleError(f"stage {self.op.name}: cannot inline an output of the schedule")
+        self.attach_type, self.attach_stage, self.attach_ivar = "inline", None, None
+
+    def compute_root(self) -> None:
+        """Compute this stage in full, at the top level, before its consumers (the default).
+
+        Example:
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((8,), name="A"); B = compute((8,), lambda i: A[i], name="B")
+            >>> s = create_schedule(B); s[B].compute_root()
+        """
+        self.attach_type, self.attach_stage, self.attach_ivar = "root", None, None
+
     # ------------------------------------------------------------------ bookkeeping
     def _replace(self, old: IterVar, new: list[IterVar]):
         pos = self.leaf_iter_vars.index(old)
@@ -256,7 +341,7 @@ class Schedule:
             for inp in t.op.input_tensors:
                 visit(inp)
             if isinstance(t.op, ComputeOp):
-                stage = Stage(t.op)
+                stage = Stage(t.op, self)
                 self.stages.append(stage)
                 self._by_op[id(t.op)] = stage
         for out in outputs:
@@ -270,6 +355,196 @@ class Schedule:
                 raise ScheduleError(f"{op.name} is an input placeholder; it has no stage to schedule")
             raise ScheduleError(f"{getattr(op, 'name', op)} is not part of this schedule")
         return stage
+
+    # ------------------------------------------------------------------ new stages
+    def cache_write(self, tensor: Tensor, scope: str = "local") -> Tensor:
+        """Compute ``tensor`` into a new stage ``<name>.<scope>`` and make ``tensor`` a copy of
+        it. Computed at a tile of ``tensor``, the new stage accumulates in a small local
+        buffer (registers, once unrolled and vectorized) that is written back once.
+
+        Example:
+            >>> from tensorir import placeholder, compute, reduce_axis, sum
+            >>> A = placeholder((64, 64), name="A"); B = placeholder((64, 64), name="B")
+            >>> r = reduce_axis((0, 64), name="r")
+            >>> C = compute((64, 64), lambda i, j: sum(A[i, r] * B[r, j], axis=r), name="C")
+            >>> s = create_schedule(C); CL = s.cache_write(C)
+            >>> io, jo, ii, ji = s[C].tile(*C.op.axis, 4, 16); s[CL].compute_at(s[C], jo)
+            >>> CL.name
+            'C.local'
+        """
+        stage = self[tensor]
+        if stage.relations or stage.attach_type != "root":
+            raise ScheduleError(f"stage {stage.op.name}: cache_write must come before the stage is split, "
+                                f"fused or moved")
+        body = stage.body
+        cached = _new_compute(f"{stage.op.name}.{scope}", stage.op.shape, stage.axis,
+                              lambda *idx: substitute(body, dict(zip(stage.axis, idx))))
+        stage.body = TensorLoad(cached, tuple(stage.axis), stage.op.dtype)
+        stage.reduce_axis = ()
+        stage._reset_loops()
+        self._insert(cached, before=stage)
+        return cached
+
+    def cache_read(self, tensor: Tensor, scope: str, readers) -> Tensor:
+        """Copy ``tensor`` into a new stage ``<name>.<scope>`` that ``readers`` read instead.
+
+        Example:
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((64,), name="A"); B = compute((64,), lambda i: A[i] * 2.0, name="B")
+            >>> s = create_schedule(B); AL = s.cache_read(A, "local", [B])
+            >>> [st.op.name for st in s.stages]
+            ['A.local', 'B']
+        """
+        readers = self._reader_stages(tensor, readers, "cache_read")
+        cached = _new_compute(f"{tensor.name}.{scope}", tensor.shape,
+                              _axes_like(tensor), lambda *idx: tensor[idx])
+        for stage in readers:
+            stage.body = _replace_reads(stage.body, tensor, lambda idx: cached[idx])
+        self._insert(cached, before=readers[0])
+        return cached
+
+    def pack(self, tensor: Tensor, axis: int, block: int, readers=None) -> Tensor:
+        """Repack ``tensor`` into a blocked layout as its own stage, as weight prepacking does:
+        dimension ``axis`` of extent n becomes an outer dimension of n/block blocks and an
+        innermost dimension of ``block`` (zero past n), e.g. B[k][n] -> B[n/16][k][16] for
+        axis=1, block=16. ``readers`` (all by default) read the packed tensor instead.
+
+        Example:
+            >>> from tensorir import placeholder, compute, reduce_axis, sum
+            >>> A = placeholder((8, 32), name="A"); B = placeholder((32, 40), name="B")
+            >>> r = reduce_axis((0, 32), name="r")
+            >>> C = compute((8, 40), lambda i, j: sum(A[i, r] * B[r, j], axis=r), name="C")
+            >>> s = create_schedule(C); P = s.pack(B, axis=1, block=16)
+            >>> P.shape
+            (3, 32, 16)
+        """
+        readers = self._reader_stages(tensor, readers, "pack")
+        shape = tensor.shape
+        if isinstance(axis, bool) or not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
+            raise ScheduleError(f"pack {tensor.name}: axis must be a dimension index of shape {shape}, got {axis!r}")
+        axis %= len(shape)
+        if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+            raise ScheduleError(f"pack {tensor.name}, axis {axis}: block must be an int >= 1, got {block!r}")
+        n = shape[axis]
+        packed_shape = (-(-n // block),) + shape[:axis] + shape[axis + 1:] + (block,)
+
+        def element(no, *rest):
+            *others, ni = rest
+            index = tuple(others[:axis]) + (no * block + ni,) + tuple(others[axis:])
+            if n % block == 0:
+                return tensor[index]
+            return if_then_else(no * block + ni < n, tensor[index], as_expr(0, tensor.dtype))
+        dims = [a if isinstance(a, str) else a.name for a in _axes_like(tensor)]
+        names = [f"{dims[axis]}.block"] + dims[:axis] + dims[axis + 1:] + [f"{dims[axis]}.lane"]
+        packed = _new_compute(f"{tensor.name}.packed", packed_shape, names, element)
+
+        def read(idx):
+            i = idx[axis]
+            return packed[(i // block,) + tuple(idx[:axis]) + tuple(idx[axis + 1:]) + (i % block,)]
+        for stage in readers:
+            stage.body = _replace_reads(stage.body, tensor, read)
+        self._insert(packed, before=readers[0])
+        return packed
+
+    def rfactor(self, tensor: Tensor, axis: IterVar) -> Tensor:
+        """Factor the reduction of ``tensor`` over ``axis`` (a reduce axis of its stage, or the
+        inner part of a split of one) into a new stage with ``axis`` as a data axis, so it can
+        be vectorized or parallelized; ``tensor`` then reduces over that axis only.
+
+        Example:
+            >>> from tensorir import placeholder, compute, reduce_axis, sum
+            >>> A = placeholder((4, 100), name="A"); r = reduce_axis((0, 100), name="r")
+            >>> B = compute((4,), lambda i: sum(A[i, r], axis=r), name="B")
+            >>> s = create_schedule(B); ro, ri = s[B].split(r, factor=16)
+            >>> BF = s.rfactor(B, ri); BF.shape
+            (4, 16)
+        """
+        stage = self[tensor]
+        body = stage.body
+        if not isinstance(body, Reduce):
+            raise ScheduleError(f"stage {stage.op.name}: rfactor needs a reduction")
+        if not isinstance(axis, IterVar) or axis not in stage.leaf_iter_vars or axis.kind != "reduce":
+            raise ScheduleError(f"stage {stage.op.name}, axis {getattr(axis, 'name', axis)}: rfactor needs a "
+                                f"reduce loop of this stage")
+        root, split = axis, None
+        for rel in stage.relations:
+            if isinstance(rel, Split) and rel.inner is axis and rel.parent in stage.reduce_axis:
+                root, split = rel.parent, rel
+            elif not (isinstance(rel, Split) and rel.parent in stage.reduce_axis):
+                raise ScheduleError(f"stage {stage.op.name}: rfactor supports a stage whose only loop "
+                                    f"changes are splits of reduce axes")
+        if root not in stage.reduce_axis:
+            raise ScheduleError(f"stage {stage.op.name}, axis {axis.name}: rfactor needs a reduce axis or "
+                                f"the inner part of one split reduce axis")
+        factor = split.inner.dom_extent if split else root.dom_extent
+        others = [a for a in stage.reduce_axis if a is not root]
+        if split:
+            outer = IterVar(f"{root.name}.outer", "int64", 0, 0, split.outer.dom_extent, "reduce")
+            others = [outer] + others
+
+        def factored(*idx):
+            *data, lane = idx
+            mapping = dict(zip(stage.axis, data))
+            value = lane + root.dom_min
+            if split:
+                value = outer * factor + value
+            mapping[root] = value
+            source = substitute(body.source, mapping)
+            if split and root.dom_extent % factor:
+                source = if_then_else(outer * factor + lane < root.dom_extent, source, body.identity)
+            if not others:
+                return source
+            return Reduce(body.combiner, source, tuple(others), body.identity, body.dtype)
+        names = [a.name for a in stage.axis] + [f"{axis.name}.v"]
+        rf = _new_compute(f"{stage.op.name}.rf", stage.op.shape + (factor,), names, factored)
+        final = IterVar(axis.name, "int64", 0, 0, factor, "reduce")
+        stage.body = Reduce(body.combiner, rf[tuple(stage.axis) + (final,)], (final,), body.identity, body.dtype)
+        stage.reduce_axis = (final,)
+        stage._reset_loops()
+        self._insert(rf, before=stage)
+        return rf
+
+    # ------------------------------------------------------------------ helpers
+    def _insert(self, tensor: Tensor, before: Stage) -> None:
+        stage = Stage(tensor.op, self)
+        self.stages.insert(self.stages.index(before), stage)
+        self._by_op[id(tensor.op)] = stage
+
+    def _reader_stages(self, tensor: Tensor, readers, primitive: str) -> list[Stage]:
+        reading = [st for st in self.stages if _reads(st.body, tensor)]
+        if readers is None:
+            chosen = reading
+        else:
+            chosen = [self[r] if not isinstance(r, Stage) else r for r in readers]
+            for st in chosen:
+                if st not in reading:
+                    raise ScheduleError(f"{primitive} {tensor.name}: stage {st.op.name} does not read it")
+        if not chosen:
+            raise ScheduleError(f"{primitive} {tensor.name}: no stage reads it")
+        return sorted(chosen, key=self.stages.index)
+
+
+def _new_compute(name: str, shape: tuple, axes_or_names, fbody) -> Tensor:
+    names = [a if isinstance(a, str) else a.name for a in axes_or_names]
+    axis = tuple(IterVar(n, "int64", 0, 0, e, "data") for n, e in zip(names, shape))
+    body = as_expr(fbody(*axis))
+    op = ComputeOp(name, tuple(shape), body.dtype, "", axis, body)
+    op._output = Tensor(op)
+    return op._output
+
+
+def _axes_like(tensor: Tensor):
+    if isinstance(tensor.op, ComputeOp):
+        return tensor.op.axis
+    return [f"ax{d}" for d in range(tensor.ndim)]
+
+
+def _reads(body, tensor: Tensor) -> bool:
+    return any(isinstance(n, TensorLoad) and n.tensor is tensor for n in walk(body))
+
+
+def _replace_reads(body, tensor: Tensor, read):
+    return rewrite(body, lambda n: read(n.indices) if isinstance(n, TensorLoad) and n.tensor is tensor else n)
 
 
 def create_schedule(outputs) -> Schedule:

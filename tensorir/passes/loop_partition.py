@@ -96,23 +96,33 @@ def _split(loop: S.For, ranges: dict):
         if lin is None or lin[0] == 0:
             continue
         c, rest = lin
-        _, rest_hi = bound(simplify(rest, inner), inner)
-        if rest_hi == math.inf:
+        rest_lo, rest_hi = bound(simplify(rest, inner), inner)
+        if rest_hi == math.inf or rest_lo == -math.inf:
             continue
-        # the guard holds for every inner iteration when c*v + rest_hi <= -1
-        if c > 0:   # true for v <= (-1 - rest_hi) / c
-            t_lo, t_hi = lo, min(max((-1 - rest_hi) // c + 1, lo), hi)
-        else:       # true for v >= ceil((-1 - rest_hi) / c)
-            t_lo, t_hi = min(max(-((-1 - rest_hi) // -c), lo), hi), hi
-        if t_hi <= t_lo or (t_lo == lo and t_hi == hi):
+        # the guard d = c*v + rest < 0 holds for every inner iteration when c*v + rest_hi <= -1
+        # and for none when c*v + rest_lo >= 0
+        if c > 0:
+            t_lo, t_hi = lo, (-1 - rest_hi) // c + 1       # always true for v < t_hi
+            f_lo, f_hi = -(rest_lo // c), hi                # never true for v >= f_lo
+        else:
+            t_lo, t_hi = -((-1 - rest_hi) // -c), hi        # always true for v >= t_lo
+            f_lo, f_hi = lo, rest_lo // -c + 1              # never true for v < f_hi
+        t_lo, t_hi = max(t_lo, lo), min(t_hi, hi)
+        if t_hi <= t_lo and not (lo < f_hi and f_lo < hi):
+            continue
+        if t_lo <= lo and t_hi >= hi:
             continue
         guarded = node
         unguarded_body = rewrite(loop.body, lambda n: n.then_body if isinstance(n, S.IfThenElse)
                                  and n.else_body is None and same(n.cond, guarded.cond) else n)
+        cuts = sorted({lo, hi} | {p for p in (t_lo, t_hi, f_lo, f_hi) if lo < p < hi})
         pieces = []
-        for p_lo, p_hi, body in ((lo, t_lo, loop.body), (t_lo, t_hi, unguarded_body), (t_hi, hi, loop.body)):
-            if p_hi > p_lo:
-                piece = S.For(loop.var, E.Const(p_lo, "int64"), E.Const(p_hi - p_lo, "int64"), loop.kind, body)
-                pieces.append(simplify_stmt(piece, ranges))
+        for p_lo, p_hi in zip(cuts, cuts[1:]):
+            always = t_lo <= p_lo and p_hi <= t_hi
+            piece = S.For(loop.var, E.Const(p_lo, "int64"), E.Const(p_hi - p_lo, "int64"), loop.kind,
+                          unguarded_body if always else loop.body)
+            piece = simplify_stmt(piece, ranges)   # a piece where the guard never holds vanishes
+            if not S.is_noop(piece):
+                pieces.append(piece)
         return pieces
     return None
