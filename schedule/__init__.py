@@ -13,5 +13,8 @@ Example:
 from .build import build
 from .lower import lower
 from .schedule import Schedule, ScheduleError, Stage, create_schedule
+from .space import Config, ConfigError, ConfigSpace
+from .templates import Template, template_for
 
-__all__ = ["build", "lower", "Schedule", "ScheduleError", "Stage", "create_schedule"]
+__all__ = ["build", "lower", "Schedule", "ScheduleError", "Stage", "create_schedule",
+           "Config", "ConfigError", "ConfigSpace", "Template", "template_for"]

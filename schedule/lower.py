@@ -176,6 +176,7 @@ class _Lowering:
             for b in reversed(allocs):
                 inner = S.Allocate(b, inner)
             kind = st.iter_var_kinds.get(leaf.uid, "serial")
+            st.check_extent(leaf, kind, extents[leaf.uid])
             start = E.Const(starts.get(leaf.uid, 0), "int64")
             return S.For(leaf, start, E.Const(extents[leaf.uid], "int64"), kind, inner)
 

@@ -211,11 +211,16 @@ class Stage:
         if axis.kind == "reduce" and kind in ("vectorized", "parallel"):
             raise self._error(axis, f"cannot make a reduce axis {kind}: the iterations update the same "
                                     f"output element (a data race / a horizontal reduction)")
-        if kind == "vectorized" and axis.dom_extent > MAX_VECTOR_LANES:
-            raise self._error(axis, f"vectorize needs an extent <= {MAX_VECTOR_LANES}, got {axis.dom_extent}; split it first")
-        if kind == "unrolled" and axis.dom_extent > MAX_UNROLL:
-            raise self._error(axis, f"unroll needs an extent <= {MAX_UNROLL}, got {axis.dom_extent}; split it first")
+        if self.attach_type == "root":   # elsewhere the extent is known at lowering (check_extent)
+            self.check_extent(axis, kind, axis.dom_extent)
         self.iter_var_kinds[axis.uid] = kind
+
+    def check_extent(self, axis: IterVar, kind: str, extent: int) -> None:
+        """Raise ScheduleError when a vectorized or unrolled loop is too long to emit."""
+        if kind == "vectorized" and extent > MAX_VECTOR_LANES:
+            raise self._error(axis, f"vectorize needs an extent <= {MAX_VECTOR_LANES}, got {extent}; split it first")
+        if kind == "unrolled" and extent > MAX_UNROLL:
+            raise self._error(axis, f"unroll needs an extent <= {MAX_UNROLL}, got {extent}; split it first")
 
     def vectorize(self, axis: IterVar) -> None:
         """Run the loop as one vector operation of ``extent`` lanes (explicit LLVM vectors;

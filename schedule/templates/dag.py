@@ -1,0 +1,148 @@
+"""What a compute DAG is made of: its ops in order, who reads whom, and each op's class.
+
+Operator classes, derived from the compute body (not from a table):
+
+* injective - no reduction (elementwise, broadcast, index maps);
+* complex - a sum over reduce axes of a product whose factors both read a reduce axis and
+  each read an output axis the other does not (matmul, batch matmul, dense, convolution):
+  the "complex-out-fusable" anchor;
+* reduction - any other reduction (sum, max, mean-like rows).
+
+A tag equal to a class name on an op ("injective", "reduction", "complex", "opaque") overrides
+what the body says.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tensorir.expr import Cast, IterVar, Mul, Reduce, TensorLoad
+from tensorir.tensor import ComputeOp, Tensor
+from tensorir.visit import walk
+
+OP_CLASSES = ("injective", "reduction", "complex", "opaque")
+
+
+def op_class(op: ComputeOp) -> str:
+    """The class of one compute op.
+
+    Example:
+        >>> from tensorir import placeholder, compute, reduce_axis, sum
+        >>> A = placeholder((4, 8), name="A"); B = placeholder((8, 3), name="B")
+        >>> r = reduce_axis((0, 8), name="r")
+        >>> op_class(compute((4, 3), lambda i, j: sum(A[i, r] * B[r, j], axis=r)).op)
+        'complex'
+    """
+    if op.tag in OP_CLASSES:
+        return op.tag
+    body = op.body
+    if not isinstance(body, Reduce):
+        return "injective"
+    source = body.source
+    while isinstance(source, Cast):
+        source = source.value
+    if body.combiner == "sum" and isinstance(source, Mul):
+        # an outer product under the sum: each factor reads a reduce axis, and each has an
+        # output axis of its own (i only on the left, j only on the right), as in
+        # A[i, r] * B[r, j] -- unlike a variance, (X[i, r] - m[i]) * (X[i, r] - m[i])
+        reduce_axes = {a.uid for a in body.axis}
+        data_axes = {a.uid for a in op.axis}
+
+        def axes_read(e, wanted):
+            return {v.uid for n in walk(e) if isinstance(n, TensorLoad)
+                    for index in n.indices for v in walk(index) if isinstance(v, IterVar) and v.uid in wanted}
+        left, right = axes_read(source.a, data_axes), axes_read(source.b, data_axes)
+        if axes_read(source.a, reduce_axes) and axes_read(source.b, reduce_axes) and left - right and right - left:
+            return "complex"
+    return "reduction"
+
+
+@dataclass
+class Dag:
+    """The compute DAG under some output tensors."""
+    outputs: list[Tensor]
+    ops: list[ComputeOp] = field(default_factory=list)          # producers first
+    placeholders: list[Tensor] = field(default_factory=list)    # in order of first use
+    readers: dict[int, list[ComputeOp]] = field(default_factory=dict)
+    classes: dict[int, str] = field(default_factory=dict)
+
+    @staticmethod
+    def of(outputs) -> "Dag":
+        """Walk the DAG under ``outputs``.
+
+        Example:
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] + 1.0, name="B")
+            >>> d = Dag.of([B]); [op.name for op in d.ops], [t.name for t in d.placeholders]
+            (['B'], ['A'])
+        """
+        dag = Dag(list(outputs))
+        seen: set[int] = set()
+
+        def visit(t: Tensor):
+            if id(t.op) in seen:
+                return
+            seen.add(id(t.op))
+            for inp in t.op.input_tensors:
+                visit(inp)
+                dag.readers.setdefault(id(inp.op), []).append(t.op)
+            if isinstance(t.op, ComputeOp):
+                dag.ops.append(t.op)
+                dag.classes[id(t.op)] = op_class(t.op)
+            else:
+                dag.placeholders.append(t)
+        for out in dag.outputs:
+            visit(out)
+        return dag
+
+    def of_class(self, cls: str) -> list[ComputeOp]:
+        return [op for op in self.ops if self.classes[id(op)] == cls]
+
+    def is_output(self, op) -> bool:
+        return any(t.op is op for t in self.outputs)
+
+    def downstream(self, op) -> list[ComputeOp]:
+        """Ops that read ``op``, directly or not, in DAG order."""
+        found, frontier = set(), [op]
+        while frontier:
+            for reader in self.readers.get(id(frontier.pop()), []):
+                if id(reader) not in found:
+                    found.add(id(reader))
+                    frontier.append(reader)
+        return [o for o in self.ops if id(o) in found]
+
+    def upstream(self, op) -> list[ComputeOp]:
+        """Compute ops that ``op`` reads, directly or not, in DAG order."""
+        found, frontier = set(), [op]
+        while frontier:
+            for t in frontier.pop().input_tensors:
+                if isinstance(t.op, ComputeOp) and id(t.op) not in found:
+                    found.add(id(t.op))
+                    frontier.append(t.op)
+        return [o for o in self.ops if id(o) in found]
+
+    def kind(self) -> str:
+        """The operator class of the whole DAG, as the partitioner would group it.
+
+        Example:
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] + 1.0, name="B")
+            >>> Dag.of([B]).kind()
+            'injective'
+        """
+        forced = {op.tag for op in self.ops if op.tag in OP_CLASSES}
+        if len(forced) == 1 and forced <= {"opaque"}:
+            return "opaque"
+        complex_ops, reductions = self.of_class("complex"), self.of_class("reduction")
+        if any(self.classes[id(op)] == "opaque" for op in self.ops):
+            return "opaque"
+        if not complex_ops and not reductions:
+            return "injective"
+        if len(complex_ops) == 1 and not reductions and len(self.outputs) == 1:
+            anchor = complex_ops[0]
+            epilogue = self.downstream(anchor)
+            if all(self.classes[id(op)] == "injective" for op in epilogue) and \
+                    (self.is_output(anchor) or self.outputs[0].op in epilogue):
+                return "complex"
+        if reductions and not complex_ops and len(self.outputs) == 1:
+            return "reduction"
+        return "opaque"

@@ -1,0 +1,124 @@
+"""Every template config in a sample of 200 (here: each whole space) gives numpy's answer on
+shapes that do not divide the tile sizes."""
+import numpy as np
+
+from schedule import template_for
+from tensorir import compute, exp, if_then_else, placeholder, reduce_axis, rsqrt, sum as rsum, tanh
+from tensorir import max as rmax
+
+RNG = np.random.default_rng(3)
+SAMPLE = 200
+
+
+def check_all_configs(outputs, reference, expected_template, rtol=1e-5, atol=1e-5):
+    t = template_for(outputs)
+    assert t.name == expected_template
+    inputs = [RNG.standard_normal(p.shape).astype(p.dtype) for p in t.dag.placeholders]
+    expected = reference(*inputs)
+    configs = t.space.sample(SAMPLE, seed=0)
+    assert t.default_config() in configs or len(configs) == SAMPLE
+    for cfg in configs:
+        out = np.full(t.outputs[0].shape, np.nan, t.outputs[0].dtype)
+        t.build(cfg)(*inputs, out)
+        np.testing.assert_allclose(out, expected, rtol=rtol, atol=atol, err_msg=f"config {cfg}")
+    return t
+
+
+def test_injective_elementwise_with_broadcast():
+    A, b = placeholder((37, 19), name="A"), placeholder((19,), name="b")
+    T = compute((37, 19), lambda i, j: exp(A[i, j]) * b[j], name="T")
+    Y = compute((37, 19), lambda i, j: tanh(T[i, j]) + 1.0, name="Y")
+    check_all_configs(Y, lambda a, bv: np.tanh(np.exp(a) * bv) + 1, "injective")
+
+
+def test_injective_transpose_and_reshape():
+    A = placeholder((6, 35), name="A")
+    T = compute((35, 6), lambda i, j: A[j, i], name="T")
+    R = compute((5, 42), lambda i, j: T[(i * 42 + j) // 6, (i * 42 + j) % 6] * 2.0, name="R")
+    check_all_configs(R, lambda a: (a.T.reshape(5, 42) * 2), "injective")
+
+
+def test_reduction_row_sum():
+    X = placeholder((13, 101), name="X")
+    r = reduce_axis((0, 101), name="r")
+    S = compute((13,), lambda i: rsum(X[i, r], axis=r), name="S")
+    check_all_configs(S, lambda x: x.sum(1), "reduction", rtol=1e-4, atol=1e-4)
+
+
+def test_reduction_softmax():
+    X = placeholder((9, 77), name="X")
+    rm, rs = reduce_axis((0, 77), name="rm"), reduce_axis((0, 77), name="rs")
+    M = compute((9,), lambda i: rmax(X[i, rm], axis=rm), name="M")
+    E = compute((9, 77), lambda i, j: exp(X[i, j] - M[i]), name="E")
+    S = compute((9,), lambda i: rsum(E[i, rs], axis=rs), name="S")
+    Y = compute((9, 77), lambda i, j: E[i, j] / S[i], name="Y")
+
+    def softmax(x):
+        e = np.exp(x - x.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+    check_all_configs(Y, softmax, "reduction")
+
+
+def test_reduction_layernorm():
+    n, d = 7, 45
+    X = placeholder((n, d), name="X")
+    r1, r2 = reduce_axis((0, d), name="r1"), reduce_axis((0, d), name="r2")
+    total = compute((n,), lambda i: rsum(X[i, r1], axis=r1), name="total")
+    mean = compute((n,), lambda i: total[i] / float(d), name="mean")
+    sq = compute((n,), lambda i: rsum((X[i, r2] - mean[i]) * (X[i, r2] - mean[i]), axis=r2), name="sq")
+    Y = compute((n, d), lambda i, j: (X[i, j] - mean[i]) * rsqrt(sq[i] / float(d) + 1e-5), name="Y")
+    check_all_configs(Y, lambda x: (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5),
+                      "reduction", rtol=1e-4, atol=1e-4)
+
+
+def test_complex_matmul():
+    n, k, m = 29, 45, 83
+    A, B = placeholder((n, k), name="A"), placeholder((k, m), name="B")
+    r = reduce_axis((0, k), name="r")
+    C = compute((n, m), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
+    check_all_configs(C, lambda a, b: a @ b, "complex", rtol=1e-4, atol=1e-4)
+
+
+def test_complex_dense_bias_relu_epilogue():
+    n, k, m = 13, 30, 70
+    X, W, bias = placeholder((n, k), name="X"), placeholder((m, k), name="W"), placeholder((m,), name="bias")
+    r = reduce_axis((0, k), name="r")
+    D = compute((n, m), lambda i, j: rsum(X[i, r] * W[j, r], axis=r), name="D")
+    B = compute((n, m), lambda i, j: D[i, j] + bias[j], name="B")
+    Y = compute((n, m), lambda i, j: if_then_else(B[i, j] > 0.0, B[i, j], 0.0), name="Y")
+    check_all_configs(Y, lambda x, w, b: np.maximum(x @ w.T + b, 0), "complex", rtol=1e-4, atol=1e-4)
+
+
+def test_complex_batch_matmul():
+    b, n, k, m = 3, 10, 7, 19
+    A, B = placeholder((b, n, k), name="A"), placeholder((b, k, m), name="B")
+    r = reduce_axis((0, k), name="r")
+    C = compute((b, n, m), lambda z, i, j: rsum(A[z, i, r] * B[z, r, j], axis=r), name="C")
+    check_all_configs(C, lambda a, bb: a @ bb, "complex", rtol=1e-4, atol=1e-4)
+
+
+def test_complex_conv2d_with_padding():
+    ci, h, w, co = 3, 9, 11, 5
+    I, W = placeholder((1, ci, h, w), name="I"), placeholder((co, ci, 3, 3), name="W")
+    P = compute((1, ci, h + 2, w + 2), lambda n, c, y, x: if_then_else(
+        (y >= 1) & (y <= h) & (x >= 1) & (x <= w), I[n, c, y - 1, x - 1], 0.0), name="P")
+    rc, ry, rx = reduce_axis((0, ci), name="rc"), reduce_axis((0, 3), name="ry"), reduce_axis((0, 3), name="rx")
+    O = compute((1, co, h, w), lambda n, f, y, x: rsum(P[n, rc, y + ry, x + rx] * W[f, rc, ry, rx],
+                                                         axis=[rc, ry, rx]), name="O")
+
+    def conv(i, wt):
+        p = np.pad(i, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        out = np.zeros((1, co, h, w), "float32")
+        for dy in range(3):
+            for dx in range(3):
+                out += np.einsum("nchw,fc->nfhw", p[:, :, dy:dy + h, dx:dx + w], wt[:, :, dy, dx])
+        return out
+    check_all_configs(O, conv, "complex", rtol=1e-4, atol=1e-4)
+
+
+def test_opaque_default_is_correct():
+    A = placeholder((8, 9), name="A")
+    r = reduce_axis((0, 9), name="r")
+    B = compute((8,), lambda i: rsum(A[i, r], axis=r), name="B")
+    C = compute((8, 9), lambda i, j: A[i, j] - B[i], name="C", tag="opaque")
+    check_all_configs(C, lambda a: a - a.sum(1, keepdims=True), "opaque")
