@@ -95,9 +95,10 @@ class ConfigSpace:
             raise ConfigError(f"knob {name!r} has no candidate values")
         self.knobs[name] = Knob(name, kind, candidates)
 
-    def define_split(self, name: str, extent: int, num_outputs: int = 2, policy: str = "factors",
+    def define_split(self, name: str, axis, num_outputs: int = 2, policy: str = "factors",
                      candidate=None, max_factor: int | None = None) -> None:
-        """Tile sizes for an axis of ``extent``: lists of ``num_outputs`` sizes, outermost -1.
+        """Tile sizes for ``axis`` (an axis, or its extent): lists of ``num_outputs`` sizes,
+        outermost -1.
 
         Example:
             >>> s = ConfigSpace(); s.define_split("t", 12, 2)
@@ -106,6 +107,7 @@ class ConfigSpace:
         """
         if num_outputs < 2:
             raise ConfigError(f"define_split {name!r}: num_outputs must be >= 2")
+        extent = getattr(axis, "dom_extent", axis)
         self._add(name, "split", _split_candidates(int(extent), num_outputs, policy, candidate, max_factor))
 
     def define_knob(self, name: str, values) -> None:
@@ -117,13 +119,15 @@ class ConfigSpace:
         """
         self._add(name, "knob", list(values))
 
-    def define_reorder(self, name: str, n: int, policy: str = "all", candidate=None) -> None:
-        """A permutation of ``n`` loops: all of them, or the ``candidate`` ones.
+    def define_reorder(self, name: str, axes, policy: str = "all", candidate=None) -> None:
+        """A permutation of ``axes`` (a list of loops, or their number): all of them, or the
+        ``candidate`` ones.
 
         Example:
             >>> s = ConfigSpace(); s.define_reorder("order", 3); len(s)
             6
         """
+        n = axes if isinstance(axes, int) else len(axes)
         if policy == "all":
             perms = list(itertools.permutations(range(n)))
         elif policy == "candidate":
@@ -135,8 +139,9 @@ class ConfigSpace:
             raise ConfigError(f"unknown reorder policy {policy!r}; expected 'all' or 'candidate'")
         self._add(name, "reorder", perms)
 
-    def define_annotate(self, name: str, n: int, options=("none", "unroll")) -> None:
-        """One annotation ("none", "unroll", "vectorize", "parallel") for each of ``n`` loops.
+    def define_annotate(self, name: str, axes, options=("none", "unroll")) -> None:
+        """One annotation ("none", "unroll", "vectorize", "parallel") for each of ``axes`` (a
+        list of loops, or their number).
 
         Example:
             >>> s = ConfigSpace(); s.define_annotate("ann", 2, ["none", "unroll"]); len(s)
@@ -145,6 +150,7 @@ class ConfigSpace:
         for o in options:
             if o not in ("none", "unroll", "vectorize", "parallel"):
                 raise ConfigError(f"define_annotate {name!r}: unknown annotation {o!r}")
+        n = axes if isinstance(axes, int) else len(axes)
         self._add(name, "annotate", list(itertools.product(options, repeat=n)))
 
     # ------------------------------------------------------------------ points

@@ -54,6 +54,18 @@ def test_power2_and_candidate_splits():
     assert s.knobs["c"].candidates == ([-1, 3], [-1, 7])
 
 
+def test_knobs_take_axes_as_autotvm_does():
+    from tensorir import compute, placeholder
+    A = placeholder((12, 5), name="A")
+    B = compute((12, 5), lambda i, j: A[i, j], name="B")
+    i, j = B.op.axis
+    s = ConfigSpace()
+    s.define_split("tile_i", i, num_outputs=2)
+    s.define_reorder("order", [i, j])
+    s.define_annotate("ann", [i, j], ["none", "unroll"])
+    assert len(s.knobs["tile_i"]) == 6 and len(s.knobs["order"]) == 2 and len(s.knobs["ann"]) == 4
+
+
 def test_bad_definitions_and_points():
     s = space()
     with pytest.raises(ConfigError, match="defined twice"):
