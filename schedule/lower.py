@@ -85,7 +85,7 @@ class _Lowering:
                     raise ScheduleError(f"stage {st.op.name}, axis {st.attach_ivar.name}: computed at a loop that "
                                         f"stage {parent.op.name} no longer has (it was split or fused after)")
                 self.attached.setdefault(id(parent), []).append(st)
-        self._check_scalars()
+        self._check_inputs()
 
     # ------------------------------------------------------------------ arguments
     def _bind_args(self) -> dict:
@@ -108,7 +108,8 @@ class _Lowering:
                 raise ValueError(f"output {out.name} is not among the arguments; pass it so the result can be read")
         return buffers
 
-    def _check_scalars(self):
+    def _check_inputs(self):
+        """Every placeholder and scalar the stages read must be an argument."""
         scalars = {a.uid for a in self.args if isinstance(a, E.Var)}
         for st in self.stages:
             for n in walk(self.bodies[id(st)]):
@@ -137,11 +138,10 @@ class _Lowering:
             if buf is None:
                 buf = E.Buffer(self._unique(st.op.name), st.op.shape, st.op.dtype)
                 allocations.append(buf)
-            env[id(st.op)] = (buf, (E.Const(0, "int64"),) * len(st.op.shape))
+            env[id(st.op)] = (buf, _zeros(len(st.op.shape)))
         for op_id, buf in self.arg_buffers.items():
-            env.setdefault(op_id, (buf, (E.Const(0, "int64"),) * len(buf.shape)))
-        zeros = lambda st: tuple(E.Const(0, "int64") for _ in st.op.shape)  # noqa: E731
-        body = S.seq(*[self._stage(st, zeros(st), st.op.shape, env, {})
+            env.setdefault(op_id, (buf, _zeros(len(buf.shape))))
+        body = S.seq(*[self._stage(st, _zeros(len(st.op.shape)), st.op.shape, env, {})
                        for st in self.stages if st.attach_type == "root"])
         for buf in reversed(allocations):
             body = S.Allocate(buf, body)
@@ -207,7 +207,7 @@ class _Lowering:
                 continue
             mins, exts = regions[id(p)]
             if id(p.op) in self.arg_buffers:   # an output computed piecewise into its argument
-                buf, offsets = self.arg_buffers[id(p.op)], tuple(E.Const(0, "int64") for _ in exts)
+                buf, offsets = self.arg_buffers[id(p.op)], _zeros(len(exts))
             else:
                 nbytes = int(_prod(exts)) * itemsize(p.op.dtype)
                 buf = E.Buffer(self._unique(p.op.name), tuple(exts), p.op.dtype,
@@ -278,6 +278,10 @@ def _to_buffers(e: E.Expr, env: dict) -> E.Expr:
 
 def _subst_all(indices, mapping):
     return tuple(substitute(i, mapping) for i in indices)
+
+
+def _zeros(n: int) -> tuple:
+    return (E.Const(0, "int64"),) * n
 
 
 def _is_zero(e) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tensorir.expr import IterVar, Reduce, TensorLoad, as_expr
 from tensorir.intrinsics import if_then_else
-from tensorir.tensor import ComputeOp, PlaceholderOp, Tensor
+from tensorir.tensor import ComputeOp, PlaceholderOp, Tensor, post_order
 from tensorir.visit import rewrite, substitute, walk
 
 MAX_VECTOR_LANES = 256
@@ -337,20 +337,11 @@ class Schedule:
         self.outputs = outputs
         self.stages: list[Stage] = []
         self._by_op: dict[int, Stage] = {}
-        seen: set[int] = set()
-
-        def visit(t: Tensor):
-            if id(t.op) in seen:
-                return
-            seen.add(id(t.op))
-            for inp in t.op.input_tensors:
-                visit(inp)
-            if isinstance(t.op, ComputeOp):
-                stage = Stage(t.op, self)
+        for op in post_order(outputs):
+            if isinstance(op, ComputeOp):
+                stage = Stage(op, self)
                 self.stages.append(stage)
-                self._by_op[id(t.op)] = stage
-        for out in outputs:
-            visit(out)
+                self._by_op[id(op)] = stage
 
     def __getitem__(self, tensor) -> Stage:
         op = tensor.op if isinstance(tensor, Tensor) else tensor

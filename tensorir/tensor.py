@@ -119,6 +119,29 @@ class Tensor:
         return f"Tensor({self.name}, shape={self.shape}, dtype={self.dtype})"
 
 
+def post_order(outputs) -> list[Operation]:
+    """Every operation under ``outputs`` (tensors), each after the operations it reads.
+
+    Example:
+        >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] + 1.0, name="B")
+        >>> [op.name for op in post_order([B])]
+        ['A', 'B']
+    """
+    order: list[Operation] = []
+    seen: set[int] = set()
+
+    def visit(t: Tensor):
+        if id(t.op) in seen:
+            return
+        seen.add(id(t.op))
+        for inp in t.op.input_tensors:
+            visit(inp)
+        order.append(t.op)
+    for out in outputs:
+        visit(out)
+    return order
+
+
 def _check_shape(shape, name: str) -> tuple[int, ...]:
     if isinstance(shape, int):
         shape = (shape,)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tensorir.expr import Cast, IterVar, Mul, Reduce, TensorLoad
-from tensorir.tensor import ComputeOp, Tensor
+from tensorir.tensor import ComputeOp, Tensor, post_order
 from tensorir.visit import walk
 
 OP_CLASSES = ("injective", "reduction", "complex", "opaque")
@@ -76,22 +76,14 @@ class Dag:
             (['B'], ['A'])
         """
         dag = Dag(list(outputs))
-        seen: set[int] = set()
-
-        def visit(t: Tensor):
-            if id(t.op) in seen:
-                return
-            seen.add(id(t.op))
-            for inp in t.op.input_tensors:
-                visit(inp)
-                dag.readers.setdefault(id(inp.op), []).append(t.op)
-            if isinstance(t.op, ComputeOp):
-                dag.ops.append(t.op)
-                dag.classes[id(t.op)] = op_class(t.op)
-            else:
-                dag.placeholders.append(t)
-        for out in dag.outputs:
-            visit(out)
+        for op in post_order(dag.outputs):
+            if not isinstance(op, ComputeOp):
+                dag.placeholders.append(op.output(0))
+                continue
+            dag.ops.append(op)
+            dag.classes[id(op)] = op_class(op)
+            for inp in op.input_tensors:
+                dag.readers.setdefault(id(inp.op), []).append(op)
         return dag
 
     def of_class(self, cls: str) -> list[ComputeOp]:
