@@ -1,0 +1,157 @@
+"""Ops: a kind from oneDNN's graph op set, input and output logical tensors, attributes."""
+from __future__ import annotations
+
+import enum
+
+from .logical_tensor import GraphError, LogicalTensor
+
+
+class OpKind(enum.Enum):
+    """oneDNN graph op kinds (the value is oneDNN's spelling)."""
+    Abs = "Abs"
+    AbsBackward = "AbsBackward"
+    Add = "Add"
+    AvgPool = "AvgPool"
+    AvgPoolBackward = "AvgPoolBackward"
+    BatchNormForwardTraining = "BatchNormForwardTraining"
+    BatchNormInference = "BatchNormInference"
+    BatchNormTrainingBackward = "BatchNormTrainingBackward"
+    BiasAdd = "BiasAdd"
+    BiasAddBackward = "BiasAddBackward"
+    BiasAddBackprop = "BiasAddBackprop"
+    Clamp = "Clamp"
+    ClampBackward = "ClampBackward"
+    Concat = "Concat"
+    Convolution = "Convolution"
+    ConvolutionBackwardData = "ConvolutionBackwardData"
+    ConvolutionBackwardWeights = "ConvolutionBackwardWeights"
+    ConvTranspose = "ConvTranspose"
+    ConvTransposeBackwardData = "ConvTransposeBackwardData"
+    ConvTransposeBackwardWeights = "ConvTransposeBackwardWeights"
+    Dequantize = "Dequantize"
+    Divide = "Divide"
+    Dropout = "Dropout"
+    DynamicDequantize = "DynamicDequantize"
+    DynamicQuantize = "DynamicQuantize"
+    Elu = "Elu"
+    EluBackward = "EluBackward"
+    End = "End"
+    Exp = "Exp"
+    GELU = "GELU"
+    GELUBackward = "GELUBackward"
+    GenIndex = "GenIndex"
+    GreaterEqual = "GreaterEqual"
+    GroupNorm = "GroupNorm"
+    HardSigmoid = "HardSigmoid"
+    HardSigmoidBackward = "HardSigmoidBackward"
+    HardSwish = "HardSwish"
+    HardSwishBackward = "HardSwishBackward"
+    Interpolate = "Interpolate"
+    InterpolateBackward = "InterpolateBackward"
+    LayerNorm = "LayerNorm"
+    LayerNormBackward = "LayerNormBackward"
+    LeakyReLU = "LeakyReLU"
+    Log = "Log"
+    LogSoftmax = "LogSoftmax"
+    LogSoftmaxBackward = "LogSoftmaxBackward"
+    MatMul = "MatMul"
+    Maximum = "Maximum"
+    MaxPool = "MaxPool"
+    MaxPoolBackward = "MaxPoolBackward"
+    Minimum = "Minimum"
+    Mish = "Mish"
+    MishBackward = "MishBackward"
+    Multiply = "Multiply"
+    Pow = "Pow"
+    PReLU = "PReLU"
+    PReLUBackward = "PReLUBackward"
+    Quantize = "Quantize"
+    Reciprocal = "Reciprocal"
+    ReduceL1 = "ReduceL1"
+    ReduceL2 = "ReduceL2"
+    ReduceMax = "ReduceMax"
+    ReduceMean = "ReduceMean"
+    ReduceMin = "ReduceMin"
+    ReduceProd = "ReduceProd"
+    ReduceSum = "ReduceSum"
+    ReLU = "ReLU"
+    ReLUBackward = "ReLUBackward"
+    Reorder = "Reorder"
+    RMSNorm = "RMSNorm"
+    Round = "Round"
+    Select = "Select"
+    Sigmoid = "Sigmoid"
+    SigmoidBackward = "SigmoidBackward"
+    SoftMax = "SoftMax"
+    SoftMaxBackward = "SoftMaxBackward"
+    SoftPlus = "SoftPlus"
+    SoftPlusBackward = "SoftPlusBackward"
+    Sqrt = "Sqrt"
+    SqrtBackward = "SqrtBackward"
+    Square = "Square"
+    SquaredDifference = "SquaredDifference"
+    StaticReshape = "StaticReshape"
+    StaticTranspose = "StaticTranspose"
+    Subtract = "Subtract"
+    Tanh = "Tanh"
+    TanhBackward = "TanhBackward"
+    TypeCast = "TypeCast"
+    Wildcard = "Wildcard"
+
+    @staticmethod
+    def parse(name) -> "OpKind":
+        """The kind named ``name``; GraphError for an unknown kind.
+
+        Example:
+            >>> OpKind.parse("MatMul")
+            <OpKind.MatMul: 'MatMul'>
+        """
+        if isinstance(name, OpKind):
+            return name
+        try:
+            return OpKind(name)
+        except ValueError:
+            raise GraphError(f"unknown op kind {name!r}") from None
+
+
+class Op:
+    """One op of a graph. ``attrs`` maps oneDNN attribute names to Python values (ints, floats,
+    strings, bools, lists of ints or floats).
+
+    Example:
+        >>> from graph_api.logical_tensor import DataType
+        >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
+        >>> op = Op(0, OpKind.ReLU, [x], [y], name="relu")
+        >>> op.kind, [t.id for t in op.inputs]
+        (<OpKind.ReLU: 'ReLU'>, [0])
+    """
+
+    def __init__(self, id: int, kind, inputs=(), outputs=(), attrs: dict | None = None, name: str | None = None):
+        if isinstance(id, bool) or not isinstance(id, int) or id < 0:
+            raise GraphError(f"op id must be a non-negative int, got {id!r}")
+        self.id = id
+        self.kind = OpKind.parse(kind)
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        for t in self.inputs + self.outputs:
+            if not isinstance(t, LogicalTensor):
+                raise GraphError(f"op {id} ({self.kind.value}): inputs and outputs must be LogicalTensors, "
+                                 f"got {type(t).__name__}")
+        self.attrs = dict(attrs or {})
+        self.name = name if name is not None else f"{self.kind.value}_{id}"
+
+    def add_input(self, t: LogicalTensor) -> None:
+        self.inputs.append(t)
+
+    def add_output(self, t: LogicalTensor) -> None:
+        self.outputs.append(t)
+
+    def set_attr(self, name: str, value) -> None:
+        self.attrs[name] = value
+
+    def get_attr(self, name: str, default=None):
+        return self.attrs.get(name, default)
+
+    def __repr__(self):
+        return (f"Op({self.id}, {self.kind.value}, in={[t.id for t in self.inputs]}, "
+                f"out={[t.id for t in self.outputs]})")
