@@ -26,6 +26,10 @@ class DataType(enum.Enum):
     s8 = "s8"
     u8 = "u8"
     boolean = "boolean"
+    f8_e4m3 = "f8_e4m3"
+    f8_e5m2 = "f8_e5m2"
+    s4 = "s4"
+    u4 = "u4"
 
     @property
     def numpy(self) -> np.dtype:
@@ -42,13 +46,15 @@ class DataType(enum.Enum):
 
     @property
     def itemsize(self) -> int:
-        """Bytes per element.
+        """Bytes per element (4-bit types count a whole byte: packed layouts are not modelled).
 
         Example:
             >>> DataType.bf16.itemsize
             2
         """
-        return {DataType.undef: 0, DataType.bf16: 2}.get(self) or np.dtype(_NUMPY[self]).itemsize
+        if self in _NUMPY:
+            return np.dtype(_NUMPY[self]).itemsize
+        return {DataType.undef: 0, DataType.bf16: 2}.get(self, 1)
 
     @staticmethod
     def of_numpy(dtype) -> "DataType":
