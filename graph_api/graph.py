@@ -250,6 +250,21 @@ class Graph:
                 ports.setdefault(t.id, self._tensors[t.id])
         return list(ports.values())
 
+    def get_partitions(self, policy: str = "fusion") -> list:
+        """The partitions of this finalized graph, in topological order (``policy`` "fusion"
+        groups ops by operator class; "debug" gives one op per partition).
+
+        Example:
+            >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+            >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
+            >>> z = LogicalTensor(2, DataType.f32, (2, 3))
+            >>> g = Graph(); _ = g.add_op(Op(0, OpKind.Exp, [x], [y])); _ = g.add_op(Op(1, OpKind.ReLU, [y], [z]))
+            >>> g.finalize(); [[op.id for op in p.get_ops()] for p in g.get_partitions()]
+            [[0, 1]]
+        """
+        from .partition import partition_graph
+        return partition_graph(self, policy)
+
     def to_json(self) -> str:
         """This graph in oneDNN's JSON dump format (see ``graph_api.serialize``).
 

@@ -1,0 +1,131 @@
+"""Grouping ops into partitions by operator class, in the manner of TVM's FuseOps.
+
+Walking the ops producers first, an op joins the group of the producer of its first fusable
+input when the rule for (that group, this op) allows it:
+
+* injective after injective: an injective chain;
+* reduction after an injective-only group: injective producers fuse into a reduction;
+* elementwise (injective) after a group with a complex op or a reduction: the epilogue
+  (bias, activation, residual add; softmax's and layer norm's elementwise tail);
+* reduction after a group of reductions and their epilogue over the same rows (softmax's
+  max then sum), never after a complex op;
+* at most one complex op per group; opaque ops (and unsupported ones) stand alone;
+* never a cycle: an op does not join a group it also reaches through an op outside it;
+* at most MAX_GROUP ops in a group.
+
+``policy="debug"`` puts every op alone.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+MAX_GROUP = 32
+
+
+class _Group:
+    __slots__ = ("ops", "classes", "rows")
+
+    def __init__(self, op, cls: str, rows):
+        self.ops = [op]
+        self.classes = {cls}
+        self.rows = rows if cls == "reduction" else None
+
+    def kind(self) -> str:
+        for cls in ("opaque", "complex", "reduction"):
+            if cls in self.classes:
+                return cls
+        return "injective"
+
+
+def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str = "fusion",
+              rows_of: Callable | None = None) -> list[list]:
+    """Partition ``ops`` (in topological order) into groups of ops, in topological order.
+
+    ``class_of(op)`` is "injective", "reduction", "complex" or "opaque"; ``producer_of(tid)``
+    is the op producing logical tensor ``tid`` (None for a graph input); ``rows_of(op)`` the
+    shape a reduction reduces its input to (reductions fuse only over the same rows).
+
+    Example:
+        >>> from graph_api.logical_tensor import LogicalTensor as T
+        >>> from graph_api.op import Op
+        >>> a, b, c = T(0, "f32", (4,)), T(1, "f32", (4,)), T(2, "f32", (4,))
+        >>> ops = [Op(0, "Exp", [a], [b]), Op(1, "ReLU", [b], [c])]
+        >>> prod = {1: ops[0], 2: ops[1]}
+        >>> [[o.id for o in g] for g in group_ops(ops, lambda o: "injective", prod.get)]
+        [[0, 1]]
+    """
+    if policy not in ("fusion", "debug"):
+        raise ValueError(f"unknown partition policy {policy!r}; expected 'fusion' or 'debug'")
+    rows_of = rows_of or (lambda op: None)
+    group_of: dict[int, _Group] = {}
+    groups: list[_Group] = []
+    for op in ops:
+        cls = class_of(op)
+        target = None
+        if policy == "fusion" and cls != "opaque":
+            for t in op.inputs:
+                producer = producer_of(t.id)
+                if producer is None or id(producer) not in group_of:
+                    continue
+                group = group_of[id(producer)]
+                if _allowed(group, op, cls, rows_of) and not _makes_cycle(group, op, producer_of, group_of):
+                    target = group
+                break   # only the first produced input decides (its producer is the anchor side)
+        if target is None:
+            target = _Group(op, cls, rows_of(op))
+            groups.append(target)
+        else:
+            target.ops.append(op)
+            target.classes.add(cls)
+            if cls == "reduction" and target.rows is None:
+                target.rows = rows_of(op)
+        group_of[id(op)] = target
+    return [g.ops for g in _topological(groups, group_of, producer_of)]
+
+
+def _topological(groups: list, group_of: dict, producer_of) -> list:
+    """Groups ordered so each comes after the groups it reads from (an op that joined an early
+    group can make it read a later one); ties keep creation order."""
+    deps = {id(g): {id(group_of[id(p)]) for op in g.ops for t in op.inputs
+                    for p in [producer_of(t.id)] if p is not None and group_of[id(p)] is not g}
+            for g in groups}
+    done, order = set(), []
+    while len(order) < len(groups):
+        for g in groups:
+            if id(g) not in done and deps[id(g)] <= done:
+                done.add(id(g))
+                order.append(g)
+                break
+    return order
+
+
+def _allowed(group: _Group, op, cls: str, rows_of) -> bool:
+    if len(group.ops) >= MAX_GROUP or "opaque" in group.classes:
+        return False
+    kind = group.kind()
+    if cls == "injective":
+        return True       # chains, and the epilogue of a complex op or a reduction
+    if cls == "reduction":
+        if kind == "injective":
+            return True
+        return kind == "reduction" and group.rows is not None and rows_of(op) == group.rows
+    return False          # a complex op starts its own group (one per group)
+
+
+def _makes_cycle(group: _Group, op, producer_of, group_of) -> bool:
+    """Would adding ``op`` to ``group`` make a cycle between groups? It would if one of its
+    inputs comes from outside the group but depends on the group."""
+    members = {id(o) for o in group.ops}
+    stack = [producer_of(t.id) for t in op.inputs]
+    seen = set()
+    while stack:
+        p = stack.pop()
+        if p is None or id(p) in seen or id(p) in members:
+            continue
+        seen.add(id(p))
+        for t in p.inputs:
+            q = producer_of(t.id)
+            if q is not None and id(q) in members:
+                return True
+            stack.append(q)
+    return False

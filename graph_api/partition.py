@@ -1,0 +1,236 @@
+"""Partitions of a finalized graph, and their compilation to native kernels.
+
+``partition_graph(graph, policy)`` infers the graph's shapes, classifies every op from its
+compute definition, groups ops by the fusion rules (``fusion.group_ops``) and returns the
+partitions in topological order. A partition is supported when every op lowers to tensorir
+and its data types are compiled; ``compile`` builds its compute DAG, schedules it with the
+template of its class (default config) and returns a ``CompiledPartition``.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+
+from schedule import template_for
+
+from .fusion import group_ops
+from .logical_tensor import GraphError, LogicalTensor
+from .lowering import COMPILED_DTYPES, lower_op, op_class
+from .op import Op, OpKind
+from .runtime import Engine, Stream, Tensor
+
+_partition_ids = itertools.count(1)
+_compiled_cache: dict = {}
+NEVER_COMPILED = {OpKind.Wildcard, OpKind.End}
+
+
+class Partition:
+    """A group of ops compiled and run as one kernel (or, when unsupported, not compiled).
+
+    Example:
+        >>> # for p in graph.get_partitions(): p.is_supported(), [op.id for op in p.get_ops()]
+    """
+
+    def __init__(self, graph, ops: list[Op], kind: str, engine_kind: str = "cpu"):
+        self.id = next(_partition_ids)
+        self.graph = graph
+        self.ops = list(ops)
+        self.kind = kind
+        self.engine_kind = engine_kind
+        inside = {t.id for op in self.ops for t in op.outputs}
+        self.input_ports: list[LogicalTensor] = []
+        for op in self.ops:
+            for t in op.inputs:
+                if t.id not in inside and all(p.id != t.id for p in self.input_ports):
+                    self.input_ports.append(t)
+        graph_outputs = {t.id for t in graph.get_output_ports()}
+        members = {id(op) for op in self.ops}
+        self.output_ports = [t for op in self.ops for t in op.outputs
+                             if t.id in graph_outputs or any(id(c) not in members for c in graph.consumers(t.id))]
+        self._supported = self._check_supported()
+
+    def _check_supported(self) -> bool:
+        if any(op.kind in NEVER_COMPILED for op in self.ops) or self.kind == "opaque":
+            return False
+        tensors = [t for op in self.ops for t in op.inputs + op.outputs]
+        return all(t.dtype in COMPILED_DTYPES for t in tensors) and all(t.is_known() for t in tensors)
+
+    def is_supported(self) -> bool:
+        return self._supported
+
+    def get_ops(self) -> list[Op]:
+        return list(self.ops)
+
+    def get_ops_num(self) -> int:
+        return len(self.ops)
+
+    def get_input_ports(self) -> list[LogicalTensor]:
+        return list(self.input_ports)
+
+    def get_output_ports(self) -> list[LogicalTensor]:
+        return list(self.output_ports)
+
+    def get_engine_kind(self) -> str:
+        return self.engine_kind
+
+    def get_kind(self) -> str:
+        """The partition's operator class: injective, reduction, complex or opaque."""
+        return self.kind
+
+    def __repr__(self):
+        return f"Partition({self.id}, {self.kind}, ops={[op.id for op in self.ops]})"
+
+    def compile(self, inputs: list[LogicalTensor], outputs: list[LogicalTensor],
+                engine: Engine | None = None) -> "CompiledPartition":
+        """Compile for the given input and output logical tensors (matched to the ports by id).
+
+        Example:
+            >>> # cp = p.compile(p.get_input_ports(), p.get_output_ports(), Engine("cpu"))
+        """
+        if not self._supported:
+            raise GraphError(f"partition {self.id} (ops {[op.id for op in self.ops]}) is not supported; "
+                             f"it cannot be compiled")
+        given = {t.id: t for t in inputs}
+        for port in self.input_ports:
+            t = given.get(port.id)
+            if t is None:
+                raise GraphError(f"partition {self.id}: compile is missing input logical tensor {port.id}")
+            if t.dtype is not port.dtype or (port.is_known() and t.shape != port.shape) or not t.is_known():
+                raise GraphError(f"partition {self.id}: input {port.id} is {t.dtype.value}{list(t.shape or [])}, "
+                                 f"the partition takes {port.dtype.value}{list(port.shape or [])}")
+        wanted = {t.id: t for t in outputs}
+        for port in self.output_ports:
+            if port.id not in wanted:
+                raise GraphError(f"partition {self.id}: compile is missing output logical tensor {port.id}")
+        key = self._signature([given[p.id] for p in self.input_ports])
+        built = _compiled_cache.get(key)
+        if built is None:
+            built = self._build([given[p.id] for p in self.input_ports])
+            _compiled_cache[key] = built
+        kernel, arg_positions, shapes = built
+        ports = {"in": self.input_ports, "out": self.output_ports}
+        arg_ports = [(role, ports[role][k].id) for role, k in arg_positions]
+        ins = [given[p.id] for p in self.input_ports]
+        outs = []
+        for port, shape in zip(self.output_ports, shapes):
+            t = wanted[port.id]
+            if t.shape is not None and t.is_known() and t.shape != shape:
+                raise GraphError(f"partition {self.id}: output {port.id} has shape {list(shape)}, "
+                                 f"not {list(t.shape)}")
+            outs.append(t.with_shape(shape))
+        return CompiledPartition(self, kernel, arg_ports, ins, outs)
+
+    def _signature(self, inputs):
+        """Structural key: op kinds, attributes and wiring with local tensor numbers, and the
+        input metadata; the same partition anywhere compiles once."""
+        local = {}
+        for p in self.input_ports:
+            local.setdefault(p.id, len(local))
+        for op in self.ops:
+            for t in op.outputs:
+                local.setdefault(t.id, len(local))
+        ops = tuple((op.kind.value, json.dumps(op.attrs, sort_keys=True, default=str),
+                     tuple(local[t.id] for t in op.inputs), tuple(local[t.id] for t in op.outputs))
+                    for op in self.ops)
+        outs = tuple(local[t.id] for t in self.output_ports)
+        return ops, outs, tuple((t.dtype.value, t.shape) for t in inputs)
+
+    def _build(self, inputs):
+        from .lowering import placeholders_for
+        env = {}
+        for port, t in zip(self.input_ports, inputs):
+            op = Op(0, OpKind.Reorder, [t], [t])
+            env[port.id] = placeholders_for(op)[0]
+        for op in self.ops:
+            for t, out in zip(op.outputs, lower_op(op, [env[t.id] for t in op.inputs])):
+                env[t.id] = out
+        out_tensors = [env[p.id] for p in self.output_ports]
+        template = template_for(out_tensors)
+        kernel = template.build(name=f"partition_{self.id}")
+        # argument order as port positions, so a cached kernel serves any partition of this shape
+        position = {id(env[p.id].op): k for k, p in enumerate(self.input_ports)}
+        arg_positions = [("in", position[id(t.op)]) for t in template.dag.placeholders] + \
+                        [("out", k) for k in range(len(self.output_ports))]
+        return kernel, arg_positions, [tuple(t.shape) for t in out_tensors]
+
+
+class CompiledPartition:
+    """A compiled partition: run it with ``execute(stream, inputs, outputs)``.
+
+    Example:
+        >>> # cp.execute(Stream(Engine()), [Tensor(lt, eng, array), ...], [Tensor(out_lt, eng), ...])
+    """
+
+    def __init__(self, partition: Partition, kernel, arg_ports, inputs, outputs):
+        self.partition = partition
+        self.kernel = kernel
+        self._arg_ports = arg_ports
+        self.inputs = {t.id: t for t in inputs}
+        self.outputs = {t.id: t for t in outputs}
+
+    def query_logical_tensor(self, tensor_id: int) -> LogicalTensor:
+        """The compiled logical tensor ``tensor_id`` with its full shape.
+
+        Example:
+            >>> # cp.query_logical_tensor(out_id).shape
+        """
+        t = self.inputs.get(tensor_id) or self.outputs.get(tensor_id)
+        if t is None:
+            raise GraphError(f"compiled partition {self.partition.id} has no logical tensor {tensor_id}")
+        return t
+
+    def get_inplace_ports(self) -> list[tuple[int, int]]:
+        """(input id, output id) pairs that may share memory: none, outputs are written fresh."""
+        return []
+
+    def execute(self, stream: Stream, inputs: list[Tensor], outputs: list[Tensor]) -> None:
+        """Run the kernel on the tensors (matched to the compiled ports by logical tensor id).
+
+        Example:
+            >>> # cp.execute(stream, [Tensor(...)], [Tensor(...)])
+        """
+        by_id = {}
+        for role, tensors, compiled in (("input", inputs, self.inputs), ("output", outputs, self.outputs)):
+            for t in tensors:
+                if not isinstance(t, Tensor):
+                    raise GraphError(f"execute takes graph_api.Tensor objects, got {type(t).__name__}")
+                lt = t.logical_tensor
+                want = compiled.get(lt.id)
+                if want is None:
+                    raise GraphError(f"compiled partition {self.partition.id}: no {role} logical tensor {lt.id}")
+                array = t.handle
+                if array.shape != want.shape or array.dtype != want.dtype.numpy:
+                    raise GraphError(f"compiled partition {self.partition.id}: {role} {lt.id} must be "
+                                     f"{want.dtype.value}{list(want.shape)}, got {array.dtype}{list(array.shape)}")
+                by_id[(role[:2] if role == "input" else "out", lt.id)] = array
+        args = []
+        for role, tid in self._arg_ports:
+            array = by_id.get(("in" if role == "in" else "out", tid))
+            if array is None:
+                raise GraphError(f"compiled partition {self.partition.id}: missing {role}put tensor {tid}")
+            args.append(array)
+        self.kernel(*args)
+
+
+def partition_graph(graph, policy: str = "fusion") -> list[Partition]:
+    """The partitions of a finalized graph, in topological order.
+
+    Example:
+        >>> # graph.get_partitions("fusion")
+    """
+    if not graph.is_finalized:
+        raise GraphError("get_partitions needs a finalized graph; call finalize() first")
+    from .shape_inference import with_inferred_shapes
+    shaped = with_inferred_shapes(graph)
+    ops = shaped.topological_ops()
+    classes = {id(op): op_class(op) for op in ops}
+
+    def rows_of(op):
+        return op.outputs[0].shape if op.outputs else None
+    groups = group_ops(ops, lambda op: classes[id(op)], shaped.producer, policy, rows_of)
+    partitions = []
+    for group in groups:
+        kinds = {classes[id(op)] for op in group}
+        kind = next((k for k in ("opaque", "complex", "reduction") if k in kinds), "injective")
+        partitions.append(Partition(shaped, group, kind, graph.engine_kind))
+    return partitions

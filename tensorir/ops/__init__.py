@@ -1,0 +1,39 @@
+"""tensorir.ops: the op library of compute definitions (algorithms, no schedules), one
+function per oneDNN graph op kind or family.
+
+Each function takes tensorir Tensors (placeholders or outputs of other ops) and oneDNN's
+attributes as Python values (same names and defaults as oneDNN's graph API), and returns the
+output Tensor(s). Shapes are static. Every compute carries a readable ``name`` and a ``tag``
+naming its op kind ("conv", "matmul", "softmax", ...), never an operator-class name, so the
+schedule templates classify stages by their bodies. Bad attributes raise ValueError naming the
+op and the attribute; mismatched dtypes raise TypeError.
+
+Example:
+    >>> from tensorir import placeholder
+    >>> from tensorir import ops
+    >>> x = placeholder((7, 13), name="x"); w = placeholder((13, 37), name="w")
+    >>> b = placeholder((37,), name="b")
+    >>> y = ops.softmax(ops.gelu(ops.matmul(x, w, bias=b)), axis=-1)
+    >>> y.shape, y.op.tag
+    ((7, 37), 'softmax')
+"""
+from .elementwise import (abs, add, bias_add, clamp, divide, elu, exp, gelu, greater_equal, hardsigmoid,
+                          hardswish, leaky_relu, log, maximum, minimum, mish, multiply, pow, prelu, reciprocal,
+                          relu, round, select, sigmoid, softplus, sqrt, square, squared_difference, subtract,
+                          tanh, typecast)
+from .nn import (REDUCE_KINDS, avg_pool, batch_norm_inference, conv, group_norm, layer_norm, log_softmax, matmul,
+                 max_pool, pool, reduce, rms_norm, softmax)
+from .transform import concat, gen_index, identity, reorder, reshape, transpose
+
+__all__ = [
+    # elementwise
+    "abs", "exp", "log", "sqrt", "square", "reciprocal", "relu", "leaky_relu", "elu", "gelu", "sigmoid",
+    "tanh", "hardsigmoid", "hardswish", "mish", "softplus", "clamp", "round", "pow",
+    "add", "subtract", "multiply", "divide", "maximum", "minimum", "squared_difference", "greater_equal",
+    "select", "bias_add", "prelu", "typecast",
+    # nn
+    "matmul", "conv", "pool", "max_pool", "avg_pool", "batch_norm_inference", "layer_norm", "group_norm",
+    "rms_norm", "softmax", "log_softmax", "reduce", "REDUCE_KINDS",
+    # transform
+    "reshape", "transpose", "concat", "reorder", "identity", "gen_index",
+]

@@ -1,0 +1,189 @@
+"""Data-movement ops of the oneDNN graph op set: StaticReshape, StaticTranspose, Concat and
+Reorder (identity). Each is one injective compute that maps an output index to a source index.
+
+Example:
+    >>> from tensorir import placeholder
+    >>> x = placeholder((2, 3, 4), name="x")
+    >>> y = transpose(reshape(x, [6, -1], special_zero=False), [1, 0])
+    >>> y.shape, y.op.tag
+    ((4, 6), 'transpose')
+"""
+from __future__ import annotations
+
+import math
+
+from .. import intrinsics as ti
+from ..tensor import Tensor, compute
+from ._common import check_ints, check_tensor, normalize_axis
+
+__all__ = ["reshape", "transpose", "concat", "reorder", "identity", "gen_index"]
+
+
+def reshape(x: Tensor, shape, special_zero: bool = False, name: str | None = None) -> Tensor:
+    """StaticReshape: the elements of ``x`` in row-major order, in ``shape``. One ``-1`` is
+    inferred from the element count; with ``special_zero`` a ``0`` copies the dimension of ``x``
+    at that position, otherwise it is a zero-size dimension.
+
+    The source index is computed from the flat index: ``x[(f // stride_d) % n_d, ...]``.
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> reshape(placeholder((2, 3, 4)), [0, -1], special_zero=True).shape
+        (2, 12)
+    """
+    op = "StaticReshape"
+    check_tensor(op, "src", x)
+    shape = check_ints(op, "shape", shape, minimum=-1)
+    if not isinstance(special_zero, bool):
+        raise ValueError(f"StaticReshape: attribute special_zero must be a bool, got {special_zero!r}")
+    if special_zero:
+        for d, n in enumerate(shape):
+            if n == 0:
+                if d >= x.ndim:
+                    raise ValueError(f"StaticReshape: shape {shape} copies dimension {d} (special_zero) "
+                                     f"but src {x.shape} has rank {x.ndim}")
+                shape[d] = x.shape[d]
+    total = math.prod(x.shape)
+    if shape.count(-1) > 1:
+        raise ValueError(f"StaticReshape: attribute shape {shape} has more than one -1")
+    if -1 in shape:
+        known = math.prod(n for n in shape if n != -1)
+        if known == 0 or total % known:
+            raise ValueError(f"StaticReshape: cannot infer the -1 in shape {shape} for src {x.shape} "
+                             f"({total} elements)")
+        shape[shape.index(-1)] = total // known
+    if math.prod(shape) != total:
+        raise ValueError(f"StaticReshape: shape {shape} has {math.prod(shape)} elements but src {x.shape} "
+                         f"has {total}")
+    shape = tuple(shape)
+    if shape == x.shape:
+        return compute(shape, lambda *i: x[i], name=name or "reshape", tag="reshape")
+    out_strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    in_strides = [math.prod(x.shape[d + 1:]) for d in range(x.ndim)]
+
+    def body(*idx):
+        flat = None
+        for i, n, s in zip(idx, shape, out_strides):
+            if n == 1:
+                continue
+            term = i if s == 1 else i * s
+            flat = term if flat is None else flat + term
+        index = []
+        for d, (n, s) in enumerate(zip(x.shape, in_strides)):
+            if n == 1 or flat is None:
+                index.append(0)
+                continue
+            v = flat if s == 1 else flat // s
+            index.append(v if d == 0 else v % n)
+        return x[tuple(index)]
+    return compute(shape, body, name=name or "reshape", tag="reshape")
+
+
+def transpose(x: Tensor, order, name: str | None = None) -> Tensor:
+    """StaticTranspose: ``dst.shape[k] = x.shape[order[k]]``; ``order`` is a permutation of the
+    axes (negative values count from the end; empty means reverse them).
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> transpose(placeholder((2, 3, 4)), [0, -1, 1]).shape
+        (2, 4, 3)
+    """
+    op = "StaticTranspose"
+    check_tensor(op, "src", x)
+    order = check_ints(op, "order", order)
+    if not order:
+        order = list(range(x.ndim))[::-1]
+    order = [normalize_axis(op, "order", a, x.ndim) for a in order]
+    if sorted(order) != list(range(x.ndim)):
+        raise ValueError(f"StaticTranspose: attribute order {order} is not a permutation of the {x.ndim} "
+                         f"axes of src {x.shape}")
+    shape = tuple(x.shape[a] for a in order)
+
+    def body(*idx):
+        index = [None] * x.ndim
+        for k, a in enumerate(order):
+            index[a] = idx[k]
+        return x[tuple(index)]
+    return compute(shape, body, name=name or "transpose", tag="transpose")
+
+
+def concat(xs, axis: int, name: str | None = None) -> Tensor:
+    """Concat: the tensors ``xs`` one after the other along ``axis``; all other dimensions,
+    the rank and the dtype must match.
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> concat([placeholder((2, 3)), placeholder((2, 5))], axis=-1).shape
+        (2, 8)
+    """
+    op = "Concat"
+    xs = list(xs) if not isinstance(xs, Tensor) else [xs]
+    if not xs:
+        raise ValueError("Concat: needs at least one input tensor")
+    for k, t in enumerate(xs):
+        check_tensor(op, f"src_{k}", t)
+    first = xs[0]
+    axis = normalize_axis(op, "axis", axis, max(first.ndim, 1))
+    for k, t in enumerate(xs[1:], 1):
+        if t.dtype != first.dtype:
+            raise TypeError(f"Concat: src_{k} has dtype {t.dtype} but src_0 has {first.dtype}")
+        if t.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis):
+            raise ValueError(f"Concat: src_{k} of shape {t.shape} does not match src_0 {first.shape} outside "
+                             f"axis {axis}")
+    offsets = [0]
+    for t in xs:
+        offsets.append(offsets[-1] + t.shape[axis])
+    shape = first.shape[:axis] + (offsets[-1],) + first.shape[axis + 1:]
+    parts = [(t, off) for t, off in zip(xs, offsets) if t.shape[axis] > 0]
+
+    def body(*idx):
+        def read(t, off):
+            return t[idx[:axis] + (idx[axis] - off if off else idx[axis],) + idx[axis + 1:]]
+        value = read(*parts[-1])
+        for t, off in reversed(parts[:-1]):
+            value = ti.if_then_else(idx[axis] < off + t.shape[axis], read(t, off), value)
+        return value
+    if not parts:
+        return compute(shape, lambda *i: first[i], name=name or "concat", tag="concat")
+    return compute(shape, body, name=name or "concat", tag="concat")
+
+
+def reorder(x: Tensor, name: str | None = None) -> Tensor:
+    """Reorder: a copy of ``x``. (oneDNN's Reorder changes the memory layout; tensorir tensors
+    are row-major, so the algorithm is the identity.)
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> reorder(placeholder((2, 3))).op.tag
+        'reorder'
+    """
+    check_tensor("Reorder", "src", x)
+    return compute(x.shape, lambda *i: x[i], name=name or "reorder", tag="reorder")
+
+
+def identity(x: Tensor, name: str | None = None) -> Tensor:
+    """A copy of ``x`` (tag "identity").
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> identity(placeholder((2, 3))).shape
+        (2, 3)
+    """
+    check_tensor("Identity", "src", x)
+    return compute(x.shape, lambda *i: x[i], name=name or "identity", tag="identity")
+
+
+
+def gen_index(x: Tensor, axis: int, name: str | None = None) -> Tensor:
+    """GenIndex: an int32 tensor of the shape of ``x`` holding each element's index along
+    ``axis`` (``x``'s values are not read).
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> y = gen_index(placeholder((2, 3)), axis=-1)
+        >>> y.shape, y.dtype
+        ((2, 3), 'int32')
+    """
+    check_tensor("GenIndex", "src", x)
+    axis = normalize_axis("GenIndex", "axis", axis, x.ndim)
+    return compute(x.shape, lambda *i: ti.cast("int32", i[axis]), name=name or "gen_index", tag="gen_index")

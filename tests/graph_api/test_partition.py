@@ -1,0 +1,98 @@
+"""Partitioning by operator class: counts, classes, cycle avoidance, debug policy."""
+import pytest
+
+from graph_api import GraphError
+from graph_api.lowering import op_class
+from graph_building import Builder, attention, conv_bn_relu, mlp, residual_block
+
+
+def summary(graph, policy="fusion"):
+    return [(p.get_kind(), [op.kind.value for op in p.get_ops()]) for p in graph.get_partitions(policy)]
+
+
+def test_mlp_layers_fuse_their_epilogues():
+    assert summary(mlp().finalize()) == [
+        ("complex", ["MatMul", "Add", "ReLU"]),
+        ("complex", ["MatMul", "Add"]),
+    ]
+
+
+def test_conv_bn_relu_is_one_partition():
+    assert summary(conv_bn_relu().finalize()) == [("complex", ["Convolution", "BatchNormInference", "ReLU"])]
+
+
+def test_residual_block_takes_the_add_into_the_second_conv():
+    assert summary(residual_block().finalize()) == [
+        ("complex", ["Convolution", "ReLU"]),
+        ("complex", ["Convolution", "Add", "ReLU"]),
+    ]
+
+
+def test_attention_splits_at_each_matmul():
+    assert summary(attention().finalize()) == [
+        ("complex", ["MatMul", "Multiply"]),
+        ("reduction", ["SoftMax"]),
+        ("complex", ["MatMul"]),
+    ]
+
+
+def test_debug_policy_gives_one_op_per_partition_and_ids_are_unique():
+    g = mlp().finalize()
+    parts = g.get_partitions("debug")
+    assert [p.get_ops_num() for p in parts] == [1] * len(g.ops)
+    assert len({p.id for p in parts + g.get_partitions()}) == len(parts) + len(g.get_partitions())
+    with pytest.raises(ValueError, match="unknown partition policy"):
+        g.get_partitions("greedy")
+
+
+def test_no_cycle_through_an_outside_op():
+    # a -> exp -> b; b -> matmul(complex, its own group) -> c; add(b, c): joining exp's group
+    # would make exp-group -> matmul -> exp-group
+    b = Builder()
+    a, w = b.input((4, 4)), b.input((4, 4), constant=True)
+    e = b.op("Exp", [a])
+    m = b.op("MatMul", [e, w])
+    b.op("Add", [e, m])
+    parts = b.finalize().get_partitions()
+    order = {op.id: k for k, p in enumerate(parts) for op in p.get_ops()}
+    assert order[0] < order[1] <= order[2]
+    assert [op.kind.value for op in parts[0].get_ops()] == ["Exp"]
+
+
+def test_every_op_in_exactly_one_partition_in_topological_order():
+    for build in (mlp, conv_bn_relu, residual_block, attention):
+        g = build().finalize()
+        parts = g.get_partitions()
+        seen = [op.id for p in parts for op in p.get_ops()]
+        assert sorted(seen) == sorted(op.id for op in g.ops)
+        produced_before = set()
+        for p in parts:
+            for t in p.get_input_ports():
+                assert g.producer(t.id) is None or t.id in produced_before
+            produced_before |= {t.id for op in p.get_ops() for t in op.outputs}
+
+
+def test_op_classes_come_from_the_compute_definitions():
+    g = attention().finalize()
+    classes = [op_class(op) for op in g.get_partitions()[0].graph.topological_ops()]
+    assert classes == ["complex", "injective", "reduction", "complex"]
+
+
+def test_unsupported_ops_stand_alone_and_are_not_supported():
+    b = Builder()
+    x = b.input((4, 4))
+    y = b.op("ReLU", [x])
+    z = b.op("Wildcard", [y], out_shape=(4, 4))
+    b.op("Exp", [z])
+    parts = b.finalize().get_partitions()
+    assert [(p.get_kind(), p.is_supported()) for p in parts] == [("injective", True), ("opaque", False),
+                                                                  ("injective", True)]
+    with pytest.raises(GraphError, match="is not supported"):
+        parts[1].compile(parts[1].get_input_ports(), parts[1].get_output_ports())
+
+
+def test_partitions_need_a_finalized_graph():
+    b = Builder()
+    b.op("ReLU", [b.input((2,))])
+    with pytest.raises(GraphError, match="finalized"):
+        b.graph.get_partitions()

@@ -1,0 +1,91 @@
+"""tensorir.ops.transform against numpy, built with the template for the DAG and with the
+default schedule."""
+import numpy as np
+import pytest
+
+from ops_testing import check, rand, run_both
+from tensorir import placeholder
+from tensorir import ops
+
+
+@pytest.mark.parametrize("shape, new_shape, special_zero, expected_shape", [
+    ((7, 13), [13, 7], False, (13, 7)),
+    ((2, 3, 37), [0, -1], True, (2, 111)),
+    ((3, 1, 37), [37, 3], False, (37, 3)),
+    ((111,), [3, 1, 37, 1], False, (3, 1, 37, 1)),
+    ((7, 13), [7, 13], False, (7, 13)),
+    ((5, 6, 7), [1, 0, 5, -1], True, (1, 6, 5, 7)),
+])
+def test_reshape(shape, new_shape, special_zero, expected_shape):
+    x = placeholder(shape, name="x")
+    xv = rand(shape)
+    y = ops.reshape(x, new_shape, special_zero=special_zero)
+    assert y.shape == expected_shape and y.op.tag == "reshape"
+    check(y, {x: xv}, xv.reshape(expected_shape), template="injective", rtol=0, atol=0)
+
+
+def test_reshape_bad_shapes():
+    x = placeholder((7, 13))
+    with pytest.raises(ValueError, match="StaticReshape.*shape.*elements"):
+        ops.reshape(x, [7, 12])
+    with pytest.raises(ValueError, match="StaticReshape.*more than one -1"):
+        ops.reshape(x, [-1, -1])
+    with pytest.raises(ValueError, match="StaticReshape.*-1"):
+        ops.reshape(x, [-1, 5])
+    with pytest.raises(ValueError, match="StaticReshape.*shape"):
+        ops.reshape(x, [91, -2])
+    with pytest.raises(ValueError, match="StaticReshape.*zero-size|StaticReshape.*elements"):
+        ops.reshape(x, [0, 91])                       # special_zero=False: a real 0
+
+
+@pytest.mark.parametrize("shape, order", [((7, 13), [1, 0]), ((2, 7, 13), [2, 0, 1]), ((3, 5, 7, 13), [0, -1, 1, 2]),
+                                          ((3, 5, 7), [])])
+def test_transpose(shape, order):
+    x = placeholder(shape, name="x")
+    xv = rand(shape)
+    y = ops.transpose(x, order)
+    check(y, {x: xv}, np.transpose(xv, order or None), template="injective", rtol=0, atol=0)
+    with pytest.raises(ValueError, match="StaticTranspose.*order"):
+        ops.transpose(x, [0] * len(shape))
+
+
+@pytest.mark.parametrize("shapes, axis", [([(7, 13), (7, 5), (7, 1)], 1), ([(3, 13), (4, 13)], -2),
+                                          ([(2, 3, 5), (2, 3, 5)], 2), ([(37,)], 0)])
+def test_concat(shapes, axis):
+    xs = [placeholder(s, name=f"x{k}") for k, s in enumerate(shapes)]
+    xvs = [rand(s) for s in shapes]
+    y = ops.concat(xs, axis=axis)
+    check(y, dict(zip(xs, xvs)), np.concatenate(xvs, axis=axis), template="injective", rtol=0, atol=0)
+
+
+def test_concat_bad_inputs():
+    with pytest.raises(ValueError, match="Concat.*src_1"):
+        ops.concat([placeholder((7, 13)), placeholder((6, 13))], axis=1)
+    with pytest.raises(ValueError, match="Concat.*axis"):
+        ops.concat([placeholder((7, 13)), placeholder((7, 13))], axis=2)
+    with pytest.raises(TypeError, match="Concat.*dtype"):
+        ops.concat([placeholder((7, 13)), placeholder((7, 13), "float64")], axis=0)
+    with pytest.raises(ValueError, match="Concat.*at least one"):
+        ops.concat([], axis=0)
+
+
+def test_reorder_identity_and_a_chain_of_transforms():
+    x = placeholder((2, 3, 37), "int32", name="x")
+    xv = np.arange(2 * 3 * 37, dtype="int32").reshape(2, 3, 37)
+    check(ops.reorder(x), {x: xv}, xv, template="injective")
+    check(ops.identity(x), {x: xv}, xv)
+    y = ops.transpose(ops.reshape(ops.concat([x, x], axis=1), [4, -1, 37]), [2, 0, 1])
+    expected = np.transpose(np.concatenate([xv, xv], axis=1).reshape(4, -1, 37), [2, 0, 1])
+    check(y, {x: xv}, expected, template="injective")
+
+
+def test_gen_index():
+    x = placeholder((3, 5, 7), name="x")
+    y = ops.gen_index(x, axis=-2)
+    expected = np.broadcast_to(np.arange(5, dtype="int32").reshape(1, 5, 1), (3, 5, 7))
+    name, got_t, got_d = run_both(y, {})
+    assert name == "injective" and y.dtype == "int32"
+    np.testing.assert_array_equal(got_t, expected)
+    np.testing.assert_array_equal(got_d, expected)
+    with pytest.raises(ValueError, match="GenIndex.*axis"):
+        ops.gen_index(x, axis=3)
