@@ -265,6 +265,16 @@ class Graph:
         from .partition import partition_graph
         return partition_graph(self, policy)
 
+    def to_dot(self, policy: str = "fusion") -> str:
+        """Graphviz text of the graph with its partitions as clusters (see ``dot.graph_to_dot``).
+
+        Example:
+            >>> Graph().to_dot().startswith("digraph")
+            True
+        """
+        from .dot import graph_to_dot
+        return graph_to_dot(self, policy)
+
     def to_json(self) -> str:
         """This graph in oneDNN's JSON dump format (see ``graph_api.serialize``).
 
