@@ -12,7 +12,7 @@ from tensorir import ops as T
 from tensorir import placeholder
 from tensorir.tensor import ComputeOp, post_order
 
-from .logical_tensor import DataType, GraphError
+from .logical_tensor import DataType, GraphError, LogicalTensor
 from .op import Op, OpKind
 from .schema import get_attr
 
@@ -106,7 +106,7 @@ def lower_op(op: Op, inputs: list) -> list:
     Example:
         >>> from graph_api import LogicalTensor
         >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
-        >>> [t.shape for t in lower_op(Op(0, OpKind.ReLU, [x], [y]), [placeholder((2, 3), name="x")])]
+        >>> [t.shape for t in lower_op(Op(0, OpKind.ReLU, [x], [y]), [placeholder_for(x)])]
         [(2, 3)]
     """
     try:
@@ -119,16 +119,19 @@ def lower_op(op: Op, inputs: list) -> list:
     return outs[:len(op.outputs)]
 
 
-def placeholders_for(op: Op) -> list:
-    """Placeholders shaped like the op's input logical tensors (their shapes must be known)."""
-    out = []
-    for t in op.inputs:
-        if not t.is_known():
-            raise GraphError(f"op {op.id} ({op.kind.value}): input {t.id} has unknown shape {t.shape}")
-        if t.dtype not in COMPILED_DTYPES:
-            raise GraphError(f"op {op.id} ({op.kind.value}): data type {t.dtype.value} is not compiled")
-        out.append(placeholder(t.shape, t.dtype.numpy.name, name=f"t{t.id}"))
-    return out
+def placeholder_for(t: LogicalTensor):
+    """A tensorir placeholder shaped and typed like logical tensor ``t`` (shape known, dtype
+    compiled), named after its id.
+
+    Example:
+        >>> placeholder_for(LogicalTensor(3, DataType.f32, (2, 5))).name
+        't3'
+    """
+    if not t.is_known():
+        raise GraphError(f"logical tensor {t.id} has unknown shape {t.shape}")
+    if t.dtype not in COMPILED_DTYPES:
+        raise GraphError(f"logical tensor {t.id}: data type {t.dtype.value} is not compiled")
+    return placeholder(t.shape, t.dtype.numpy.name, name=f"t{t.id}")
 
 
 def op_class(op: Op) -> str:
@@ -143,7 +146,7 @@ def op_class(op: Op) -> str:
     """
     from schedule.templates import op_class as compute_class
     try:
-        outs = lower_op(op, placeholders_for(op))
+        outs = lower_op(op, [placeholder_for(t) for t in op.inputs])
     except GraphError:
         return "opaque"
     if len(outs) != len(op.outputs) or any(o.shape != t.shape for o, t in zip(outs, op.outputs) if t.is_known()):

@@ -15,7 +15,7 @@ from schedule import template_for
 
 from .fusion import group_ops
 from .logical_tensor import GraphError, LogicalTensor
-from .lowering import COMPILED_DTYPES, lower_op, op_class
+from .lowering import COMPILED_DTYPES, lower_op, op_class, placeholder_for
 from .op import Op, OpKind
 from .runtime import Engine, Stream, Tensor
 
@@ -136,11 +136,7 @@ class Partition:
         return ops, outs, tuple((t.dtype.value, t.shape) for t in inputs)
 
     def _build(self, inputs):
-        from .lowering import placeholders_for
-        env = {}
-        for port, t in zip(self.input_ports, inputs):
-            op = Op(0, OpKind.Reorder, [t], [t])
-            env[port.id] = placeholders_for(op)[0]
+        env = {port.id: placeholder_for(t) for port, t in zip(self.input_ports, inputs)}
         for op in self.ops:
             for t, out in zip(op.outputs, lower_op(op, [env[t.id] for t in op.inputs])):
                 env[t.id] = out
@@ -189,26 +185,24 @@ class CompiledPartition:
         Example:
             >>> # cp.execute(stream, [Tensor(...)], [Tensor(...)])
         """
-        by_id = {}
-        for role, tensors, compiled in (("input", inputs, self.inputs), ("output", outputs, self.outputs)):
+        arrays = {}   # ("in" | "out", tensor id) -> array
+        for role, tensors, compiled in (("in", inputs, self.inputs), ("out", outputs, self.outputs)):
             for t in tensors:
                 if not isinstance(t, Tensor):
                     raise GraphError(f"execute takes graph_api.Tensor objects, got {type(t).__name__}")
-                lt = t.logical_tensor
+                lt, array = t.logical_tensor, t.handle
                 want = compiled.get(lt.id)
                 if want is None:
-                    raise GraphError(f"compiled partition {self.partition.id}: no {role} logical tensor {lt.id}")
-                array = t.handle
+                    raise GraphError(f"compiled partition {self.partition.id}: no {role}put logical tensor {lt.id}")
                 if array.shape != want.shape or array.dtype != want.dtype.numpy:
-                    raise GraphError(f"compiled partition {self.partition.id}: {role} {lt.id} must be "
+                    raise GraphError(f"compiled partition {self.partition.id}: {role}put {lt.id} must be "
                                      f"{want.dtype.value}{list(want.shape)}, got {array.dtype}{list(array.shape)}")
-                by_id[(role[:2] if role == "input" else "out", lt.id)] = array
+                arrays[(role, lt.id)] = array
         args = []
-        for role, tid in self._arg_ports:
-            array = by_id.get(("in" if role == "in" else "out", tid))
-            if array is None:
-                raise GraphError(f"compiled partition {self.partition.id}: missing {role}put tensor {tid}")
-            args.append(array)
+        for key in self._arg_ports:
+            if key not in arrays:
+                raise GraphError(f"compiled partition {self.partition.id}: missing {key[0]}put tensor {key[1]}")
+            args.append(arrays[key])
         self.kernel(*args)
 
 
