@@ -1,0 +1,40 @@
+"""Graph-to-graph passes over finalized graphs. Each pass is a function ``pass(graph) -> Graph``
+that returns a new finalized graph (the input is never modified) whose output ports keep their
+tensor ids and values.
+
+Example:
+    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+    >>> t = [LogicalTensor(i, DataType.f32, (2,)) for i in range(4)]
+    >>> g = Graph()
+    >>> _ = g.add_op(Op(0, OpKind.Exp, [t[0]], [t[1]])); _ = g.add_op(Op(1, OpKind.Exp, [t[0]], [t[2]]))
+    >>> _ = g.add_op(Op(2, OpKind.Add, [t[1], t[2]], [t[3]]))
+    >>> g.finalize()
+    >>> [op.id for op in run_passes(g).ops]
+    [0, 2]
+"""
+from __future__ import annotations
+
+from .algebraic import simplify_algebra
+from .cse import eliminate_common_subexpressions
+from .dead_code import default_outputs, eliminate_dead_ops
+
+DEFAULT = (simplify_algebra, eliminate_common_subexpressions, eliminate_dead_ops)
+
+
+def run_passes(graph, passes=DEFAULT):
+    """Apply ``passes`` (functions ``graph -> Graph``) in order and return the last result (the
+    input graph itself when ``passes`` is empty).
+
+    Example:
+        >>> from graph_api import Graph
+        >>> g = Graph(); g.finalize()
+        >>> run_passes(g).ops, run_passes(g, passes=()) is g
+        ([], True)
+    """
+    for p in passes:
+        graph = p(graph)
+    return graph
+
+
+__all__ = ["DEFAULT", "default_outputs", "eliminate_common_subexpressions", "eliminate_dead_ops",
+           "run_passes", "simplify_algebra"]

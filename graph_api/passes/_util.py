@@ -1,0 +1,38 @@
+"""Helpers shared by the passes: copying ops and rebuilding graphs (never touching the input)."""
+from __future__ import annotations
+
+from ..graph import Graph
+from ..op import Op
+
+
+def copy_attrs(attrs: dict) -> dict:
+    """A copy of an attribute dict deep enough that list values are not shared."""
+    return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in attrs.items()}
+
+
+def clone_op(op: Op, *, kind=None, inputs=None, outputs=None, attrs=None) -> Op:
+    """A new Op like ``op`` (same id and name) with some parts replaced."""
+    return Op(op.id, op.kind if kind is None else kind,
+              list(op.inputs if inputs is None else inputs),
+              list(op.outputs if outputs is None else outputs),
+              copy_attrs(op.attrs if attrs is None else attrs), name=op.name)
+
+
+def build_graph(template: Graph, ops) -> Graph:
+    """A new finalized Graph with ``template``'s engine kind and fpmath settings holding ``ops``."""
+    g = Graph(template.engine_kind, template.fpmath_mode, template.fpmath_mode_apply_to_int)
+    for op in ops:
+        g.add_op(op)
+    g.finalize()
+    return g
+
+
+def output_ids(graph: Graph) -> list[int]:
+    """The ids of the graph's output ports (unconsumed produced tensors and End inputs)."""
+    return [t.id for t in graph.get_output_ports()]
+
+
+def substitute(graph: Graph, op: Op, subst: dict) -> Op:
+    """A copy of ``op`` whose inputs are renamed through ``subst`` (tensor id -> tensor id)."""
+    ins = [graph.tensor(subst[t.id]) if t.id in subst else t for t in op.inputs]
+    return clone_op(op, inputs=ins)
