@@ -32,7 +32,9 @@ class CompiledGraph:
         for p in self.partitions:
             if p.is_supported():
                 compiled = p.compile(p.get_input_ports(), p.get_output_ports(), self.engine)
-                self.steps.append(("compiled", p, compiled))
+                ports = ([compiled.query_logical_tensor(t.id) for t in p.get_input_ports()],
+                         [compiled.query_logical_tensor(t.id) for t in p.get_output_ports()])
+                self.steps.append(("compiled", p, (compiled, ports)))
             else:
                 self.steps.append(("reference", p, None))
                 fallback += [f"{op.kind.value} (op {op.id})" for op in p.get_ops()]
@@ -48,15 +50,15 @@ class CompiledGraph:
             if port.id not in feeds:
                 raise GraphError(f"no feed for graph input {port.id}")
             values[port.id] = np.asarray(feeds[port.id], order="C")   # keeps 0-d arrays 0-d
-        for how, p, compiled in self.steps:
+        for how, p, prepared in self.steps:
             if how == "reference":
                 for op in p.get_ops():
                     outs = reference.evaluate(op, [values[t.id] for t in op.inputs])
                     values.update({t.id: v for t, v in zip(op.outputs, outs)})
                 continue
-            ins = [Tensor(compiled.query_logical_tensor(t.id), self.engine, values[t.id])
-                   for t in p.get_input_ports()]
-            outs = [Tensor(compiled.query_logical_tensor(t.id), self.engine) for t in p.get_output_ports()]
+            compiled, (in_ports, out_ports) = prepared
+            ins = [Tensor(lt, self.engine, values[lt.id]) for lt in in_ports]
+            outs = [Tensor(lt, self.engine) for lt in out_ports]
             compiled.execute(self.stream, ins, outs)
             values.update({t.logical_tensor.id: t.handle for t in outs})
         return {tid: values[tid] for tid in self.output_ids}

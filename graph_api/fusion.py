@@ -31,10 +31,18 @@ class _Group:
         self.rows = rows if cls == "reduction" else None
 
     def kind(self) -> str:
-        for cls in ("opaque", "complex", "reduction"):
-            if cls in self.classes:
-                return cls
-        return "injective"
+        return dominant_class(self.classes)
+
+
+def dominant_class(classes) -> str:
+    """The class of ops (or stages) of the given classes taken together: opaque over complex
+    over reduction over injective.
+
+    Example:
+        >>> dominant_class({"injective", "reduction"})
+        'reduction'
+    """
+    return next((c for c in ("opaque", "complex", "reduction") if c in classes), "injective")
 
 
 def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str = "fusion",

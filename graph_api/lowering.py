@@ -12,6 +12,7 @@ from tensorir import ops as T
 from tensorir import placeholder
 from tensorir.tensor import ComputeOp, post_order
 
+from .fusion import dominant_class
 from .logical_tensor import DataType, GraphError, LogicalTensor
 from .op import Op, OpKind
 from .schema import get_attr
@@ -151,8 +152,4 @@ def op_class(op: Op) -> str:
         return "opaque"
     if len(outs) != len(op.outputs) or any(o.shape != t.shape for o, t in zip(outs, op.outputs) if t.is_known()):
         return "opaque"      # e.g. SoftMax's stats or Dropout's mask output: not computed here
-    classes = {compute_class(c) for c in post_order(outs) if isinstance(c, ComputeOp)}
-    for cls in ("opaque", "complex", "reduction"):
-        if cls in classes:
-            return cls
-    return "injective"
+    return dominant_class({compute_class(c) for c in post_order(outs) if isinstance(c, ComputeOp)})

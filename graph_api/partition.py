@@ -13,7 +13,7 @@ import json
 
 from schedule import template_for
 
-from .fusion import group_ops
+from .fusion import dominant_class, group_ops
 from .logical_tensor import GraphError, LogicalTensor
 from .lowering import COMPILED_DTYPES, lower_op, op_class, placeholder_for
 from .op import Op, OpKind
@@ -31,7 +31,7 @@ class Partition:
         >>> # for p in graph.get_partitions(): p.is_supported(), [op.id for op in p.get_ops()]
     """
 
-    def __init__(self, graph, ops: list[Op], kind: str, engine_kind: str = "cpu"):
+    def __init__(self, graph, ops: list[Op], kind: str, graph_outputs: set[int], engine_kind: str = "cpu"):
         self.id = next(_partition_ids)
         self.graph = graph
         self.ops = list(ops)
@@ -43,7 +43,6 @@ class Partition:
             for t in op.inputs:
                 if t.id not in inside and all(p.id != t.id for p in self.input_ports):
                     self.input_ports.append(t)
-        graph_outputs = {t.id for t in graph.get_output_ports()}
         members = {id(op) for op in self.ops}
         self.output_ports = [t for op in self.ops for t in op.outputs
                              if t.id in graph_outputs or any(id(c) not in members for c in graph.consumers(t.id))]
@@ -222,9 +221,9 @@ def partition_graph(graph, policy: str = "fusion") -> list[Partition]:
     def rows_of(op):
         return op.outputs[0].shape if op.outputs else None
     groups = group_ops(ops, lambda op: classes[id(op)], shaped.producer, policy, rows_of)
+    graph_outputs = {t.id for t in shaped.get_output_ports()}
     partitions = []
     for group in groups:
-        kinds = {classes[id(op)] for op in group}
-        kind = next((k for k in ("opaque", "complex", "reduction") if k in kinds), "injective")
-        partitions.append(Partition(shaped, group, kind, graph.engine_kind))
+        kind = dominant_class({classes[id(op)] for op in group})
+        partitions.append(Partition(shaped, group, kind, graph_outputs, graph.engine_kind))
     return partitions

@@ -121,12 +121,9 @@ class Dag:
             >>> Dag.of([B]).kind()
             'injective'
         """
-        forced = {op.tag for op in self.ops if op.tag in OP_CLASSES}
-        if len(forced) == 1 and forced <= {"opaque"}:
+        if self.of_class("opaque"):      # an op tagged opaque (op_class honours class tags)
             return "opaque"
         complex_ops, reductions = self.of_class("complex"), self.of_class("reduction")
-        if any(self.classes[id(op)] == "opaque" for op in self.ops):
-            return "opaque"
         if not complex_ops and not reductions:
             return "injective"
         if len(complex_ops) == 1 and not reductions and len(self.outputs) == 1:
