@@ -85,6 +85,16 @@ def bench_mlp(batch=64, sizes=(784, 512, 512, 10)):
                 mods += [layer] + ([torch.nn.ReLU()] if k < len(layers) - 1 else [])
             model, tx = torch.nn.Sequential(*mods).eval(), torch.from_numpy(a)
             anchors[f"torch {torch.__version__}"] = timed(lambda: model(tx))
+    onnx = _optional("onnx")
+    if onnx is not None and _optional("onnxruntime") is not None:
+        h, nodes, weights = onnx.helper, [], {}
+        for k, (w, bias) in enumerate(params):
+            weights.update({f"w{k}": w, f"b{k}": bias})
+            src, dst = "x" if k == 0 else f"h{k}", "y" if k == len(params) - 1 else f"h{k + 1}"
+            nodes.append(h.make_node("Gemm", [src, f"w{k}", f"b{k}"], [dst if k == len(params) - 1 else f"g{k}"]))
+            if k < len(params) - 1:
+                nodes.append(h.make_node("Relu", [f"g{k}"], [dst]))
+        anchors.update(_onnxruntime(nodes, a, params[-1][0].shape[1:], weights, numpy_mlp()))
     report(f"MLP batch {batch}, {' -> '.join(map(str, sizes))}: {len(compiled.partitions)} partitions",
            timed(lambda: compiled.run(b.feeds)), anchors)
 
@@ -120,8 +130,30 @@ def bench_conv_block(c=64, size=56):
         with torch.no_grad():
             anchors[f"torch {torch.__version__}"] = timed(
                 lambda: F.relu(F.conv2d(F.relu(F.conv2d(tx, tw1, padding=1)), tw2, padding=1) + tx))
+    onnx = _optional("onnx")
+    if onnx is not None and _optional("onnxruntime") is not None:
+        h = onnx.helper
+        nodes = [h.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["c1"], ["r1"]),
+                 h.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]), h.make_node("Add", ["c2", "x"], ["s"]),
+                 h.make_node("Relu", ["s"], ["y"])]
+        anchors.update(_onnxruntime(nodes, x_arr, x_arr.shape[1:], {"w1": w1, "w2": w2}, numpy_block()))
     report(f"residual conv block 1x{c}x{size}x{size}: {len(compiled.partitions)} partitions",
            timed(lambda: compiled.run(b.feeds)), anchors)
+
+
+def _onnxruntime(nodes, x, out_tail, weights, want):
+    """The onnxruntime anchor: the same graph as an ONNX model (weights as initializers),
+    checked against numpy, timed."""
+    import onnx
+    import onnxruntime
+    h = onnx.helper
+    graph = h.make_graph(nodes, "bench", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, (x.shape[0], *out_tail))],
+                         [onnx.numpy_helper.from_array(v, k) for k, v in weights.items()])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], want, rtol=1e-3, atol=1e-3)
+    return {f"onnxruntime {onnxruntime.__version__}": timed(lambda: session.run(None, {"x": x}))}
 
 
 def _optional(name):

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 
 from . import reference
-from .logical_tensor import GraphError
+from .logical_tensor import GraphError, PropertyType
 from .runtime import Engine, Stream, Tensor
 
 
@@ -27,41 +27,76 @@ class CompiledGraph:
         self.engine = engine or Engine()
         self.stream = Stream(self.engine)
         self.partitions = graph.get_partitions()
+        # the partitions compute the graph after the passes: folded constants are its inputs too
+        computed = self.partitions[0].graph if self.partitions else graph
+        self.bound = {**graph.constant_values, **computed.constant_values}
         self.steps = []
         fallback = []
         for p in self.partitions:
+            constant = all(t.property_type is PropertyType.constant for t in p.get_output_ports())
             if p.is_supported():
                 compiled = p.compile(p.get_input_ports(), p.get_output_ports(), self.engine)
                 ports = ([compiled.query_logical_tensor(t.id) for t in p.get_input_ports()],
                          [compiled.query_logical_tensor(t.id) for t in p.get_output_ports()])
-                self.steps.append(("compiled", p, (compiled, ports)))
+                self.steps.append(_Step(p, compiled, ports, constant))
             else:
-                self.steps.append(("reference", p, None))
-                fallback += [f"{op.kind.value} (op {op.id})" for op in p.get_ops()]
+                self.steps.append(_Step(p, None, None, constant))
+                fallback += [f"{op.kind.value} (op {op.id})" for op in p.ops]
         if fallback:
             warnings.warn(f"running {len(fallback)} op(s) in the numpy reference interpreter: "
                           f"{', '.join(fallback)}", stacklevel=2)
         self.output_ids = [t.id for t in graph.get_output_ports()]
+        self.input_ports = [t for t in graph.get_input_ports() if t.id not in self.bound]
 
     def run(self, feeds: dict) -> dict:
-        """Run the graph on ``feeds`` (graph input id -> array); returns graph outputs by id."""
-        values = {}
-        for port in self.graph.get_input_ports():
+        """Run the graph on ``feeds`` (graph input id -> array; bound constants need none);
+        returns graph outputs by id. A partition that computes only constants runs once and
+        keeps its results while it is fed the same constant arrays (constant inputs must not
+        be modified between runs, as in oneDNN).
+
+        Example:
+            >>> # compile_graph(g).run({0: x})[out_id]
+        """
+        values = dict(self.bound)
+        for port in self.input_ports:
             if port.id not in feeds:
                 raise GraphError(f"no feed for graph input {port.id}")
-            values[port.id] = np.asarray(feeds[port.id], order="C")   # keeps 0-d arrays 0-d
-        for how, p, prepared in self.steps:
-            if how == "reference":
-                for op in p.get_ops():
-                    outs = reference.evaluate(op, [values[t.id] for t in op.inputs])
-                    values.update({t.id: v for t, v in zip(op.outputs, outs)})
-                continue
-            compiled, (in_ports, out_ports) = prepared
-            ins = [Tensor(lt, self.engine, values[lt.id]) for lt in in_ports]
-            outs = [Tensor(lt, self.engine) for lt in out_ports]
-            compiled.execute(self.stream, ins, outs)
-            values.update({t.logical_tensor.id: t.handle for t in outs})
+        for tid, array in feeds.items():
+            values[tid] = np.asarray(array, order="C")   # keeps 0-d arrays 0-d
+        for step in self.steps:
+            values.update(step.run(values, self.engine, self.stream))
         return {tid: values[tid] for tid in self.output_ids}
+
+
+class _Step:
+    """One partition of a compiled graph: a compiled partition or the reference interpreter,
+    with the results of a constant partition kept between runs."""
+
+    def __init__(self, partition, compiled, ports, constant: bool):
+        self.partition, self.compiled, self.ports, self.constant = partition, compiled, ports, constant
+        self._kept = None          # (the input arrays, the results) of a constant partition
+
+    def run(self, values: dict, engine: Engine, stream: Stream) -> dict:
+        p = self.partition
+        if self.constant:
+            inputs = [values[t.id] for t in p.get_input_ports()]
+            if self._kept is not None and all(a is b for a, b in zip(self._kept[0], inputs)):
+                return self._kept[1]
+        if self.compiled is None:
+            results = {}
+            for op in p.ops:
+                outs = reference.evaluate(op, [results[t.id] if t.id in results else values[t.id]
+                                               for t in op.inputs])
+                results.update({t.id: v for t, v in zip(op.outputs, outs)})
+        else:
+            in_ports, out_ports = self.ports
+            ins = [Tensor(lt, engine, values[lt.id]) for lt in in_ports]
+            outs = [Tensor(lt, engine) for lt in out_ports]
+            self.compiled.execute(stream, ins, outs)
+            results = {t.logical_tensor.id: t.handle for t in outs}
+        if self.constant:
+            self._kept = (inputs, results)
+        return results
 
 
 def compile_graph(graph, engine: Engine | None = None, db=None) -> CompiledGraph:

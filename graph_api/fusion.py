@@ -11,7 +11,9 @@ input when the rule for (that group, this op) allows it:
   max then sum), never after a complex op;
 * at most one complex op per group; opaque ops (and unsupported ones) stand alone;
 * never a cycle: an op does not join a group it also reaches through an op outside it;
-* at most MAX_GROUP ops in a group.
+* at most MAX_GROUP ops in a group;
+* constant ops (every output constant-property: the same values on every execution) and
+  variable ops never share a group, so the constant ones can run once.
 
 ``policy="debug"`` puts every op alone.
 """
@@ -23,12 +25,13 @@ MAX_GROUP = 32
 
 
 class _Group:
-    __slots__ = ("ops", "classes", "rows")
+    __slots__ = ("ops", "classes", "rows", "constant")
 
-    def __init__(self, op, cls: str, rows):
+    def __init__(self, op, cls: str, rows, constant: bool):
         self.ops = [op]
         self.classes = {cls}
         self.rows = rows if cls == "reduction" else None
+        self.constant = constant
 
     def kind(self) -> str:
         return dominant_class(self.classes)
@@ -46,12 +49,13 @@ def dominant_class(classes) -> str:
 
 
 def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str = "fusion",
-              rows_of: Callable | None = None) -> list[list]:
+              rows_of: Callable | None = None, constant_of: Callable | None = None) -> list[list]:
     """Partition ``ops`` (in topological order) into groups of ops, in topological order.
 
     ``class_of(op)`` is "injective", "reduction", "complex" or "opaque"; ``producer_of(tid)``
     is the op producing logical tensor ``tid`` (None for a graph input); ``rows_of(op)`` the
-    shape a reduction reduces its input to (reductions fuse only over the same rows).
+    shape a reduction reduces its input to (reductions fuse only over the same rows);
+    ``constant_of(op)`` whether the op computes constants.
 
     Example:
         >>> from graph_api.logical_tensor import LogicalTensor as T
@@ -65,10 +69,11 @@ def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str 
     if policy not in ("fusion", "debug"):
         raise ValueError(f"unknown partition policy {policy!r}; expected 'fusion' or 'debug'")
     rows_of = rows_of or (lambda op: None)
+    constant_of = constant_of or (lambda op: False)
     group_of: dict[int, _Group] = {}
     groups: list[_Group] = []
     for op in ops:
-        cls = class_of(op)
+        cls, constant = class_of(op), bool(constant_of(op))
         target = None
         if policy == "fusion" and cls != "opaque":
             for t in op.inputs:
@@ -76,11 +81,13 @@ def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str 
                 if producer is None or id(producer) not in group_of:
                     continue
                 group = group_of[id(producer)]
+                if group.constant != constant:
+                    continue   # constants reach variable ops as inputs, never as group members
                 if _allowed(group, op, cls, rows_of) and not _makes_cycle(group, op, producer_of, group_of):
                     target = group
                 break   # only the first produced input decides (its producer is the anchor side)
         if target is None:
-            target = _Group(op, cls, rows_of(op))
+            target = _Group(op, cls, rows_of(op), constant)
             groups.append(target)
         else:
             target.ops.append(op)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import heapq
 
+import numpy as np
+
 from .logical_tensor import GraphError, LayoutType, LogicalTensor, PropertyType
 from .op import Op, OpKind
 from .schema import validate_op
@@ -54,6 +56,7 @@ class Graph:
         self._tensors: dict[int, LogicalTensor] = {}
         self._producer: dict[int, Op] = {}
         self._consumers: dict[int, list[Op]] = {}
+        self._values: dict[int, np.ndarray] = {}
         self._finalized = False
 
     # ---- building ------------------------------------------------------------------------------
@@ -102,6 +105,63 @@ class Graph:
             self._producer[tid] = op
         for tid in dict.fromkeys(t.id for t in op.inputs):
             self._consumers.setdefault(tid, []).append(op)
+
+    def bind_constant(self, tensor_id: int, value) -> None:
+        """Give a constant graph input its value when the graph is built (as a model's weights
+        are known when it is imported). Passes fold the ops that read only bound constants, and
+        ``compile_graph(...).run`` feeds bound values itself. The tensor must be a constant-property
+        input no op produces; the value must match its data type and shape; it is copied.
+
+        Example:
+            >>> import numpy as np
+            >>> from graph_api import DataType, LogicalTensor, Op, OpKind, PropertyType
+            >>> w = LogicalTensor(0, DataType.f32, (2,), property_type=PropertyType.constant)
+            >>> y = LogicalTensor(1, DataType.f32, (2,))
+            >>> g = Graph(); _ = g.add_op(Op(0, OpKind.ReLU, [w], [y]))
+            >>> g.bind_constant(0, [1.0, -2.0]); g.constant_values[0]
+            array([ 1., -2.], dtype=float32)
+        """
+        t = self.tensor(tensor_id)
+        if t.property_type is not PropertyType.constant:
+            raise GraphError(f"logical tensor {tensor_id} has property {t.property_type.value}; "
+                             f"only constant tensors take a bound value")
+        if tensor_id in self._producer:
+            raise GraphError(f"logical tensor {tensor_id} is produced by op {self._producer[tensor_id].id}; "
+                             f"only graph inputs take a bound value")
+        array = np.array(value, dtype=t.dtype.numpy)
+        if not t.is_known() or array.shape != t.shape:
+            raise GraphError(f"logical tensor {tensor_id} has shape {list(t.shape or [])}, "
+                             f"the bound value {list(array.shape)}")
+        array.setflags(write=False)
+        self._values[tensor_id] = array
+
+    @property
+    def constant_values(self) -> dict[int, np.ndarray]:
+        """The values bound with ``bind_constant``, by tensor id (read-only arrays).
+
+        Example:
+            >>> Graph().constant_values
+            {}
+        """
+        return dict(self._values)
+
+    def rebuilt(self, ops) -> "Graph":
+        """A new graph with this graph's settings holding ``ops``, keeping the bound values of
+        the inputs it still reads; finalized when this graph is.
+
+        Example:
+            >>> Graph().rebuilt([]).is_finalized
+            False
+        """
+        g = Graph(self.engine_kind, self.fpmath_mode, self.fpmath_mode_apply_to_int)
+        for op in ops:
+            g.add_op(op)
+        for tid, value in self._values.items():
+            if tid in g._tensors and tid not in g._producer:
+                g._values[tid] = value
+        if self._finalized:
+            g.finalize()
+        return g
 
     def finalize(self) -> None:
         """Check the graph (no cycles) and freeze it: later ``add_op`` calls fail.

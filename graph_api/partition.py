@@ -11,10 +11,13 @@ from __future__ import annotations
 import itertools
 import json
 
+import numpy as np
+
 from schedule import template_for
+from schedule.hoist import build_prepacked
 
 from .fusion import dominant_class, group_ops
-from .logical_tensor import GraphError, LogicalTensor
+from .logical_tensor import GraphError, LogicalTensor, PropertyType
 from .lowering import COMPILED_DTYPES, lower_op, op_class, placeholder_for
 from .op import Op, OpKind
 from .runtime import Engine, Stream, Tensor
@@ -31,10 +34,12 @@ class Partition:
         >>> # for p in graph.get_partitions(): p.is_supported(), [op.id for op in p.get_ops()]
     """
 
-    def __init__(self, graph, ops: list[Op], kind: str, graph_outputs: set[int], engine_kind: str = "cpu"):
+    def __init__(self, graph, ops: list[Op], kind: str, graph_outputs: set[int], engine_kind: str = "cpu",
+                 user_ops: list[Op] | None = None):
         self.id = next(_partition_ids)
         self.graph = graph
         self.ops = list(ops)
+        self.user_ops = self.ops if user_ops is None else list(user_ops)
         self.kind = kind
         self.engine_kind = engine_kind
         inside = {t.id for op in self.ops for t in op.outputs}
@@ -58,10 +63,16 @@ class Partition:
         return self._supported
 
     def get_ops(self) -> list[Op]:
-        return list(self.ops)
+        """The user's ops this partition stands for (``self.ops`` are the ones it computes,
+        after the graph passes).
+
+        Example:
+            >>> # [op.id for op in p.get_ops()]
+        """
+        return list(self.user_ops)
 
     def get_ops_num(self) -> int:
-        return len(self.ops)
+        return len(self.user_ops)
 
     def get_input_ports(self) -> list[LogicalTensor]:
         return list(self.input_ports)
@@ -106,9 +117,13 @@ class Partition:
         if built is None:
             built = self._build([given[p.id] for p in self.input_ports])
             _compiled_cache[key] = built
-        kernel, arg_positions, shapes = built
+        kernel, arg_positions, packs, shapes = built
         ports = {"in": self.input_ports, "out": self.output_ports}
-        arg_ports = [(role, ports[role][k].id) for role, k in arg_positions]
+
+        def port_of(role, k):
+            return (role, k) if role == "packed" else (role, ports[role][k].id)
+        arg_ports = [port_of(*a) for a in arg_positions]
+        packs = [(pack, [port_of(*a) for a in args]) for pack, args in packs]
         ins = [given[p.id] for p in self.input_ports]
         outs = []
         for port, shape in zip(self.output_ports, shapes):
@@ -117,11 +132,11 @@ class Partition:
                 raise GraphError(f"partition {self.id}: output {port.id} has shape {list(shape)}, "
                                  f"not {list(t.shape)}")
             outs.append(t.with_shape(shape))
-        return CompiledPartition(self, kernel, arg_ports, ins, outs)
+        return CompiledPartition(self, kernel, arg_ports, ins, outs, packs)
 
     def _signature(self, inputs):
         """Structural key: op kinds, attributes and wiring with local tensor numbers, and the
-        input metadata; the same partition anywhere compiles once."""
+        input metadata (constant inputs are prepacked); the same partition anywhere compiles once."""
         local = {}
         for p in self.input_ports:
             local.setdefault(p.id, len(local))
@@ -132,7 +147,8 @@ class Partition:
                      tuple(local[t.id] for t in op.inputs), tuple(local[t.id] for t in op.outputs))
                     for op in self.ops)
         outs = tuple(local[t.id] for t in self.output_ports)
-        return ops, outs, tuple((t.dtype.value, t.shape) for t in inputs)
+        return ops, outs, tuple((t.dtype.value, t.shape, p.property_type.value)
+                                for p, t in zip(self.input_ports, inputs))
 
     def _build(self, inputs):
         env = {port.id: placeholder_for(t) for port, t in zip(self.input_ports, inputs)}
@@ -141,12 +157,20 @@ class Partition:
                 env[t.id] = out
         out_tensors = [env[p.id] for p in self.output_ports]
         template = template_for(out_tensors)
-        kernel = template.build(name=f"partition_{self.id}")
-        # argument order as port positions, so a cached kernel serves any partition of this shape
+        constants = [env[p.id] for p in self.input_ports if p.property_type is PropertyType.constant]
+        built = build_prepacked(template.apply(), template.args, constants, name=f"partition_{self.id}")
+        # arguments as port positions, so a cached kernel serves any partition of this shape
         position = {id(env[p.id].op): k for k, p in enumerate(self.input_ports)}
-        arg_positions = [("in", position[id(t.op)]) for t in template.dag.placeholders] + \
-                        [("out", k) for k in range(len(self.output_ports))]
-        return kernel, arg_positions, [tuple(t.shape) for t in out_tensors]
+        outputs = {id(t.op): k for k, t in enumerate(out_tensors)}
+        packed = {id(t.op): k for k, t in enumerate(built.packed)}
+
+        def where(t):
+            for role, table in (("in", position), ("packed", packed), ("out", outputs)):
+                if id(t.op) in table:
+                    return role, table[id(t.op)]
+            raise AssertionError(f"kernel argument {t.name} is no port")
+        packs = [(pack.kernel, [where(t) for t in pack.args[:-1]]) for pack in built.packs]
+        return built.kernel, [where(t) for t in built.args], packs, [tuple(t.shape) for t in out_tensors]
 
 
 class CompiledPartition:
@@ -156,12 +180,14 @@ class CompiledPartition:
         >>> # cp.execute(Stream(Engine()), [Tensor(lt, eng, array), ...], [Tensor(out_lt, eng), ...])
     """
 
-    def __init__(self, partition: Partition, kernel, arg_ports, inputs, outputs):
+    def __init__(self, partition: Partition, kernel, arg_ports, inputs, outputs, packs=()):
         self.partition = partition
         self.kernel = kernel
         self._arg_ports = arg_ports
         self.inputs = {t.id: t for t in inputs}
         self.outputs = {t.id: t for t in outputs}
+        self._packs = list(packs)     # (kernel, its argument ports) computing ("packed", k)
+        self._packed = None           # (the constant arrays packed, the packed arrays)
 
     def query_logical_tensor(self, tensor_id: int) -> LogicalTensor:
         """The compiled logical tensor ``tensor_id`` with its full shape.
@@ -197,6 +223,8 @@ class CompiledPartition:
                     raise GraphError(f"compiled partition {self.partition.id}: {role}put {lt.id} must be "
                                      f"{want.dtype.value}{list(want.shape)}, got {array.dtype}{list(array.shape)}")
                 arrays[(role, lt.id)] = array
+        if self._packs:
+            self._prepack(arrays)
         args = []
         for key in self._arg_ports:
             if key not in arrays:
@@ -204,26 +232,88 @@ class CompiledPartition:
             args.append(arrays[key])
         self.kernel(*args)
 
+    def _prepack(self, arrays: dict) -> None:
+        """Put the packed weights into ``arrays``: computed on the first execution and again
+        only when other constant arrays are given (constants must not change in place)."""
+        used = [arrays.get(key) for _, ports in self._packs for key in ports]
+        if self._packed is None or len(used) != len(self._packed[0]) or \
+                any(a is not b for a, b in zip(used, self._packed[0])):
+            results = []
+            for kernel, ports in self._packs:
+                missing = [key for key in ports if key not in arrays]
+                if missing:
+                    raise GraphError(f"compiled partition {self.partition.id}: missing input tensor {missing[0][1]}")
+                out = np.empty(kernel.args[-1].shape, dtype=kernel.args[-1].dtype)
+                kernel(*[arrays[key] for key in ports], out)
+                results.append(out)
+            self._packed = (used, results)
+        for k, out in enumerate(self._packed[1]):
+            arrays[("packed", k)] = out
+
 
 def partition_graph(graph, policy: str = "fusion") -> list[Partition]:
     """The partitions of a finalized graph, in topological order.
+
+    With ``policy="fusion"`` the graph first goes through the passes (``passes.DEFAULT``:
+    constant folding, algebraic simplification, CSE, dead-op elimination); the partitions hold
+    the rewritten ops and compile those, while ``get_ops()`` still names the user's ops: an op a
+    pass removed belongs to the partition of the nearest surviving op downstream of it (the
+    MatMul a transpose was folded into), else upstream. ``policy="debug"`` runs no pass and puts
+    each op alone.
 
     Example:
         >>> # graph.get_partitions("fusion")
     """
     if not graph.is_finalized:
         raise GraphError("get_partitions needs a finalized graph; call finalize() first")
+    from .passes import run_passes
     from .shape_inference import with_inferred_shapes
-    shaped = with_inferred_shapes(graph)
-    ops = shaped.topological_ops()
+    shaped = graph.rebuilt(with_inferred_shapes(graph).ops)
+    optimized = run_passes(shaped) if policy == "fusion" else shaped
+    ops = optimized.topological_ops()
     classes = {id(op): op_class(op) for op in ops}
 
     def rows_of(op):
         return op.outputs[0].shape if op.outputs else None
-    groups = group_ops(ops, lambda op: classes[id(op)], shaped.producer, policy, rows_of)
-    graph_outputs = {t.id for t in shaped.get_output_ports()}
-    partitions = []
-    for group in groups:
-        kind = dominant_class({classes[id(op)] for op in group})
-        partitions.append(Partition(shaped, group, kind, graph_outputs, graph.engine_kind))
-    return partitions
+
+    def constant_of(op):
+        return bool(op.outputs) and all(t.property_type is PropertyType.constant for t in op.outputs)
+    groups = group_ops(ops, lambda op: classes[id(op)], optimized.producer, policy, rows_of, constant_of)
+    owners = _owners(graph, {op.id: k for k, group in enumerate(groups) for op in group})
+    user_ops = [[] for _ in groups]
+    for op in graph.topological_ops():
+        user_ops[owners[op.id]].append(op)
+    graph_outputs = {t.id for t in optimized.get_output_ports()}
+    return [Partition(optimized, group, dominant_class({classes[id(op)] for op in group}), graph_outputs,
+                      graph.engine_kind, user_ops=mine)
+            for group, mine in zip(groups, user_ops)]
+
+
+def _owners(graph, group_of: dict) -> dict:
+    """The group index of every op of the user's ``graph``: its own when a pass kept it (by op
+    id), else that of the nearest kept op downstream (breadth first), else upstream."""
+    owners = {}
+    for op in graph.topological_ops():
+        if op.id in group_of:
+            owners[op.id] = group_of[op.id]
+            continue
+        for step in (lambda o: [c for t in o.outputs for c in graph.consumers(t.id)],
+                     lambda o: [p for t in o.inputs if (p := graph.producer(t.id)) is not None]):
+            frontier, seen = [op], {op.id}
+            while frontier and op.id not in owners:
+                nxt = []
+                for o in frontier:
+                    for n in step(o):
+                        if n.id in group_of:
+                            owners[op.id] = group_of[n.id]
+                            break
+                        if n.id not in seen:
+                            seen.add(n.id)
+                            nxt.append(n)
+                    if op.id in owners:
+                        break
+                frontier = nxt
+            if op.id in owners:
+                break
+        owners.setdefault(op.id, 0)       # an island every pass removed: the first partition
+    return owners

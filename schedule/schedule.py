@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tensorir.expr import IterVar, Reduce, TensorLoad, as_expr
 from tensorir.intrinsics import if_then_else
-from tensorir.tensor import ComputeOp, PlaceholderOp, Tensor, post_order
+from tensorir.tensor import ComputeOp, PlaceholderOp, Tensor, placeholder, post_order
 from tensorir.visit import rewrite, substitute, walk
 
 MAX_VECTOR_LANES = 256
@@ -441,6 +441,35 @@ class Schedule:
             stage.body = _replace_reads(stage.body, tensor, read)
         self._insert(packed, before=readers[0])
         return packed
+
+    def as_input(self, tensor: Tensor) -> Tensor:
+        """Cut the DAG at ``tensor``: the kernel no longer computes it but reads it as an
+        input, the placeholder returned (same name, shape and type). The tensor is then
+        computed elsewhere, e.g. once for constant weights (prepacking) instead of on every
+        call. Stages only ``tensor`` read stay in the schedule, unused.
+
+        Example:
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((8,), name="A"); B = compute((8,), lambda i: A[i] + 1.0, name="B")
+            >>> C = compute((8,), lambda i: B[i] * 2.0, name="C")
+            >>> s = create_schedule(C); BI = s.as_input(B)
+            >>> [st.op.name for st in s.stages], BI.shape
+            (['C'], (8,))
+        """
+        stage = self[tensor]
+        if any(tensor.op is out.op for out in self.outputs):
+            raise ScheduleError(f"as_input {tensor.name}: an output of the schedule cannot be an input")
+        if stage.attach_type != "root":
+            raise ScheduleError(f"as_input {tensor.name}: the stage is {stage.attach_type}, not computed at root")
+        if any(st.attach_type == "at" and st.attach_stage is stage for st in self.stages):
+            raise ScheduleError(f"as_input {tensor.name}: other stages are computed at it")
+        given = placeholder(tensor.shape, tensor.dtype, name=tensor.name)
+        for st in self.stages:
+            if st is not stage and _reads(st.body, tensor):
+                st.body = _replace_reads(st.body, tensor, lambda idx: given[idx])
+        self.stages.remove(stage)
+        del self._by_op[id(tensor.op)]
+        return given
 
     def rfactor(self, tensor: Tensor, axis: IterVar) -> Tensor:
         """Factor the reduction of ``tensor`` over ``axis`` (a reduce axis of its stage, or the

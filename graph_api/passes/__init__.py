@@ -15,10 +15,11 @@ Example:
 from __future__ import annotations
 
 from .algebraic import simplify_algebra
+from .constants import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_code import default_outputs, eliminate_dead_ops
 
-DEFAULT = (simplify_algebra, eliminate_common_subexpressions, eliminate_dead_ops)
+DEFAULT = (fold_constants, simplify_algebra, eliminate_common_subexpressions, eliminate_dead_ops)
 
 
 def run_passes(graph, passes=DEFAULT):
@@ -37,4 +38,4 @@ def run_passes(graph, passes=DEFAULT):
 
 
 __all__ = ["DEFAULT", "default_outputs", "eliminate_common_subexpressions", "eliminate_dead_ops",
-           "run_passes", "simplify_algebra"]
+           "fold_constants", "run_passes", "simplify_algebra"]

@@ -19,10 +19,8 @@ def clone_op(op: Op, *, kind=None, inputs=None, outputs=None, attrs=None) -> Op:
 
 
 def build_graph(template: Graph, ops) -> Graph:
-    """A new finalized Graph with ``template``'s engine kind and fpmath settings holding ``ops``."""
-    g = Graph(template.engine_kind, template.fpmath_mode, template.fpmath_mode_apply_to_int)
-    for op in ops:
-        g.add_op(op)
+    """A new finalized Graph with ``template``'s settings and bound constants holding ``ops``."""
+    g = template.rebuilt(ops)
     g.finalize()
     return g
 

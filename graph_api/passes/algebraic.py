@@ -11,6 +11,9 @@ every output port of the input graph with the same tensor id):
   disappears like an identity transpose).
 * A StaticTranspose swapping the last two axes whose only consumer is a MatMul (reading it as
   src or weights) is folded into the MatMul's ``transpose_a`` / ``transpose_b`` flag (toggled).
+* Adding or subtracting a bound constant of zeros, multiplying or dividing by one of ones
+  (``Graph.bind_constant``) disappears like an identity transpose when broadcasting leaves
+  the other operand's shape and type as they are.
 
 Example:
     >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
@@ -119,8 +122,29 @@ def _matmul_rule(graph: Graph, op: Op, outs: set):
     return None
 
 
+# (kind, the neutral value, which input positions may hold it)
+_NEUTRAL = {OpKind.Add: (0, (0, 1)), OpKind.Subtract: (0, (1,)),
+            OpKind.Multiply: (1, (0, 1)), OpKind.Divide: (1, (1,))}
+
+
+def _neutral_rule(graph: Graph, op: Op, outs: set):
+    """x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1 -> x, when the neutral operand is a bound
+    constant and broadcasting does not change x's shape or type."""
+    neutral, positions = _NEUTRAL[op.kind]
+    values = graph.constant_values
+    out = graph.tensor(op.outputs[0].id)
+    for k in positions:
+        value = values.get(op.inputs[k].id)
+        other = graph.tensor(op.inputs[1 - k].id)
+        if value is None or not (value == neutral).all():
+            continue
+        if other.dtype is out.dtype and other.is_known() and other.shape == out.shape:
+            return _identity(graph, op, other, outs)
+    return None
+
+
 _RULES = {OpKind.StaticTranspose: _transpose_rule, OpKind.StaticReshape: _reshape_rule,
-          OpKind.MatMul: _matmul_rule}
+          OpKind.MatMul: _matmul_rule, **{kind: _neutral_rule for kind in _NEUTRAL}}
 
 
 def _rewrite_once(graph: Graph, outs: set) -> Graph | None:

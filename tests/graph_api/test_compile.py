@@ -70,3 +70,37 @@ def test_unsupported_ops_run_in_the_reference_with_a_warning():
     g = b.finalize()
     with pytest.warns(UserWarning, match=r"Wildcard \(op 1\)"):
         compile_graph(g)
+
+
+def test_constant_weights_are_prepacked_once_per_weight_array():
+    b = mlp(batch=5, sizes=(37, 50))
+    g = b.finalize()
+    (p,) = g.get_partitions()
+    cp = p.compile(p.get_input_ports(), p.get_output_ports())
+    assert cp._packs, "the MatMul's constant weights should be packed outside the kernel"
+    eng, stream = Engine(), Stream(Engine())
+    feeds = b.feeds()
+
+    def run(feeds):
+        ins = [Tensor(t, eng, feeds[t.id]) for t in p.get_input_ports()]
+        out = Tensor(cp.query_logical_tensor(p.get_output_ports()[0].id), eng)
+        cp.execute(stream, ins, [out])
+        return out.handle
+    want = reference.run(g, feeds)
+    np.testing.assert_allclose(run(feeds), next(iter(want.values())), rtol=1e-5, atol=1e-5)
+    packed = cp._packed[1][0]
+    run({**feeds, 0: feeds[0] + 1})
+    assert cp._packed[1][0] is packed                       # same weights: not packed again
+    new_w = {**feeds, 1: feeds[1] * 2}
+    np.testing.assert_allclose(run(new_w), next(iter(reference.run(g, new_w).values())), rtol=1e-5, atol=1e-5)
+    assert cp._packed[1][0] is not packed
+
+
+def test_variable_weights_are_not_prepacked():
+    from graph_building import Builder
+    b = Builder()
+    x, w = b.input((5, 37)), b.input((37, 50))
+    b.op("MatMul", [x, w])
+    (p,) = b.finalize().get_partitions()
+    cp = p.compile(p.get_input_ports(), p.get_output_ports())
+    assert cp._packs == []

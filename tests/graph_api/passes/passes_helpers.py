@@ -3,17 +3,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, reference
+from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType, reference
 
 
-def lt(tid, shape, dtype=DataType.f32):
-    return LogicalTensor(tid, dtype, None if shape is None else tuple(shape))
+def lt(tid, shape, dtype=DataType.f32, constant=False):
+    prop = PropertyType.constant if constant else PropertyType.variable
+    return LogicalTensor(tid, dtype, None if shape is None else tuple(shape), property_type=prop)
 
 
-def graph(*ops, engine="cpu", fpmath="strict") -> Graph:
+def graph(*ops, engine="cpu", fpmath="strict", values=None) -> Graph:
     g = Graph(engine, fpmath)
     for op in ops:
         g.add_op(op)
+    for tid, value in (values or {}).items():
+        g.bind_constant(tid, value)
     g.finalize()
     return g
 
@@ -23,8 +26,11 @@ def op(oid, kind, ins, outs, **attrs) -> Op:
 
 
 def feeds_for(g: Graph, seed=0) -> dict:
+    """Random values for the graph's inputs, bound constants as bound."""
     rng = np.random.default_rng(seed)
-    return {t.id: rng.standard_normal(t.shape).astype(t.dtype.numpy) for t in g.get_input_ports()}
+    bound = g.constant_values
+    return {t.id: bound[t.id] if t.id in bound else rng.standard_normal(t.shape).astype(t.dtype.numpy)
+            for t in g.get_input_ports()}
 
 
 def snapshot(g: Graph):
@@ -38,7 +44,7 @@ def assert_same_outputs(before: Graph, after: Graph, ids=None, seed=0):
     feeds = feeds_for(before, seed)
     want = reference.run(before, feeds)
     used = {t.id for t in after.get_input_ports()}
-    got = reference.run(after, {k: v for k, v in feeds.items() if k in used})
+    got = reference.run(after, {**{k: v for k, v in feeds.items() if k in used}, **after.constant_values})
     ids = list(want) if ids is None else ids
     assert ids, "nothing to compare"
     for tid in ids:

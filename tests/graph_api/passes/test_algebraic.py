@@ -200,3 +200,41 @@ def test_nothing_to_do_returns_equal_new_graph():
     out = simplify_algebra(g)
     assert out is not g and kinds(out) == kinds(g)
     assert (out.engine_kind, out.fpmath_mode) == ("gpu", "tf32")
+
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("kind,neutral,position", [("Add", 0.0, 1), ("Add", 0.0, 0), ("Subtract", 0.0, 1),
+                                                   ("Multiply", 1.0, 0), ("Multiply", 1.0, 1), ("Divide", 1.0, 1)])
+def test_neutral_operands_disappear(kind, neutral, position):
+    x, c, a, y = lt(0, (2, 3)), lt(1, (1, 3), constant=True), lt(2, (2, 3)), lt(3, (2, 3))
+    ins = [x, c] if position == 1 else [c, x]
+    g = graph(op(0, kind, ins, [a]), op(1, "ReLU", [a], [y]), values={1: np.full((1, 3), neutral)})
+    out = simplify_algebra(g)
+    assert kinds(out) == [(1, OpKind.ReLU)] and out.ops[0].inputs[0].id == 0
+    assert_same_outputs(g, out)
+
+
+@pytest.mark.parametrize("case", ["not neutral", "wrong side", "broadcast grows", "unbound"])
+def test_non_neutral_operands_stay(case):
+    x, c, a, y = lt(0, (1, 3)), lt(1, (2, 3), constant=True), lt(2, (2, 3)), lt(3, (2, 3))
+    value = np.ones((2, 3))
+    kind, ins = "Multiply", [x, c]
+    if case == "not neutral":
+        x, value = lt(0, (2, 3)), np.full((2, 3), 2.0)
+        ins = [x, c]
+    elif case == "wrong side":
+        x, kind, ins = lt(0, (2, 3)), "Divide", [c, lt(0, (2, 3))]
+    values = None if case == "unbound" else {1: value}
+    g = graph(op(0, kind, ins, [a]), op(1, "ReLU", [a], [y]), values=values)
+    assert kinds(simplify_algebra(g)) == [(0, OpKind.parse(kind)), (1, OpKind.ReLU)]
+
+
+def test_neutral_op_producing_a_graph_output_becomes_a_copy():
+    x, c, y = lt(0, (4,)), lt(1, (4,), constant=True), lt(2, (4,))
+    g = graph(op(0, "Add", [x, c], [y]), values={1: np.zeros(4)})
+    out = simplify_algebra(g)
+    assert kinds(out) == [(0, OpKind.Reorder)] and [t.id for t in out.get_output_ports()] == [2]
+    assert_same_outputs(g, out)

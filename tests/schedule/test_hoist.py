@@ -1,0 +1,64 @@
+"""Cutting constant stages out of a schedule: as_input and build_prepacked."""
+import numpy as np
+import pytest
+
+from schedule import ScheduleError, create_schedule
+from schedule.hoist import build_prepacked, hoistable
+from schedule.templates import template_for
+from schedule_testing import assert_close, matmul, rand
+from tensorir import compute, placeholder
+
+
+def test_as_input_makes_the_kernel_read_the_tensor():
+    A = placeholder((13,), name="A")
+    B = compute((13,), lambda i: A[i] * 3.0, name="B")
+    C = compute((13,), lambda i: B[i] + 1.0, name="C")
+    s = create_schedule(C)
+    BI = s.as_input(B)
+    from schedule import build
+    f = build(s, [BI, C])
+    b = rand((13,))
+    out = np.zeros(13, "float32")
+    f(b, out)
+    assert_close(out, b + 1)
+
+
+def test_as_input_refuses_outputs_attached_and_inlined_stages():
+    A = placeholder((8,), name="A")
+    B = compute((8,), lambda i: A[i] * 3.0, name="B")
+    C = compute((8,), lambda i: B[i] + 1.0, name="C")
+    s = create_schedule(C)
+    with pytest.raises(ScheduleError, match="output"):
+        s.as_input(C)
+    s[B].compute_inline()
+    with pytest.raises(ScheduleError, match="inline"):
+        s.as_input(B)
+    s2 = create_schedule(C)
+    s2[B].compute_at(s2[C], C.op.axis[0])
+    with pytest.raises(ScheduleError, match="at"):
+        s2.as_input(B)
+
+
+@pytest.mark.parametrize("n,k,m", [(7, 13, 37), (16, 32, 48)])
+def test_prepacked_matmul_matches_numpy(n, k, m):
+    A, B, C, _ = matmul(n, k, m)
+    t = template_for(C)
+    cfg = t.default_config()
+    assert cfg["pack"] is True
+    built = build_prepacked(t.apply(cfg), t.args, constants=[B])
+    assert [p.args[-1].name for p in built.packs] == [x.name for x in built.packed]
+    a, b = rand((n, k)), rand((k, m))
+    packed = built.packs[0].allocate()
+    built.packs[0].kernel(b, packed)
+    c = np.full((n, m), np.nan, "float32")
+    built.kernel(a, packed, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_nothing_to_hoist_without_constants_or_with_variable_mixing():
+    A, B, C, _ = matmul(8, 16, 32)
+    t = template_for(C)
+    s = t.apply()
+    assert hoistable(s, []) == [] and hoistable(s, [A]) == []
+    built = build_prepacked(t.apply(), t.args, constants=[])
+    assert built.packs == () and [x.name for x in built.args] == [x.name for x in t.args]
