@@ -1,0 +1,31 @@
+"""autotune: tile sizes and other schedule knobs chosen by a learned cost model trained on
+real measurements, kept in a sqlite database and JSON-lines logs, and used by compilation.
+
+Example:
+    >>> import autotune
+    >>> # tasks = autotune.extract_tasks(graph)
+    >>> # autotune.tune(tasks, trials=64, db="tuning.db", log="tuning_logs/model.jsonl", seed=0)
+    >>> # with autotune.apply_history_best("tuning.db"): compiled = graph_api.compile_graph(graph)
+"""
+from .cost_model import XGBCostModel
+from .database import Database, TuningDatabaseError
+from .dispatch import (HistoryBest, MissingRecordWarning, MissingTuningRecord, apply_history_best,
+                       best_config, current_history)
+from .executor import DaskExecutor, LocalExecutor, default_executor, executor_from
+from .extract import extract_tasks
+from .features import FeatureError, features_of, loop_features
+from .log import append_records, export_log, import_log, read_log
+from .measure import MeasureError, MeasureOptions, MeasureResult, measure_batch
+from .record import ERROR_KINDS, SCHEMA_VERSION, Record, config_key
+from .target import current_target
+from .task import Task, random_inputs
+from .tune import TaskReport, tune
+from .tuner import EarlyStopping, GridTuner, RandomTuner, Tuner, XGBTuner, make_tuner
+
+__all__ = ["XGBCostModel", "Database", "TuningDatabaseError", "HistoryBest", "MissingRecordWarning",
+           "MissingTuningRecord", "apply_history_best", "best_config", "current_history", "DaskExecutor",
+           "LocalExecutor", "default_executor", "executor_from", "extract_tasks", "FeatureError",
+           "features_of", "loop_features", "append_records", "export_log", "import_log", "read_log",
+           "ERROR_KINDS", "MeasureError", "MeasureOptions", "MeasureResult", "measure_batch",
+           "SCHEMA_VERSION", "Record", "config_key", "current_target", "Task", "random_inputs", "TaskReport", "tune",
+           "EarlyStopping", "GridTuner", "RandomTuner", "Tuner", "XGBTuner", "make_tuner"]

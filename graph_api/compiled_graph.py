@@ -6,6 +6,8 @@ import warnings
 
 import numpy as np
 
+from autotune.dispatch import apply_history_best
+
 from . import reference
 from .logical_tensor import GraphError, PropertyType
 from .runtime import Engine, Stream, Tensor
@@ -99,13 +101,19 @@ class _Step:
         return results
 
 
-def compile_graph(graph, engine: Engine | None = None, db=None) -> CompiledGraph:
-    """Compile every supported partition of a finalized graph (``db``: the tuning database,
-    used once the autotuner exists).
+def compile_graph(graph, engine: Engine | None = None, db=None, strict: bool = False) -> CompiledGraph:
+    """Compile every supported partition of a finalized graph. With a tuning database ``db``
+    (an ``autotune.Database`` or a path), each partition uses the best config recorded for its
+    workload on this CPU; one without a record warns and uses the default config (``strict``:
+    raises ``autotune.MissingTuningRecord`` instead). Inside ``autotune.apply_history_best``
+    the active database is used without passing ``db``.
 
     Example:
-        >>> # outputs = compile_graph(load_json("mlp.json")).run({0: x, 1: w})
+        >>> # outputs = compile_graph(load_json("mlp.json"), db="tuning.db").run({0: x})
     """
-    if db is not None:
-        raise GraphError("tuning databases are not supported yet")
-    return CompiledGraph(graph, engine)
+    if db is None:
+        if strict:
+            raise GraphError("strict needs a tuning database (db=...)")
+        return CompiledGraph(graph, engine)
+    with apply_history_best(db, strict=strict):
+        return CompiledGraph(graph, engine)

@@ -8,13 +8,20 @@ template of its class (default config) and returns a ``CompiledPartition``.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import struct
+
+import llvmlite
 
 import numpy as np
 
+from autotune.dispatch import current_history
+from autotune.task import Task
 from schedule import template_for
 from schedule.hoist import build_prepacked
+from tensorir.runtime.kernel import FORMAT_VERSION as KERNEL_FORMAT_VERSION, Kernel
 
 from .fusion import dominant_class, group_ops
 from .logical_tensor import GraphError, LogicalTensor, PropertyType
@@ -112,11 +119,27 @@ class Partition:
         for port in self.output_ports:
             if port.id not in wanted:
                 raise GraphError(f"partition {self.id}: compile is missing output logical tensor {port.id}")
-        key = self._signature([given[p.id] for p in self.input_ports])
+        inputs = [given[p.id] for p in self.input_ports]
+        history = current_history()
+        config, dag = None, None
+        if history is not None:             # inside autotune.apply_history_best: the tuned config
+            env, outs = self._lower(inputs)
+            config = history.config_for(Task(outs))
+            dag = env, outs
+        key = (self._signature(inputs), None if config is None else config.to_json())
         built = _compiled_cache.get(key)
-        if built is None:
-            built = self._build([given[p.id] for p in self.input_ports])
-            _compiled_cache[key] = built
+        if config is None:
+            built = built or self._build(inputs, config, dag)
+        else:                                    # tuned kernels are kept in the database too
+            stored_key = _stored_key(key, history.target.key)
+            blob = history.db.cached_kernel(stored_key)
+            if built is None and blob is not None:
+                built = _thaw(blob)
+                blob = None if built is None else blob     # unusable: replaced below
+            built = built or self._build(inputs, config, dag)
+            if blob is None:
+                history.db.cache_kernel(stored_key, _freeze(built))
+        _compiled_cache[key] = built
         kernel, arg_positions, packs, shapes = built
         ports = {"in": self.input_ports, "out": self.output_ports}
 
@@ -132,7 +155,9 @@ class Partition:
                 raise GraphError(f"partition {self.id}: output {port.id} has shape {list(shape)}, "
                                  f"not {list(t.shape)}")
             outs.append(t.with_shape(shape))
-        return CompiledPartition(self, kernel, arg_ports, ins, outs, packs)
+        compiled = CompiledPartition(self, kernel, arg_ports, ins, outs, packs)
+        compiled.config = config           # the tuned config it was built with; None: the default
+        return compiled
 
     def _signature(self, inputs):
         """Structural key: op kinds, attributes and wiring with local tensor numbers, and the
@@ -150,15 +175,29 @@ class Partition:
         return ops, outs, tuple((t.dtype.value, t.shape, p.property_type.value)
                                 for p, t in zip(self.input_ports, inputs))
 
-    def _build(self, inputs):
+    def compute_dag(self, inputs: list[LogicalTensor] | None = None) -> list:
+        """The partition as a tensorir compute DAG: its output tensors (one per output port),
+        over one placeholder per input port (``inputs``: the compiled input logical tensors,
+        default the ports). What ``compile`` schedules, and what the autotuner tunes.
+
+        Example:
+            >>> # [t.shape for t in p.compute_dag()]
+        """
+        return self._lower(self.input_ports if inputs is None else inputs)[1]
+
+    def _lower(self, inputs):
+        """(tensor by logical tensor id, the output tensors)."""
         env = {port.id: placeholder_for(t) for port, t in zip(self.input_ports, inputs)}
         for op in self.ops:
             for t, out in zip(op.outputs, lower_op(op, [env[t.id] for t in op.inputs])):
                 env[t.id] = out
-        out_tensors = [env[p.id] for p in self.output_ports]
+        return env, [env[p.id] for p in self.output_ports]
+
+    def _build(self, inputs, config=None, dag=None):
+        env, out_tensors = self._lower(inputs) if dag is None else dag
         template = template_for(out_tensors)
         constants = [env[p.id] for p in self.input_ports if p.property_type is PropertyType.constant]
-        built = build_prepacked(template.apply(), template.args, constants, name=f"partition_{self.id}")
+        built = build_prepacked(template.apply(config), template.args, constants, name=f"partition_{self.id}")
         # arguments as port positions, so a cached kernel serves any partition of this shape
         position = {id(env[p.id].op): k for k, p in enumerate(self.input_ports)}
         outputs = {id(t.op): k for k, t in enumerate(out_tensors)}
@@ -171,6 +210,45 @@ class Partition:
             raise AssertionError(f"kernel argument {t.name} is no port")
         packs = [(pack.kernel, [where(t) for t in pack.args[:-1]]) for pack in built.packs]
         return built.kernel, [where(t) for t in built.args], packs, [tuple(t.shape) for t in out_tensors]
+
+
+def _stored_key(key, target_key: str) -> str:
+    """The kernel cache key of a partition signature and config on a target (and this
+    version of the code generator)."""
+    text = repr((key, target_key, KERNEL_FORMAT_VERSION, llvmlite.__version__))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _freeze(built) -> bytes:
+    """A built partition as bytes: a JSON header (argument positions, output shapes, blob
+    sizes) and the kernels' ``to_bytes`` blobs."""
+    kernel, arg_positions, packs, shapes = built
+    blobs = [kernel.to_bytes()] + [k.to_bytes() for k, _ in packs]
+    header = json.dumps({"args": arg_positions, "packs": [pos for _, pos in packs],
+                         "shapes": shapes, "sizes": [len(b) for b in blobs]}).encode()
+    return struct.pack("<Q", len(header)) + header + b"".join(blobs)
+
+
+def _positions(pairs) -> list[tuple]:
+    return [(role, k) for role, k in pairs]
+
+
+def _thaw(blob: bytes | None):
+    """The built tuple from ``_freeze``'s bytes; None for no blob or an unusable one (it is
+    rebuilt then)."""
+    if blob is None:
+        return None
+    try:
+        (size,) = struct.unpack_from("<Q", blob)
+        header = json.loads(blob[8:8 + size])
+        kernels, at = [], 8 + size
+        for n in header["sizes"]:
+            kernels.append(Kernel.from_bytes(blob[at:at + n], "cached kernel"))
+            at += n
+        packs = [(k, _positions(pos)) for k, pos in zip(kernels[1:], header["packs"])]
+        return kernels[0], _positions(header["args"]), packs, [tuple(s) for s in header["shapes"]]
+    except (ValueError, KeyError, TypeError, struct.error):
+        return None
 
 
 class CompiledPartition:

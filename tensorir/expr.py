@@ -29,6 +29,19 @@ def next_uid() -> int:
     return next(_uids)
 
 
+def reserve_uids_through(top: int) -> None:
+    """Make every later ``next_uid()`` larger than ``top``: IR unpickled from another process
+    keeps its ids, and ids made here afterwards must not collide with them.
+
+    Example:
+        >>> reserve_uids_through(10**6); next_uid() > 10**6
+        True
+    """
+    global _uids
+    current = next(_uids)
+    _uids = itertools.count(max(current, top + 1))
+
+
 class Expr(Node):
     """Base class of expressions. Every expression has a ``dtype``."""
 

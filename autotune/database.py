@@ -1,0 +1,628 @@
+"""The tuning database: a sqlite file (through sqlite-utils) of workloads and measured records.
+
+Layout (database schema version ``DB_SCHEMA_VERSION``):
+
+* ``workloads``: ``key`` (primary), ``task_name``, ``template``, ``description`` (JSON),
+  ``created`` (unix seconds);
+* ``records``: one row per measurement, the fields of ``Record`` (JSON text for config, costs
+  and versions) plus ``config_key`` (canonical config JSON) and ``mean_cost`` (NULL for an
+  error); ``schema_version`` is the record schema the row was first written in (0: migrated);
+* ``meta``: ``key``/``value`` pairs, ``schema_version`` among them;
+* view ``best_records``: the ok record of least mean cost per (workload_key, target_key),
+  the earliest on a tie.
+
+The file is opened in WAL mode; every write is one ``BEGIN IMMEDIATE`` transaction, so several
+processes can tune into one file, and a process killed mid-run loses only what it had not
+committed. Open one ``Database`` per process (a connection must not cross a fork).
+
+Database schema history: version 0 (legacy) had no ``meta`` table, ``workloads`` without
+``created`` and ``records`` with only ``id``, ``workload_key``, ``config``, ``costs``,
+``error_kind``, ``error_msg``, ``target_cpu``, ``target_key`` and ``timestamp``. Opening such a file migrates it in
+place: missing tables and columns are added and filled from the existing data.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import sqlite3
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Iterable
+
+import sqlite_utils
+
+from autotune.record import Record, SCHEMA_VERSION, config_key
+from autotune.target import current_target
+
+DB_SCHEMA_VERSION = 1
+BUSY_TIMEOUT_SECONDS = 60.0
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+WORKLOAD_COLUMNS = {"key": str, "task_name": str, "template": str, "description": str,
+                    "created": float}
+RECORD_COLUMNS = {"id": int, "workload_key": str, "task_name": str, "template": str, "config": str, "config_key": str, "costs": str,
+                  "mean_cost": float, "error_kind": str, "error_msg": str, "target_key": str,
+                  "target_cpu": str, "target_features": str, "versions": str, "timestamp": float,
+                  "build_seconds": float, "schema_version": int}
+
+BEST_RECORDS_SQL = """
+SELECT r.* FROM records AS r
+WHERE r.error_kind IS NULL AND r.mean_cost IS NOT NULL AND r.id = (
+    SELECT b.id FROM records AS b
+    WHERE b.workload_key = r.workload_key AND b.target_key = r.target_key
+      AND b.error_kind IS NULL AND b.mean_cost IS NOT NULL
+    ORDER BY b.mean_cost, b.id LIMIT 1)
+"""
+
+
+class TuningDatabaseError(ValueError):
+    """The file given as a tuning database cannot be used: not sqlite, corrupt, or written by a
+    newer tilefuse. The message names the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    """One row of the ``workloads`` table.
+
+    Example:
+        >>> WorkloadInfo("wk1", "dense", "complex", {"shape": [4, 4]}, 0.0).template
+        'complex'
+    """
+    key: str
+    task_name: str
+    template: str
+    description: dict
+    created: float
+
+
+class Database:
+    """A tuning database file (created when missing), e.g. ``Database("tuning.db")``.
+
+    Example:
+        >>> with Database(":memory:") as db:
+        ...     r = Record.create("wk1", "dense", "complex", {"tile": 8}, costs=[2e-3])
+        ...     db.add(r)
+        ...     db.best("wk1") == r, db.missing(["wk1", "wk2"])
+        True
+        (True, ['wk2'])
+    """
+
+    def __init__(self, path: str | os.PathLike = "tuning.db"):
+        self.path = os.fspath(path)
+        self._pid = os.getpid()
+        if self.path != ":memory:":
+            _check_sqlite_file(self.path)
+            parent = os.path.dirname(os.path.abspath(self.path))
+            os.makedirs(parent, exist_ok=True)
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS)
+        except sqlite3.Error as exc:
+            raise TuningDatabaseError(f"cannot open tuning database {self.path!r}: {exc}") from None
+        self._db = sqlite_utils.Database(conn, execute_plugins=False)
+        try:
+            _enable_wal(self._db)
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise  # other writers held the file longer than BUSY_TIMEOUT_SECONDS
+            raise TuningDatabaseError(
+                f"{self.path!r} is not a usable tuning database (sqlite says: {exc})") from None
+        except BaseException:
+            conn.close()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection (idempotent).
+
+        Example:
+            >>> db = Database(":memory:"); db.close(); db.close()
+        """
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Database({self.path!r})"
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the open file (``DB_SCHEMA_VERSION`` once opened).
+
+        Example:
+            >>> Database(":memory:").schema_version == DB_SCHEMA_VERSION
+            True
+        """
+        return self._stored_schema_version()
+
+    def _conn(self) -> sqlite_utils.Database:
+        if self._db is None:
+            raise ValueError(f"tuning database {self.path!r} is closed")
+        if os.getpid() != self._pid:
+            raise RuntimeError(f"tuning database {self.path!r} was opened in another process; "
+                               "open a new Database in each process")
+        return self._db
+
+    @contextlib.contextmanager
+    def _write(self):
+        """One write transaction taking the write lock up front (waits for other writers)."""
+        db = self._conn()
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.conn.rollback()
+            raise
+        else:
+            db.conn.commit()
+
+    # -- schema and migration ---------------------------------------------------------------
+
+    def _stored_schema_version(self) -> int:
+        db = self._conn()
+        if "meta" not in db.table_names():
+            return 0
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            return 0
+        try:
+            return int(row[0])
+        except ValueError:
+            raise TuningDatabaseError(
+                f"{self.path!r}: meta schema_version {row[0]!r} is not an int") from None
+
+    def _migrate(self) -> None:
+        version = self._stored_schema_version()
+        if version == DB_SCHEMA_VERSION:
+            return
+        self._check_not_newer(version)
+        with self._write() as db:
+            version = self._stored_schema_version()  # another process may have migrated meanwhile
+            self._check_not_newer(version)
+            tables = set(db.table_names())
+            if version == 0 and tables and not tables & {"workloads", "records"}:
+                raise TuningDatabaseError(
+                    f"{self.path!r} is a sqlite database of something else (tables "
+                    f"{sorted(tables)}), not a tuning database; pass another --db path")
+            while version < DB_SCHEMA_VERSION:
+                _DB_MIGRATIONS[version](db)
+                version += 1
+            db["meta"].insert({"key": "schema_version", "value": str(version)}, replace=True)
+
+    def _check_not_newer(self, version: int) -> None:
+        if version > DB_SCHEMA_VERSION:
+            raise TuningDatabaseError(
+                f"{self.path!r} has database schema version {version}, newer than this tilefuse "
+                f"understands ({DB_SCHEMA_VERSION}); upgrade tilefuse to use it")
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def add_workload(self, key: str, task_name: str, template: str,
+                     description: dict | None = None) -> bool:
+        """Register a workload; True when it was new. Registering it again is a no-op, but the
+        same key with another task name or template is a ValueError (keys are structural).
+
+        Example:
+            >>> db = Database(":memory:")
+            >>> db.add_workload("wk1", "dense", "complex", {"shape": [128, 768]})
+            True
+            >>> db.add_workload("wk1", "dense", "complex")
+            False
+        """
+        for name, value in (("key", key), ("task_name", task_name), ("template", template)):
+            if not isinstance(value, str):
+                raise ValueError(f"workload {name} must be a str, got {value!r}")
+        if not key:
+            raise ValueError("workload key must not be empty")
+        description = {} if description is None else description
+        if not isinstance(description, dict):
+            raise ValueError(f"workload description must be a dict, got {type(description).__name__}")
+        try:
+            description_json = json.dumps(description, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"workload description is not plain JSON: {exc}") from None
+        with self._write() as db:
+            row = db.execute("SELECT task_name, template FROM workloads WHERE key = ?",
+                             [key]).fetchone()
+            if row is not None:
+                if tuple(row) != (task_name, template):
+                    raise ValueError(
+                        f"workload {key!r} is already registered as task {row[0]!r} of template "
+                        f"{row[1]!r}, not task {task_name!r} of template {template!r}")
+                return False
+            db["workloads"].insert({"key": key, "task_name": task_name, "template": template,
+                                    "description": description_json, "created": time.time()})
+            return True
+
+    def add(self, record: Record) -> bool:
+        """Store one record in its own transaction; False when an identical measurement (same
+        ``Record.identity``) is already stored. Registers its workload if needed.
+
+        Example:
+            >>> db = Database(":memory:")
+            >>> r = Record.create("wk1", "dense", "complex", {"tile": 8}, costs=[1e-3])
+            >>> db.add(r), db.add(r)
+            (True, False)
+        """
+        return self.add_many([record]) == 1
+
+    def add_many(self, records: Iterable[Record]) -> int:
+        """Store records in one transaction (all or none); returns how many were new
+        (measurements already stored, by ``Record.identity``, are skipped).
+
+        Example:
+            >>> db = Database(":memory:")
+            >>> rs = [Record.create("wk1", "dense", "complex", {"tile": t}, costs=[t * 1e-3])
+            ...       for t in (4, 8)]
+            >>> db.add_many(rs), db.add_many(rs)
+            (2, 0)
+        """
+        records = list(records)
+        for record in records:
+            if not isinstance(record, Record):
+                raise TypeError(f"add_many takes Record objects, got {type(record).__name__}")
+        if not records:
+            return 0
+        with self._write() as db:
+            seen = set()
+            rows = []
+            for record in records:
+                identity = record.identity
+                if identity in seen or self._stored(db, identity):
+                    continue
+                seen.add(identity)
+                rows.append(_record_row(record))
+            workloads = {}
+            for record in records:
+                workloads.setdefault(record.workload_key, {
+                    "key": record.workload_key, "task_name": record.task_name,
+                    "template": record.template, "description": "{}", "created": time.time()})
+            db["workloads"].insert_all(workloads.values(), ignore=True)
+            if rows:
+                db["records"].insert_all(rows)
+            return len(rows)
+
+    @staticmethod
+    def _stored(db: sqlite_utils.Database, identity: tuple) -> bool:
+        return db.execute(
+            "SELECT 1 FROM records WHERE workload_key = ? AND config_key = ? AND target_key = ? "
+            "AND timestamp = ? LIMIT 1", list(identity)).fetchone() is not None
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def records(self, workload_key: str | None = None, target_key: str | None = None,
+                ok_only: bool = False) -> list[Record]:
+        """Stored records in insertion order, optionally of one workload and/or one target
+        (None: all targets), optionally only successful ones. A row that no longer makes a
+        valid Record is skipped with a warning naming it.
+
+        Example:
+            >>> db = Database(":memory:")
+            >>> db.add(Record.create("wk1", "dense", "complex", {"tile": 8}, error_kind="crash"))
+            True
+            >>> len(db.records("wk1")), len(db.records("wk1", ok_only=True))
+            (1, 0)
+        """
+        where, params = _where(workload_key=workload_key, target_key=target_key)
+        if ok_only:
+            where.append("error_kind IS NULL AND mean_cost IS NOT NULL")
+        sql = "SELECT * FROM records" + _where_sql(where) + " ORDER BY id"
+        return self._rows_to_records(self._conn().query(sql, params))
+
+    def best(self, workload_key: str, target_key: str | None = None) -> Record | None:
+        """The ok record of least mean cost of a workload on a target (default: this machine),
+        or None when it has none.
+
+        Example:
+            >>> db = Database(":memory:")
+            >>> db.add_many(Record.create("wk1", "dense", "complex", {"tile": t}, costs=[c])
+            ...             for t, c in ((4, 3e-3), (8, 1e-3), (16, 2e-3)))
+            3
+            >>> db.best("wk1").config, db.best("wk2")
+            ({'tile': 8}, None)
+        """
+        target_key = current_target().key if target_key is None else target_key
+        rows = self._conn().query(
+            "SELECT * FROM best_records WHERE workload_key = ? AND target_key = ?",
+            [workload_key, target_key])
+        found = self._rows_to_records(rows)
+        if found or not self._has_ok_rows(workload_key, target_key):
+            return found[0] if found else None
+        # the best row is damaged (reported by a warning): the next valid one in cost order
+        candidates = self.records(workload_key, target_key, ok_only=True)
+        return min(candidates, key=lambda r: r.mean_cost, default=None)
+
+    def _has_ok_rows(self, workload_key: str, target_key: str) -> bool:
+        return self._conn().execute(
+            "SELECT 1 FROM best_records WHERE workload_key = ? AND target_key = ? LIMIT 1",
+            [workload_key, target_key]).fetchone() is not None
+
+    def best_all(self, target_key: str | None = None) -> dict[str, Record]:
+        """The best record of every workload tuned on a target (default: this machine).
+
+        Example:
+            >>> db = Database(":memory:")
+            >>> db.add(Record.create("wk1", "dense", "complex", {"tile": 8}, costs=[1e-3]))
+            True
+            >>> sorted(db.best_all())
+            ['wk1']
+        """
+        target_key = current_target().key if target_key is None else target_key
+        rows = list(self._conn().query(
+            "SELECT * FROM best_records WHERE target_key = ? ORDER BY workload_key", [target_key]))
+        found = {r.workload_key: r for r in self._rows_to_records(rows)}
+        result = {}
+        for row in rows:  # a damaged best row (warned about) gives way to the next valid one
+            key = row["workload_key"]
+            record = found[key] if key in found else self.best(key, target_key)
+            if record is not None:
+                result[key] = record
+        return result
+
+    def measured_configs(self, workload_key: str, target_key: str | None = None) -> set[str]:
+        """Canonical config keys (``config_key``) already measured for a workload on a target
+        (default: this machine), errors included: a tuner that resumes measures none of them
+        again.
+
+        Example:
+            >>> db = Database(":memory:")
+            >>> db.add(Record.create("wk1", "dense", "complex", {"tile": 8}, error_kind="timeout"))
+            True
+            >>> db.measured_configs("wk1")
+            {'{"tile":8}'}
+        """
+        target_key = current_target().key if target_key is None else target_key
+        cursor = self._conn().execute(
+            "SELECT DISTINCT config_key FROM records WHERE workload_key = ? AND target_key = ?",
+            [workload_key, target_key])
+        return {row[0] for row in cursor if row[0] is not None}
+
+    def missing(self, workload_keys: Iterable[str], target_key: str | None = None) -> list[str]:
+        """The workload keys (in the given order, without repeats) with no ok record on a
+        target (default: this machine).
+
+        Example:
+            >>> db = Database(":memory:")
+            >>> db.add(Record.create("wk1", "dense", "complex", {"tile": 8}, costs=[1e-3]))
+            True
+            >>> db.missing(["wk2", "wk1", "wk2"])
+            ['wk2']
+        """
+        if isinstance(workload_keys, str):
+            raise TypeError("missing takes a list of workload keys, not one str")
+        target_key = current_target().key if target_key is None else target_key
+        tuned = {row[0] for row in self._conn().execute(
+            "SELECT workload_key FROM best_records WHERE target_key = ?", [target_key])}
+        result = []
+        for key in workload_keys:
+            if key not in tuned and key not in result:
+                result.append(key)
+        return result
+
+    def workloads(self) -> list[WorkloadInfo]:
+        """Registered workloads, by key.
+
+        Example:
+            >>> db = Database(":memory:")
+            >>> db.add_workload("wk1", "dense", "complex", {"m": 128})
+            True
+            >>> [(w.key, w.description) for w in db.workloads()]
+            [('wk1', {'m': 128})]
+        """
+        result = []
+        for row in self._conn().query("SELECT * FROM workloads ORDER BY key"):
+            try:
+                description = json.loads(row["description"] or "{}")
+            except json.JSONDecodeError:
+                description = {"unparsed": row["description"]}
+            result.append(WorkloadInfo(row["key"], row["task_name"] or "", row["template"] or "",
+                                       description, float(row["created"] or 0.0)))
+        return result
+
+    # -- compiled code ----------------------------------------------------------------------
+
+    def cache_kernel(self, key: str, blob: bytes) -> None:
+        """Keep compiled code under ``key`` (the caller's hash of workload, config, target and
+        code version), so a later compile of a tuned model skips LLVM. A cache: replaced
+        freely, never migrated.
+
+        Example:
+            >>> with Database(":memory:") as db:
+            ...     db.cache_kernel("k1", b"code"); db.cached_kernel("k1"), db.cached_kernel("k2")
+            (b'code', None)
+        """
+        with self._write() as db:
+            db["kernels"].insert({"key": key, "blob": bytes(blob), "timestamp": time.time()},
+                                 pk="key", replace=True)
+
+    def cached_kernel(self, key: str) -> bytes | None:
+        """The code ``cache_kernel`` kept under ``key``, or None.
+
+        Example:
+            >>> Database(":memory:").cached_kernel("nothing") is None
+            True
+        """
+        db = self._conn()
+        if "kernels" not in db.table_names():
+            return None
+        row = db.execute("SELECT blob FROM kernels WHERE key = ?", [key]).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def _rows_to_records(self, rows: Iterable[dict]) -> list[Record]:
+        result = []
+        for row in rows:
+            try:
+                result.append(_row_record(row))
+            except (ValueError, TypeError) as exc:
+                warnings.warn(f"{self.path}: records row id {row.get('id')} skipped: {exc}",
+                              stacklevel=3)
+        return result
+
+
+# -- rows <-> records --------------------------------------------------------------------------
+
+def _record_row(record: Record) -> dict:
+    return {
+        "workload_key": record.workload_key,
+        "task_name": record.task_name,
+        "template": record.template,
+        "config": record.config_key,
+        "config_key": record.config_key,
+        "costs": json.dumps(list(record.costs)),
+        "mean_cost": record.mean_cost if record.is_ok else None,
+        "error_kind": record.error_kind,
+        "error_msg": record.error_msg,
+        "target_key": record.target_key,
+        "target_cpu": record.target_cpu,
+        "target_features": record.target_features,
+        "versions": json.dumps(record.versions, sort_keys=True),
+        "timestamp": record.timestamp,
+        "build_seconds": record.build_seconds,
+        "schema_version": record.schema_version,
+    }
+
+
+def _row_record(row: dict) -> Record:
+    def load(column, default):
+        text = row.get(column)
+        if text is None:
+            return default
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            raise ValueError(f"column {column} is not JSON: {text!r}") from None
+
+    return Record(
+        workload_key=row["workload_key"], task_name=row.get("task_name") or "",
+        template=row.get("template") or "",
+        config=load("config", None), costs=tuple(load("costs", [])),
+        error_kind=row.get("error_kind"), error_msg=row.get("error_msg") or "",
+        target_cpu=row.get("target_cpu") or "", target_features=row.get("target_features") or "",
+        target_key=row.get("target_key"), versions=load("versions", {}),
+        timestamp=row.get("timestamp") if row.get("timestamp") is not None else 0.0,
+        build_seconds=row.get("build_seconds") or 0.0, schema_version=SCHEMA_VERSION)
+
+
+def _where(**columns) -> tuple[list[str], list]:
+    where, params = [], []
+    for column, value in columns.items():
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    return where, params
+
+
+def _where_sql(where: list[str]) -> str:
+    return " WHERE " + " AND ".join(where) if where else ""
+
+
+def _enable_wal(db: sqlite_utils.Database) -> None:
+    """Switch the file to WAL mode. Several processes opening a new file at once can make the
+    switch report "database is locked" at once (sqlite does not wait for it): retry until
+    ``BUSY_TIMEOUT_SECONDS``."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+    delay = 0.005
+    while True:
+        try:
+            db.enable_wal()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay * (1 + random.random()))
+        delay = min(delay * 2, 0.2)
+
+
+def _check_sqlite_file(path: str) -> None:
+    if os.path.isdir(path):
+        raise TuningDatabaseError(f"tuning database path {path!r} is a directory, not a file")
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    with open(path, "rb") as f:
+        header = f.read(len(_SQLITE_HEADER))
+    if header != _SQLITE_HEADER:
+        raise TuningDatabaseError(f"{path!r} is not a sqlite database (it does not start with "
+                                  "the sqlite header); move it away or pass another --db path")
+
+
+# -- database migrations -------------------------------------------------------------------------
+
+def _migrate_db_v0_to_v1(db: sqlite_utils.Database) -> None:
+    """Create the version-1 layout, or bring a legacy (version 0) one up to it in place."""
+    db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+    _create_or_extend(db, "workloads", WORKLOAD_COLUMNS, pk="key")
+    _create_or_extend(db, "records", RECORD_COLUMNS, pk="id")
+
+    db.execute("UPDATE workloads SET description = '{}' WHERE description IS NULL")
+    db.execute("UPDATE workloads SET created = 0 WHERE created IS NULL")
+    for column in ("task_name", "template"):
+        db.execute(f"UPDATE records SET {column} = coalesce((SELECT w.{column} FROM workloads AS w "
+                   f"WHERE w.key = records.workload_key), '') WHERE {column} IS NULL")
+    db.execute("UPDATE records SET target_features = '' WHERE target_features IS NULL")
+    db.execute("UPDATE records SET versions = '{}' WHERE versions IS NULL")
+    db.execute("UPDATE records SET build_seconds = 0 WHERE build_seconds IS NULL")
+    db.execute("UPDATE records SET error_msg = '' WHERE error_msg IS NULL")
+    db.execute("UPDATE records SET schema_version = 0 WHERE schema_version IS NULL")
+    fills = []
+    for row_id, config, costs, error_kind in db.execute(
+            "SELECT id, config, costs, error_kind FROM records "
+            "WHERE config_key IS NULL OR (mean_cost IS NULL AND error_kind IS NULL)").fetchall():
+        canonical = _canonical_or_none(config)
+        mean = _mean_or_none(costs, error_kind) if canonical is not None else None
+        fills.append((config if canonical is None else canonical, mean, row_id))
+    db.conn.executemany("UPDATE records SET config_key = ?, mean_cost = ? WHERE id = ?", fills)
+    # legacy rows may name workloads that were never registered
+    db.execute("INSERT OR IGNORE INTO workloads (key, task_name, template, description, created) "
+               "SELECT DISTINCT workload_key, '', '', '{}', 0 FROM records")
+
+    db["records"].create_index(["workload_key", "target_key", "mean_cost"],
+                               index_name="records_by_workload_target", if_not_exists=True)
+    db["records"].create_index(["workload_key", "config_key", "target_key", "timestamp"],
+                               index_name="records_by_identity", if_not_exists=True)
+    db.create_view("best_records", BEST_RECORDS_SQL, replace=True)
+
+
+def _create_or_extend(db: sqlite_utils.Database, name: str, columns: dict, pk: str) -> None:
+    table = db[name]
+    if not table.exists():
+        table.create(columns, pk=pk)
+        return
+    present = set(table.columns_dict)
+    for column, column_type in columns.items():
+        if column not in present:
+            table.add_column(column, column_type)
+
+
+def _canonical_or_none(config_text):
+    try:
+        return config_key(json.loads(config_text))
+    except (TypeError, ValueError):
+        return None  # a damaged row: kept as is, never a best; reading it reports it
+
+
+def _mean_or_none(costs_text, error_kind):
+    if error_kind is not None:
+        return None
+    try:
+        costs = [float(c) for c in json.loads(costs_text)]
+    except (TypeError, ValueError):
+        return None
+    if not costs or not all(math.isfinite(c) for c in costs):
+        return None
+    return sum(costs) / len(costs)
+
+
+# _DB_MIGRATIONS[v] brings a database of schema version v to version v + 1 (inside a transaction).
+_DB_MIGRATIONS = {0: _migrate_db_v0_to_v1}

@@ -1,0 +1,82 @@
+"""The tuning loop: records in the database and the log, resume, budgets, reports."""
+import math
+
+import pytest
+
+from autotune import Database, Task, read_log, tune
+from autotune.tune import _template_signature
+from tensorir import compute, placeholder, reduce_axis, sum as rsum
+
+
+def matmul(n, k, m):
+    A, B = placeholder((n, k), name="A"), placeholder((k, m), name="B")
+    r = reduce_axis((0, k), name="r")
+    return Task(compute((n, m), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C"))
+
+
+def scale(n):
+    A = placeholder((n,), name="A")
+    return Task(compute((n,), lambda i: A[i] * 3.0 + 1.0, name="B"))
+
+
+def test_records_go_to_db_and_log_and_the_report_adds_up(tmp_path):
+    log = tmp_path / "logs" / "run.jsonl"
+    db = Database(tmp_path / "t.db")
+    task = matmul(19, 23, 37)
+    seen = []
+    (report,) = tune([task], trials=6, db=db, log=log, tuner="random", seed=1,
+                     progress=lambda rep, done, planned: seen.append((done, planned)))
+    assert report.trials == 6 and report.resumed == 0 and report.stopped == "trials"
+    assert seen[-1] == (6, 6) and seen[0] == (1, 6)          # the default config is measured first
+    records = db.records(task.key)
+    assert len(records) == 6 and len({r.config_key for r in records}) == 6
+    assert dict(records[0].config) == dict(task.template.default_config().values)
+    contents = read_log(log)
+    assert len(contents.records) == 6 and not contents.problems
+    assert math.isfinite(report.default_cost) and report.best_cost <= report.default_cost
+    assert report.best_config in [dict(r.config) for r in records]
+    assert report.speedup >= 1 and report.gflops(report.best_cost) > 0
+
+
+def test_a_second_run_resumes_and_measures_nothing_new(tmp_path):
+    path = tmp_path / "t.db"
+    task = scale(1000)
+    tune([task], trials=5, db=path, tuner="random", seed=0)
+    (again,) = tune([task], trials=5, db=path, tuner="random", seed=0)
+    assert again.trials == 0 and again.resumed == 5
+    (more,) = tune([task], trials=8, db=path, tuner="random", seed=0)
+    assert more.trials == 3 and more.resumed == 5
+    with Database(path) as db:
+        keys = [r.config_key for r in db.records(task.key)]
+    assert len(keys) == 8 == len(set(keys))             # no config measured twice
+
+
+def test_trials_are_shared_by_weight_and_spaces_run_out():
+    tasks = [scale(4000).with_weight(3), matmul(8, 8, 16)]
+    reports = tune(tasks, trials=8, tuner="grid", seed=0)
+    assert [r.trials for r in reports] == [min(6, len(tasks[0].space)), 8 - reports[0].trials]
+    small = scale(17)
+    (r,) = tune([small], trials=len(small.space) + 5, tuner="grid")
+    assert r.trials == len(small.space) and r.stopped == "space exhausted"
+
+
+def test_time_budget_stops_tuning():
+    (r,) = tune([matmul(30, 30, 30)], trials=100, tuner="random", time_budget=0.01)
+    assert r.stopped == "time budget" and r.trials <= 8
+
+
+def test_xgb_tuner_warm_starts_from_an_earlier_task_of_the_same_template():
+    a, b = matmul(12, 20, 32), matmul(14, 20, 48)
+    assert _template_signature(a) == _template_signature(b)
+    reports = tune([a, b], trials=20, tuner="xgb", seed=0)
+    assert [r.trials for r in reports] == [10, 10]
+    assert all(math.isfinite(r.best_cost) for r in reports)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="unknown tuner"):
+        tune([scale(8)], trials=1, tuner="genetic")
+    with pytest.raises(ValueError, match="trials"):
+        tune([scale(8)], trials=-1)
+    with pytest.raises(ValueError, match="time_budget"):
+        tune([scale(8)], trials=1, time_budget=0)
