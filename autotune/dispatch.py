@@ -1,7 +1,7 @@
 """Using tuning results: the best record of each workload decides its schedule.
 
 ``apply_history_best(db)`` (a context manager) makes every compile inside it (``schedule``
-templates through ``best_config``, ``graph_api`` partitions) use the best config the
+templates applied without a config, ``graph_api`` partitions) use the best config the
 database holds for the workload on this CPU. A workload without a record compiles with the
 template's default config and a warning that names it, once per workload, never silently;
 with ``strict=True`` it is an error instead.
@@ -17,6 +17,7 @@ import threading
 import warnings
 
 from schedule.space import Config
+from schedule.templates import config_source
 
 from .database import Database
 from .target import current_target
@@ -95,7 +96,8 @@ def current_history() -> HistoryBest | None:
 
 @contextlib.contextmanager
 def apply_history_best(db, strict: bool = False):
-    """Compile with the best tuned configs of ``db`` (a Database or a path) inside the block.
+    """Compile with the best tuned configs of ``db`` (a Database or a path) inside the block:
+    graph partitions, and schedule templates applied without an explicit config.
 
     Example:
         >>> with apply_history_best(":memory:") as history:
@@ -108,7 +110,8 @@ def apply_history_best(db, strict: bool = False):
         stack = _local.stack = []
     stack.append(history)
     try:
-        yield history
+        with config_source(lambda template: history.config_for(Task(template.outputs))):
+            yield history
     finally:
         stack.pop()
 

@@ -130,7 +130,7 @@ def parse_line(text: str) -> Record:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         ending = "" if text.endswith("\n") else " (truncated last line?)"
-        raise ValueError(f"not valid JSON: {exc.msg} at column {exc.colno}{ending}") from None
+        raise ValueError(f"not valid JSON ({exc.msg.removesuffix(' at')}, column {exc.colno}){ending}") from None
     if not isinstance(data, dict):
         raise ValueError(f"a record line must be a JSON object, got {type(data).__name__}")
     kind = data.pop("kind", LOG_KIND)

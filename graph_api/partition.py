@@ -197,6 +197,7 @@ class Partition:
         env, out_tensors = self._lower(inputs) if dag is None else dag
         template = template_for(out_tensors)
         constants = [env[p.id] for p in self.input_ports if p.property_type is PropertyType.constant]
+        config = template.default_config() if config is None else config
         built = build_prepacked(template.apply(config), template.args, constants, name=f"partition_{self.id}")
         # arguments as port positions, so a cached kernel serves any partition of this shape
         position = {id(env[p.id].op): k for k, p in enumerate(self.input_ports)}

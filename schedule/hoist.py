@@ -102,7 +102,8 @@ def build_prepacked(s: Schedule, args: list, constants, name: str = "main") -> P
     packs, given = [], []
     for k, tensor in enumerate(hoistable(s, constants)):
         template = template_for(tensor)
-        packs.append(Pack(template.build(name=f"{name}_pack{k}"), tuple(template.args)))
+        packs.append(Pack(template.build(template.default_config(), name=f"{name}_pack{k}"),
+                          tuple(template.args)))
         given.append(s.as_input(tensor))
     read = {id(n.tensor.op) for st in s.stages for n in walk(st.body) if isinstance(n, TensorLoad)}
     outputs = {id(t.op) for t in s.outputs}

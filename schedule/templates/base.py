@@ -2,10 +2,43 @@
 ``apply(config) -> Schedule``."""
 from __future__ import annotations
 
+import contextlib
+import threading
+
 from ..build import build
 from ..schedule import Schedule, create_schedule
 from ..space import Config, ConfigSpace
 from .dag import Dag
+
+
+_sources = threading.local()
+
+
+@contextlib.contextmanager
+def config_source(choose):
+    """Inside the block, ``Template.apply()`` without a config uses ``choose(template)`` (a
+    Config, or None for the default config): how tuning results reach templates without this
+    package knowing about tuning (``autotune.apply_history_best`` installs one).
+
+    Example:
+        >>> from tensorir import placeholder, compute
+        >>> from schedule.templates import template_for
+        >>> A = placeholder((100,), name="A"); B = compute((100,), lambda i: A[i] * 2.0, name="B")
+        >>> t = template_for(B); other = t.space.get(len(t.space) - 1)
+        >>> with config_source(lambda template: other):
+        ...     t.chosen_config() == other
+        True
+        >>> t.chosen_config() == t.default_config()
+        True
+    """
+    stack = getattr(_sources, "stack", None)
+    if stack is None:
+        stack = _sources.stack = []
+    stack.append(choose)
+    try:
+        yield
+    finally:
+        stack.pop()
 
 
 class Template:
@@ -55,20 +88,34 @@ class Template:
         self.space.index_of(cfg)   # it must be a point of the space
         return cfg
 
+    def chosen_config(self) -> Config:
+        """The config of the innermost ``config_source`` that has one for this template, else
+        ``default_config()``.
+
+        Example:
+            >>> # t.chosen_config() -> the tuned config inside autotune.apply_history_best
+        """
+        for choose in reversed(getattr(_sources, "stack", [])):
+            config = choose(self)
+            if config is not None:
+                return config
+        return self.default_config()
+
     def apply(self, config: Config | None = None) -> Schedule:
-        """A schedule of the outputs with ``config`` (default: ``default_config()``) applied.
+        """A schedule of the outputs with ``config`` (default: ``chosen_config()``) applied.
 
         Example:
             >>> # s = t.apply(t.space.get(3))
         """
-        cfg = self.default_config() if config is None else config
+        cfg = self.chosen_config() if config is None else config
         self.space.index_of(cfg)   # ConfigError if it is not a point of this space
         s = create_schedule(self.outputs)
         self.schedule(s, cfg)
         return s
 
     def build(self, config: Config | None = None, name: str = "main", **options):
-        """Build the schedule for ``config`` with ``args`` as the kernel's parameters.
+        """Build the schedule for ``config`` (default: ``chosen_config()``) with ``args`` as the
+        kernel's parameters.
 
         Example:
             >>> # f = t.build(t.default_config()); f(*arrays)

@@ -80,3 +80,28 @@ def test_bad_arguments():
         tune([scale(8)], trials=-1)
     with pytest.raises(ValueError, match="time_budget"):
         tune([scale(8)], trials=1, time_budget=0)
+
+
+def test_templates_use_the_best_record_inside_apply_history_best():
+    import warnings
+
+    import numpy as np
+
+    from autotune import MissingRecordWarning, Record, apply_history_best
+    task = matmul(9, 17, 33)
+    other = next(c for c in (task.space.get(i) for i in range(len(task.space)))
+                 if c != task.template.default_config())
+    db = Database(":memory:")
+    db.add(Record.create(task.key, task.name, task.template_name, dict(other.values), costs=[1e-5]))
+    with apply_history_best(db):
+        assert task.template.chosen_config() == other
+        kernel = task.template.build()
+    assert task.template.chosen_config() == task.template.default_config()
+    a, b = np.ones((9, 17), "float32"), np.ones((17, 33), "float32")
+    c = np.zeros((9, 33), "float32")
+    kernel(a, b, c)
+    assert (c == 17).all()
+    with warnings.catch_warnings(record=True) as caught, apply_history_best(Database(":memory:")):
+        warnings.simplefilter("always")
+        assert scale(64).template.chosen_config() == scale(64).template.default_config()
+    assert any(issubclass(w.category, MissingRecordWarning) for w in caught)

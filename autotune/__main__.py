@@ -1,0 +1,11 @@
+"""``python -m autotune ...``: the ``autotune`` command (see ``autotune.cli``).
+
+Example:
+    >>> # python -m autotune tune examples/mlp.json --trials 64
+"""
+import sys
+
+from autotune.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,929 @@
+"""The ``autotune`` command: tune the partitions of a model graph, look at and move tuning
+records, and time the compiled graph with and without them.
+
+Subcommands (``autotune SUBCOMMAND --help`` for the options)::
+
+    autotune tune GRAPH --trials N [--tuner xgb|random|grid] [--db tuning.db] [--log PATH]
+                  [--time-budget 10m] [--executor local|dask://HOST:PORT] [--seed S]
+                  [--resume/--no-resume] [--early-stopping N] [--min-repeat-ms MS]
+                  [--timeout 10s] [--json] [--verbose]
+    autotune best [--db PATH] [--missing GRAPH] [--json]
+    autotune show LOG [--json]
+    autotune export [--db PATH] LOG [--workload KEY]
+    autotune import LOG [--db PATH]
+    autotune bench GRAPH [--db PATH] [--repeat N] [--seed S] [--json]
+
+Exit codes (the same for every subcommand):
+
+* 0 - done;
+* 1 - done, but the result is not usable as it stands: ``tune`` found no working config for
+  any task (every measurement failed, see the error table), ``best --missing`` found workloads
+  without a record, ``bench`` saw the tuned graph compute other outputs than the default one;
+* 2 - bad input, with a message on stderr: a missing or corrupt graph, log or database file,
+  an unknown option or tuner, a bad ``--time-budget`` or ``--executor``;
+* 3 - ``tune`` ran out of ``--time-budget`` before any task was tuned (no task got one
+  successful measurement, now or in an earlier run);
+* 130 - interrupted (Ctrl-C); what was measured is saved, the same command resumes.
+
+This is the one module of ``autotune`` that imports ``graph_api`` (the application on top of
+both). GRAPH is a oneDNN Graph JSON file; ``load_graph`` picks the reader by file suffix.
+
+Example:
+    >>> parse_duration("1h30m"), parse_duration("90s"), parse_duration("2.5")
+    (5400.0, 90.0, 2.5)
+    >>> # main(["tune", "examples/mlp.json", "--trials", "64"])   -> 0, prints the task table
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import sys
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import graph_api
+
+from .database import Database, TuningDatabaseError
+from .dispatch import MissingRecordWarning
+from .executor import DaskExecutor, executor_from
+from .extract import extract_tasks
+from .log import export_log, import_log, read_log
+from .measure import MeasureOptions
+from .record import ERROR_KINDS
+from .target import current_target
+from .tune import tune
+from .tuner import TUNERS
+
+EXIT_OK = 0
+EXIT_UNUSABLE = 1
+EXIT_BAD_INPUT = 2
+EXIT_BUDGET_EXHAUSTED = 3
+EXIT_INTERRUPTED = 130
+
+DEFAULT_DB = "tuning.db"
+DEFAULT_MIN_REPEAT_MS = 10.0
+DEFAULT_TIMEOUT = 10.0
+LOG_DIR = "tuning_logs"
+
+
+class BadInput(ValueError):
+    """Input the command cannot use (a file, an option); ``main`` prints it and exits with 2.
+
+    Example:
+        >>> str(BadInput("no such file: x.json"))
+        'no such file: x.json'
+    """
+
+
+# ---------------------------------------------------------------------------- inputs
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([hms])")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a duration written as seconds (``"90"``, ``"0.5"``) or with units h, m, s
+    in that order (``"10m"``, ``"1h30m"``, ``"90s"``). Zero, negative or anything else is a
+    ValueError.
+
+    Example:
+        >>> parse_duration("10m"), parse_duration("0.001")
+        (600.0, 0.001)
+        >>> parse_duration("ten minutes")
+        Traceback (most recent call last):
+        ...
+        ValueError: bad duration 'ten minutes': use seconds (90, 0.5) or units h/m/s (10m, 1h30m, 90s)
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a duration is a str like '10m', got {type(text).__name__}")
+    compact = text.strip().lower().replace(" ", "")
+    if re.fullmatch(r"\d+(\.\d*)?|\.\d+", compact):
+        seconds = float(compact)
+    else:
+        parts = _DURATION_PART.findall(compact)
+        units = [unit for _, unit in parts]
+        if (not parts or "".join(n + u for n, u in parts) != compact or len(set(units)) != len(units)
+                or units != sorted(units, key="hms".index)):
+            raise ValueError(f"bad duration {text!r}: use seconds (90, 0.5) or units h/m/s "
+                             f"(10m, 1h30m, 90s)")
+        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if not seconds > 0 or not math.isfinite(seconds):
+        raise ValueError(f"a duration must be more than 0 seconds, got {text!r}")
+    return seconds
+
+
+def _read_onednn_json(path: Path):
+    return graph_api.load_json(path)
+
+
+def _onnx_not_yet(path: Path):
+    raise BadInput(f"{path}: ONNX models are not supported yet (ONNX import comes with its own "
+                   f"issue); export the model as a oneDNN Graph JSON file (.json) for now")
+
+
+# suffix -> reader of a finalized graph_api.Graph; ONNX gets its reader here when it lands
+GRAPH_READERS = {".json": _read_onednn_json, ".onnx": _onnx_not_yet}
+
+
+def load_graph(path) -> "graph_api.Graph":
+    """The finalized graph in the file ``path``, read by the reader of its suffix
+    (``GRAPH_READERS``: ``.json`` is oneDNN Graph JSON). A missing, unreadable or invalid
+    file, or an unknown suffix, is a BadInput naming the file.
+
+    Example:
+        >>> [p.get_kind() for p in load_graph("examples/mlp.json").get_partitions()]   # doctest: +SKIP
+        ['complex', 'complex', 'complex', 'reduction']
+        >>> load_graph("model.pb")
+        Traceback (most recent call last):
+        ...
+        autotune.cli.BadInput: model.pb: unknown graph format '.pb'; expected one of .json, .onnx
+    """
+    path = Path(path)
+    reader = GRAPH_READERS.get(path.suffix.lower())
+    if reader is None:
+        raise BadInput(f"{path}: unknown graph format {path.suffix!r}; expected one of "
+                       f"{', '.join(sorted(GRAPH_READERS))}")
+    if not path.exists():
+        raise BadInput(f"{path}: no such graph file")
+    if not path.is_file():
+        raise BadInput(f"{path}: not a file")
+    try:
+        return reader(path)
+    except graph_api.GraphError as err:
+        raise BadInput(f"not a usable graph: {err}") from None
+
+
+def open_database(path, must_exist: bool) -> Database:
+    """The tuning database at ``path``; with ``must_exist`` a missing file is a BadInput
+    (commands that only read must not leave an empty database behind a typo). A file that
+    is not a tuning database is a BadInput too.
+
+    Example:
+        >>> open_database("no/such/tuning.db", must_exist=True)
+        Traceback (most recent call last):
+        ...
+        autotune.cli.BadInput: no tuning database at no/such/tuning.db (run `autotune tune` or `autotune import` first, or pass --db)
+    """
+    path = os.fspath(path)
+    if must_exist and not os.path.exists(path):
+        raise BadInput(f"no tuning database at {path} (run `autotune tune` or `autotune import` "
+                       f"first, or pass --db)")
+    if os.path.isdir(path):
+        raise BadInput(f"{path} is a directory, not a tuning database file")
+    try:
+        return Database(path)
+    except TuningDatabaseError as err:
+        raise BadInput(str(err)) from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _executor_spec(text: str) -> str:
+    if text != "local" and not (text.startswith("dask://") and len(text) > len("dask://")):
+        raise argparse.ArgumentTypeError(f"expected 'local' or 'dask://HOST:PORT', got {text!r}")
+    return text
+
+
+# ---------------------------------------------------------------------------- formatting
+
+def format_table(headers, rows, right=()) -> str:
+    """A plain-text table: columns padded to their widest cell, those whose index is in
+    ``right`` aligned right, a dashed rule under the headers.
+
+    Example:
+        >>> print(format_table(["task", "ms"], [["dense", "0.25"], ["softmax", "1.5"]], right={1}))
+        task       ms
+        -------  ----
+        dense    0.25
+        softmax   1.5
+    """
+    cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[k]) for row in cells) for k in range(len(headers))]
+
+    def line(row):
+        return "  ".join(c.rjust(w) if k in right else c.ljust(w)
+                         for k, (c, w) in enumerate(zip(row, widths))).rstrip()
+    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths)] + [line(r) for r in cells[1:]])
+
+
+def _ms(seconds: float) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    ms = seconds * 1e3
+    return f"{ms:.3f}" if ms < 100 else f"{ms:.1f}"
+
+
+def _num(value: float, spec: str, suffix: str = "") -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:{spec}}{suffix}"
+
+
+def _finite_or_none(value: float):
+    return value if value is not None and math.isfinite(value) else None
+
+
+def format_seconds(seconds: float) -> str:
+    """A short human duration.
+
+    Example:
+        >>> format_seconds(0.001), format_seconds(4.25), format_seconds(135), format_seconds(7322)
+        ('0.001 s', '4.2 s', '2m15s', '2h02m')
+    """
+    if seconds < 60:
+        return f"{seconds:.2g} s" if seconds < 1 else f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+
+
+def _short(name: str, width: int = 40) -> str:
+    return name if len(name) <= width else name[:width - 3] + "..."
+
+
+def _first_line(message: str) -> str:
+    lines = (message or "").strip().splitlines()
+    return lines[0] if lines else "(no message)"
+
+
+def _print_json(data) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False, allow_nan=False))
+
+
+# ---------------------------------------------------------------------------- tune
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """One row of the ``tune`` table: a task with every measurement of it on this CPU that the
+    run used (resumed ones and new ones), so running the same command again shows the same
+    row. Costs are mean seconds per run; ``errors`` counts failed measurements per kind,
+    ``first_errors`` keeps the first line of the first message of each kind and ``messages``
+    every (kind, message).
+
+    Example:
+        >>> s = TaskSummary("dense", "0a1b", "complex", 1, 2_000_000, 16, 16, 0, 2e-4, 1e-4)
+        >>> s.speedup, round(s.gflops(s.best_cost), 1)
+        (2.0, 20.0)
+    """
+    name: str
+    key: str
+    template: str
+    weight: int
+    flop: int
+    trials: int
+    new_trials: int
+    resumed_trials: int
+    default_cost: float
+    best_cost: float
+    best_config: dict | None = None
+    errors: dict = field(default_factory=dict)
+    first_errors: dict = field(default_factory=dict)
+    messages: tuple = ()
+    stopped: str = ""
+    seconds: float = 0.0
+    shape: tuple = ()
+
+    @property
+    def label(self) -> str:
+        """The task's name and output shape, as the table shows it (names repeat, shapes tell
+        the tasks apart).
+
+        Example:
+            >>> TaskSummary("dense", "k", "complex", 1, 0, 0, 0, 0, 1.0, 1.0, shape=(32, 128)).label
+            'dense 32x128'
+        """
+        shape = "x".join(str(n) for n in self.shape)
+        return f"{_short(self.name)} {shape}" if shape else _short(self.name)
+
+    @property
+    def speedup(self) -> float:
+        """Default cost over tuned cost (nan when either is unknown).
+
+        Example:
+            >>> TaskSummary("t", "k", "injective", 1, 0, 0, 0, 0, math.inf, math.inf).speedup
+            nan
+        """
+        if math.isfinite(self.default_cost) and math.isfinite(self.best_cost) and self.best_cost > 0:
+            return self.default_cost / self.best_cost
+        return math.nan
+
+    @property
+    def tuned(self) -> bool:
+        """True when some config of the task was measured successfully.
+
+        Example:
+            >>> TaskSummary("t", "k", "injective", 1, 0, 4, 4, 0, 1e-3, 1e-3).tuned
+            True
+        """
+        return math.isfinite(self.best_cost)
+
+    def gflops(self, cost: float) -> float:
+        """The task's flops over ``cost`` seconds, in GFLOPS (nan when unknown).
+
+        Example:
+            >>> TaskSummary("t", "k", "complex", 1, 10**9, 1, 1, 0, 0.5, 0.5).gflops(0.5)
+            2.0
+        """
+        if not self.flop or not math.isfinite(cost) or cost <= 0:
+            return math.nan
+        return self.flop / cost / 1e9
+
+    def to_json(self, verbose: bool = False) -> dict:
+        """A JSON-ready dict (milliseconds; null for unknown numbers); ``verbose`` adds every
+        error message.
+
+        Example:
+            >>> TaskSummary("t", "k", "complex", 1, 0, 1, 1, 0, 2e-3, 1e-3).to_json()["tuned_ms"]
+            1.0
+        """
+        data = {
+            "name": self.name, "key": self.key, "template": self.template, "weight": self.weight,
+            "flop": self.flop, "trials": self.trials, "new_trials": self.new_trials,
+            "resumed_trials": self.resumed_trials,
+            "default_ms": _finite_or_none(self.default_cost * 1e3),
+            "tuned_ms": _finite_or_none(self.best_cost * 1e3),
+            "default_gflops": _finite_or_none(self.gflops(self.default_cost)),
+            "tuned_gflops": _finite_or_none(self.gflops(self.best_cost)),
+            "speedup": _finite_or_none(self.speedup), "best_config": self.best_config,
+            "errors": {kind: self.errors.get(kind, 0) for kind in ERROR_KINDS},
+            "first_errors": dict(self.first_errors), "stopped": self.stopped,
+            "seconds": self.seconds, "shape": list(self.shape),
+        }
+        if verbose:
+            data["messages"] = [{"kind": kind, "message": message} for kind, message in self.messages]
+        return data
+
+
+def summarize(report, prior_records) -> TaskSummary:
+    """The TaskSummary of a ``TaskReport`` whose run resumed from ``prior_records`` (the
+    task's records on this CPU before the run; empty without resume): its errors are those of
+    the prior records plus the new ones.
+
+    Example:
+        >>> # summarize(tune([task], ...)[0], db.records(task.key, target.key))
+    """
+    errors, first, messages = Counter(), {}, []
+    for record in prior_records:
+        if record.error_kind is not None:
+            errors[record.error_kind] += 1
+            first.setdefault(record.error_kind, _first_line(record.error_msg))
+            messages.append((record.error_kind, record.error_msg))
+    for kind, message in report.messages:
+        first.setdefault(kind, _first_line(message))
+        messages.append((kind, message))
+    errors.update(report.errors)
+    task = report.task
+    return TaskSummary(task.name, task.key, task.template_name, task.weight, task.flop,
+                       report.trials + report.resumed, report.trials, report.resumed,
+                       report.default_cost, report.best_cost, report.best_config, dict(errors),
+                       first, tuple(messages), report.stopped, report.seconds,
+                       tuple(int(n) for n in task.outputs[0].shape))
+
+
+def _errors_cell(summary: TaskSummary) -> str:
+    parts = [f"{kind} {summary.errors[kind]}" for kind in ERROR_KINDS if summary.errors.get(kind)]
+    return ", ".join(parts) if parts else "0"
+
+
+def tune_table(summaries, verbose: bool = False) -> str:
+    """The end-of-run table: one row per task, then the first message of each error kind of
+    each task (``verbose``: every message in full).
+
+    Example:
+        >>> s = TaskSummary("dense", "0a1b", "complex", 1, 2_000_000, 16, 16, 0, 2e-4, 1e-4,
+        ...                 errors={"timeout": 1}, first_errors={"timeout": "ran over 10 s"})
+        >>> print(tune_table([s]))
+        task   template  weight  trials  default ms  tuned ms  default GFLOPS  tuned GFLOPS  speedup  errors
+        -----  --------  ------  ------  ----------  --------  --------------  ------------  -------  ---------
+        dense  complex        1      16       0.200     0.100            10.0          20.0    2.00x  timeout 1
+        <BLANKLINE>
+        errors (first message of each kind; --verbose shows all):
+          dense  timeout: ran over 10 s
+    """
+    headers = ["task", "template", "weight", "trials", "default ms", "tuned ms", "default GFLOPS",
+               "tuned GFLOPS", "speedup", "errors"]
+    rows = [[s.label, s.template, s.weight, s.trials, _ms(s.default_cost), _ms(s.best_cost),
+             _num(s.gflops(s.default_cost), ".1f"), _num(s.gflops(s.best_cost), ".1f"),
+             _num(s.speedup, ".2f", "x"), _errors_cell(s)] for s in summaries]
+    text = format_table(headers, rows, right=set(range(2, 9)))
+    failing = [s for s in summaries if s.errors]
+    if failing:
+        width = max(len(s.label) for s in failing)
+        if verbose:
+            text += "\n\nerrors (all messages):"
+            for s in failing:
+                for kind, message in s.messages:
+                    body = "\n".join("      " + line for line in (message or "(no message)").rstrip().splitlines())
+                    text += f"\n  {s.label}  {kind}:\n{body}"
+        else:
+            text += "\n\nerrors (first message of each kind; --verbose shows all):"
+            for s in failing:
+                for kind in ERROR_KINDS:
+                    if kind in s.first_errors:
+                        text += f"\n  {s.label.ljust(width)}  {kind}: {s.first_errors[kind]}"
+    return text
+
+
+class ProgressPrinter:
+    """The ``progress`` callback of ``tune``: after every batch, one plain line (a log that CI
+    keeps) or, on a terminal, one bar line updated in place.
+
+    Example:
+        >>> import io
+        >>> class _Task: name = "dense"; key = "0a1b"
+        >>> class _Report: task = _Task(); best_cost = 1e-4; default_cost = 2e-4; errors = {}
+        >>> out = io.StringIO(); ProgressPrinter(out, [_Task()], tty=False)(_Report(), 8, 16)
+        >>> out.getvalue()
+        '[1/1] dense: 8/16 trials, best 0.100 ms (default 0.200 ms), errors 0\\n'
+    """
+
+    def __init__(self, stream, tasks, tty: bool | None = None):
+        self.stream = stream
+        self.index = {task.key: k for k, task in enumerate(tasks)}
+        self.count = len(tasks)
+        self.tty = stream.isatty() if tty is None else tty
+        self._open_bar = False
+
+    def __call__(self, report, done: int, planned: int) -> None:
+        position = f"[{self.index.get(report.task.key, 0) + 1}/{self.count}]"
+        errors = sum(report.errors.values())
+        best = f"best {_ms(report.best_cost)} ms (default {_ms(report.default_cost)} ms)"
+        if not self.tty:
+            print(f"{position} {_short(report.task.name)}: {done}/{planned} trials, {best}, errors {errors}",
+                  file=self.stream, flush=True)
+            return
+        columns = shutil.get_terminal_size((100, 20)).columns
+        filled = int(20 * min(done, planned) / max(planned, 1))
+        bar = "#" * filled + "." * (20 - filled)
+        text = f"{position} {_short(report.task.name, 30)} [{bar}] {done}/{planned} {best} err {errors}"
+        self.stream.write("\r" + text[:columns - 1] + "\x1b[K")
+        self.stream.flush()
+        self._open_bar = True
+
+    def finish(self) -> None:
+        """End the bar line (nothing to do for plain lines).
+
+        Example:
+            >>> import io; ProgressPrinter(io.StringIO(), [], tty=True).finish()
+        """
+        if self._open_bar:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open_bar = False
+
+
+def _tune_exit(summaries, reports) -> tuple[int, str]:
+    if not summaries or any(s.tuned for s in summaries):
+        return EXIT_OK, "done"
+    if any(r.stopped == "time budget" for r in reports):
+        return EXIT_BUDGET_EXHAUSTED, "time budget exhausted before any task was tuned"
+    return EXIT_UNUSABLE, "no task has a working config: every measurement failed"
+
+
+def cmd_tune(args) -> int:
+    """``autotune tune``: tune every task of a graph, then print the table (or JSON).
+
+    Example:
+        >>> # main(["tune", "examples/mlp.json", "--trials", "64", "--time-budget", "10m"])
+    """
+    graph_path = Path(args.graph)
+    graph = load_graph(graph_path)
+    tasks = extract_tasks(graph)
+    log = Path(args.log) if args.log else Path(LOG_DIR) / f"{graph_path.stem}.jsonl"
+    if log.is_dir():
+        raise BadInput(f"--log {log} is a directory; give a file path such as {log / graph_path.stem}.jsonl")
+    chatter = sys.stderr if args.json else sys.stdout
+    if not tasks:
+        print(f"{graph_path}: no partition to tune (every op runs in the reference interpreter)",
+              file=sys.stderr)
+        if args.json:
+            _print_json({"graph": str(graph_path), "status": "nothing to tune", "exit_code": EXIT_OK,
+                         "tasks": []})
+        return EXIT_OK
+    try:
+        options = MeasureOptions(min_repeat_ms=args.min_repeat_ms, timeout=args.timeout)
+    except ValueError as err:
+        raise BadInput(f"--min-repeat-ms / --timeout: {err}") from None
+    target = current_target()
+    with contextlib.ExitStack() as cleanup:
+        try:
+            executor = executor_from(args.executor)
+        except (ValueError, TypeError, ImportError, ConnectionError, OSError) as err:
+            raise BadInput(f"--executor {args.executor}: {err}") from None
+        if isinstance(executor, DaskExecutor):          # the local pool is shared; it stops at exit
+            cleanup.callback(executor.close)
+        db = cleanup.enter_context(open_database(args.db, must_exist=False))
+        prior = {t.key: (db.records(t.key, target.key) if args.resume else []) for t in tasks}
+        budget = "" if args.time_budget is None else f", time budget {format_seconds(args.time_budget)}"
+        print(f"tuning {len(tasks)} task(s) of {graph_path} on {target.cpu}: {args.tuner}, {args.trials} "
+              f"trials{budget}, seed {args.seed}, db {args.db}, log {log}", file=chatter, flush=True)
+        progress = ProgressPrinter(chatter, tasks)
+        cleanup.callback(progress.finish)
+        started = time.monotonic()
+        try:
+            reports = tune(tasks, trials=args.trials, db=db, log=log, tuner=args.tuner, seed=args.seed,
+                           time_budget=args.time_budget, executor=executor, options=options,
+                           early_stopping=args.early_stopping, resume=args.resume, progress=progress)
+        except KeyboardInterrupt:
+            progress.finish()
+            print(f"autotune: interrupted; every finished measurement is saved in {args.db} and {log}: "
+                  f"run the same command again to resume", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        seconds = time.monotonic() - started
+    summaries = [summarize(r, prior[r.task.key]) for r in reports]
+    code, status = _tune_exit(summaries, reports)
+    new = sum(s.new_trials for s in summaries)
+    resumed = sum(s.resumed_trials for s in summaries)
+    if args.json:
+        _print_json({
+            "graph": str(graph_path), "db": str(args.db), "log": str(log), "tuner": args.tuner,
+            "seed": args.seed, "trials": args.trials, "time_budget": args.time_budget,
+            "target": {"cpu": target.cpu, "key": target.key}, "status": status, "exit_code": code,
+            "new_trials": new, "resumed_trials": resumed, "seconds": seconds,
+            "tasks": [s.to_json(args.verbose) for s in summaries]})
+    else:
+        print(tune_table(summaries, args.verbose))
+        print(f"\n{new} new measurement(s), {resumed} resumed from {args.db}, in {format_seconds(seconds)}; "
+              f"records in {args.db} and {log}")
+        early = Counter(s.stopped for s in summaries if s.stopped not in ("trials", "space exhausted"))
+        if early:
+            print("stopped before their trials: " + ", ".join(f"{n} task(s) by {why}" for why, n in early.items()))
+    if code != EXIT_OK:
+        print(f"autotune: {status}" + (" (raise --time-budget)" if code == EXIT_BUDGET_EXHAUSTED else ""),
+              file=sys.stderr)
+    return code
+
+
+# ---------------------------------------------------------------------------- best
+
+def cmd_best(args) -> int:
+    """``autotune best``: the best record per workload on this CPU, or (``--missing GRAPH``)
+    the graph's workloads without one (exit 1 when there are any).
+
+    Example:
+        >>> # main(["best", "--db", "tuning.db", "--missing", "examples/mlp.json"])  -> 0 or 1
+    """
+    target = current_target()
+    with open_database(args.db, must_exist=True) as db:
+        if args.missing:
+            tasks = extract_tasks(load_graph(args.missing))
+            missing = set(db.missing([t.key for t in tasks]))
+            rows = [t for t in tasks if t.key in missing]
+            if args.json:
+                _print_json({"graph": args.missing, "db": args.db, "target": {"cpu": target.cpu, "key": target.key},
+                             "workloads": len(tasks),
+                             "missing": [{"name": t.name, "template": t.template_name, "weight": t.weight,
+                                          "key": t.key} for t in rows]})
+            else:
+                print(f"{len(rows)} of {len(tasks)} workload(s) of {args.missing} have no record for "
+                      f"{target.cpu} in {args.db}")
+                if rows:
+                    print(format_table(["task", "template", "weight", "key"],
+                                       [[_short(t.name), t.template_name, t.weight, t.key[:16]] for t in rows],
+                                       right={2}))
+            return EXIT_UNUSABLE if rows else EXIT_OK
+        best = db.best_all(target.key)
+    records = list(best.values())
+    if args.json:
+        _print_json({"db": args.db, "target": {"cpu": target.cpu, "key": target.key},
+                     "best": [{"workload_key": r.workload_key, "name": r.task_name, "template": r.template,
+                               "mean_ms": r.mean_cost * 1e3, "config": r.config, "timestamp": r.timestamp}
+                              for r in records]})
+        return EXIT_OK
+    print(f"best records for {target.cpu} in {args.db}: {len(records)} workload(s)")
+    if records:
+        print(format_table(["task", "template", "mean ms", "key", "config"],
+                           [[_short(r.task_name), r.template, _ms(r.mean_cost), r.workload_key[:16],
+                             json.dumps(r.config, sort_keys=True, separators=(",", ":"))] for r in records],
+                           right={2}))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- logs
+
+def _read_log_or_fail(path):
+    try:
+        return read_log(path)
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such log file") from None
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read: {err.strerror or err}") from None
+
+
+def _report_problems(path, problems) -> None:
+    for line, reason in problems:
+        print(f"{path}:{line}: skipped: {reason}", file=sys.stderr)
+
+
+def cmd_show(args) -> int:
+    """``autotune show``: the records of a JSON-lines log; unreadable lines go to stderr.
+
+    Example:
+        >>> # main(["show", "tuning_logs/mlp.jsonl", "--json"])
+    """
+    contents = _read_log_or_fail(args.log)
+    _report_problems(args.log, contents.problems)
+    records = contents.records
+    if args.json:
+        _print_json({"log": args.log, "records": [r.to_json() for r in records],
+                     "problems": [{"line": line, "reason": reason} for line, reason in contents.problems]})
+        return EXIT_OK
+    rows = [[k + 1, _short(r.task_name, 32), r.template, _ms(r.mean_cost) if r.is_ok else r.error_kind,
+             r.target_cpu, json.dumps(r.config, sort_keys=True, separators=(",", ":"))]
+            for k, r in enumerate(records)]
+    if rows:
+        print(format_table(["#", "task", "template", "ms / error", "cpu", "config"], rows, right={0, 3}))
+    ok = sum(r.is_ok for r in records)
+    skipped = f"; {len(contents.problems)} unreadable line(s) skipped (see stderr)" if contents.problems else ""
+    print(f"{len(records)} record(s) in {args.log}: {ok} ok, {len(records) - ok} error(s){skipped}")
+    return EXIT_OK
+
+
+def _workload_key(db: Database, key: str) -> str:
+    keys = sorted({w.key for w in db.workloads()})
+    if key in keys:
+        return key
+    found = [k for k in keys if k.startswith(key)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise BadInput(f"no workload {key!r} in {db.path} (`autotune best` lists them)")
+    raise BadInput(f"workload prefix {key!r} is ambiguous in {db.path}: {', '.join(k[:16] for k in found)}")
+
+
+def cmd_export(args) -> int:
+    """``autotune export``: append the database's records (all CPUs) to a log, skipping those
+    it already holds.
+
+    Example:
+        >>> # main(["export", "--db", "tuning.db", "out.jsonl", "--workload", "b47aec8a"])
+    """
+    with open_database(args.db, must_exist=True) as db:
+        key = _workload_key(db, args.workload) if args.workload is not None else None
+        total = len(db.records(workload_key=key))
+        if os.path.isdir(args.log):
+            raise BadInput(f"{args.log} is a directory, not a log file")
+        try:
+            written = export_log(db, args.log, workload_key=key)
+        except OSError as err:
+            raise BadInput(f"{args.log}: cannot write: {err.strerror or err}") from None
+    which = f" of workload {key[:16]}" if key else ""
+    print(f"exported {written} of {total} record(s){which} from {args.db} to {args.log} "
+          f"({total - written} already there)")
+    return EXIT_OK
+
+
+def cmd_import(args) -> int:
+    """``autotune import``: add a log's records to the database (created when missing);
+    importing the same log again adds nothing.
+
+    Example:
+        >>> # main(["import", "tuning_logs/mlp.jsonl", "--db", "tuning.db"])
+    """
+    if not os.path.exists(args.log):
+        raise BadInput(f"{args.log}: no such log file")
+    if os.path.isdir(args.log):
+        raise BadInput(f"{args.log} is a directory, not a log file")
+    with open_database(args.db, must_exist=False) as db:
+        try:
+            imported, skipped, problems = import_log(db, args.log)
+        except OSError as err:
+            raise BadInput(f"{args.log}: cannot read: {err.strerror or err}") from None
+    _report_problems(args.log, problems)
+    unreadable = f"; {len(problems)} unreadable line(s) skipped (see stderr)" if problems else ""
+    print(f"imported {imported} record(s) from {args.log} into {args.db} ({skipped} already there){unreadable}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- bench
+
+def random_feeds(ports, seed: int = 0) -> dict:
+    """Seeded random arrays for graph input ports (logical tensors): standard normal floats,
+    integers in [0, 4), random booleans.
+
+    Example:
+        >>> from graph_api import DataType, LogicalTensor
+        >>> feeds = random_feeds([LogicalTensor(0, DataType.f32, (2, 3))], seed=1)
+        >>> feeds[0].shape, feeds[0].dtype
+        ((2, 3), dtype('float32'))
+    """
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for port in ports:
+        dtype = port.dtype.numpy
+        if dtype.kind == "f":
+            feeds[port.id] = rng.standard_normal(port.shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[port.id] = rng.integers(0, 2, port.shape).astype(bool)
+        else:
+            feeds[port.id] = rng.integers(0, 4, port.shape).astype(dtype)
+    return feeds
+
+
+def _compile(graph, db=None):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = graph_api.compile_graph(graph, db=db)
+    missing = [w for w in caught if issubclass(w.category, MissingRecordWarning)]
+    for w in caught:
+        print(f"autotune: warning: {w.message}", file=sys.stderr)
+    return compiled, missing
+
+
+def cmd_bench(args) -> int:
+    """``autotune bench``: end-to-end latency of the compiled graph with default configs and
+    with the database's best configs, side by side (median and best of ``--repeat`` runs).
+
+    Example:
+        >>> # main(["bench", "examples/mlp.json", "--db", "tuning.db", "--repeat", "50"])
+    """
+    graph = load_graph(args.graph)
+    with open_database(args.db, must_exist=True) as db:
+        default, _ = _compile(graph)
+        tuned, missing = _compile(graph, db=db)
+        tasks = extract_tasks(graph)
+        absent = set(db.missing([t.key for t in tasks]))
+    feeds = random_feeds(tuned.input_ports, args.seed)
+    want, got = default.run(feeds), tuned.run(feeds)     # also the warm-up runs
+    mismatched = [tid for tid in want if not np.allclose(got[tid], want[tid], rtol=1e-3, atol=1e-4)]
+    times = {"default": [], "tuned": []}
+    for _ in range(args.repeat):                         # interleaved: drift hits both alike
+        for name, compiled in (("default", default), ("tuned", tuned)):
+            start = time.perf_counter()
+            compiled.run(feeds)
+            times[name].append(time.perf_counter() - start)
+    stats = {name: {"median": statistics.median(t), "min": min(t)} for name, t in times.items()}
+    speedup = {k: stats["default"][k] / stats["tuned"][k] for k in ("median", "min")}
+    partitions = sum(t.weight for t in tasks)
+    untuned = sum(t.weight for t in tasks if t.key in absent)
+    if args.json:
+        _print_json({"graph": args.graph, "db": args.db, "repeat": args.repeat, "seed": args.seed,
+                     "partitions": partitions, "untuned_partitions": untuned,
+                     "missing": [{"name": t.name, "key": t.key} for t in tasks if t.key in absent],
+                     "default_ms": {k: v * 1e3 for k, v in stats["default"].items()},
+                     "tuned_ms": {k: v * 1e3 for k, v in stats["tuned"].items()},
+                     "speedup": speedup, "outputs_match": not mismatched})
+    else:
+        print(f"{args.graph}: {partitions} compiled partition(s), {partitions - untuned} with a tuned "
+              f"config in {args.db}, {args.repeat} runs each on {current_target().cpu}")
+        print(format_table(["", "median ms", "min ms"],
+                           [["default", _ms(stats["default"]["median"]), _ms(stats["default"]["min"])],
+                            ["tuned", _ms(stats["tuned"]["median"]), _ms(stats["tuned"]["min"])],
+                            ["speedup", f"{speedup['median']:.2f}x", f"{speedup['min']:.2f}x"]],
+                           right={1, 2}))
+    if missing:
+        print(f"autotune: {len(missing)} workload(s) ran with default configs "
+              f"(`autotune best --missing {args.graph} --db {args.db}` lists them)", file=sys.stderr)
+    if mismatched:
+        print(f"autotune: the tuned graph's outputs {mismatched} differ from the default graph's",
+              file=sys.stderr)
+        return EXIT_UNUSABLE
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- command line
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises BadInput (exit 2 from ``main``) instead of exiting."""
+
+    def error(self, message):
+        raise BadInput(f"{self.prog}: {message}\n{self.format_usage().rstrip()}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``autotune`` argument parser (subcommands tune, best, show, export, import, bench).
+
+    Example:
+        >>> build_parser().parse_args(["tune", "g.json", "--trials", "8"]).time_budget is None
+        True
+    """
+    parser = _Parser(prog="autotune", description="Tune, inspect and use tilefuse tuning records.",
+                     epilog="exit codes: 0 done, 1 not usable (see the subcommand), 2 bad input, "
+                            "3 time budget exhausted before any task was tuned, 130 interrupted")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def db_option(p):
+        p.add_argument("--db", default=DEFAULT_DB, metavar="PATH",
+                       help=f"tuning database (sqlite; default {DEFAULT_DB})")
+
+    p = commands.add_parser("tune", help="tune every task (partition workload) of a graph",
+                            description="Tune every task of GRAPH and print a table per task.")
+    p.add_argument("graph", metavar="GRAPH", help="oneDNN Graph JSON file (.json)")
+    p.add_argument("--trials", type=_positive_int, required=True, metavar="N",
+                   help="measurements in all, shared by task weight (resumed ones count)")
+    p.add_argument("--tuner", choices=sorted(TUNERS), default="xgb", help="search strategy (default xgb)")
+    db_option(p)
+    p.add_argument("--log", metavar="PATH", help=f"JSON-lines log (default {LOG_DIR}/<graph stem>.jsonl)")
+    p.add_argument("--time-budget", type=_duration, metavar="DURATION",
+                   help="wall-time bound of the whole run: 90, 90s, 10m, 1h30m")
+    p.add_argument("--executor", type=_executor_spec, default="local", metavar="SPEC",
+                   help="where candidates build and run: local (default) or dask://HOST:PORT")
+    p.add_argument("--seed", type=int, default=0, help="seed of the tuner (default 0)")
+    p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                   help="start from the database's records of each task on this CPU (default on)")
+    p.add_argument("--early-stopping", type=_positive_int, metavar="N",
+                   help="stop a task after N measurements without improvement")
+    p.add_argument("--min-repeat-ms", type=_non_negative_float, default=DEFAULT_MIN_REPEAT_MS, metavar="MS",
+                   help="time each candidate in repeats of at least MS milliseconds (runs are "
+                        f"averaged; steadier costs for small kernels; default {DEFAULT_MIN_REPEAT_MS:g})")
+    p.add_argument("--timeout", type=_duration, default=DEFAULT_TIMEOUT, metavar="DURATION",
+                   help=f"build, and run, time allowed per candidate (default {DEFAULT_TIMEOUT:g} s)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
+    p.add_argument("--verbose", action="store_true", help="print every error message")
+    p.set_defaults(run=cmd_tune)
+
+    p = commands.add_parser("best", help="best record per workload for this CPU",
+                            description="The best record per workload for this CPU; with --missing "
+                                        "GRAPH, the graph's workloads without one (exit 1 if any).")
+    db_option(p)
+    p.add_argument("--missing", metavar="GRAPH", help="list GRAPH's workloads with no record for this CPU")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_best)
+
+    p = commands.add_parser("show", help="the records of a JSON-lines log")
+    p.add_argument("log", metavar="LOG")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_show)
+
+    p = commands.add_parser("export", help="append database records to a log")
+    db_option(p)
+    p.add_argument("log", metavar="LOG")
+    p.add_argument("--workload", metavar="KEY", help="only this workload (a key or a unique prefix)")
+    p.set_defaults(run=cmd_export)
+
+    p = commands.add_parser("import", help="add a log's records to the database (idempotent)")
+    p.add_argument("log", metavar="LOG")
+    db_option(p)
+    p.set_defaults(run=cmd_import)
+
+    p = commands.add_parser("bench", help="latency of the compiled graph, default vs tuned")
+    p.add_argument("graph", metavar="GRAPH")
+    db_option(p)
+    p.add_argument("--repeat", type=_positive_int, default=30, metavar="N", help="timed runs of each (default 30)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random input feeds (default 0)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_bench)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Run the ``autotune`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit
+    code (see the module docstring). Bad input is reported on stderr, never as a traceback.
+
+    Example:
+        >>> main(["tune", "missing.json", "--trials", "4"])
+        2
+    """
+    parser = build_parser()
+    try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as stop:                       # --help, --version
+            return stop.code if isinstance(stop.code, int) else EXIT_OK
+        return args.run(args)
+    except BadInput as err:
+        print(f"autotune: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("autotune: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:                              # `autotune show LOG | head`
+        try:                                             # no second error when Python flushes stdout
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return EXIT_UNUSABLE

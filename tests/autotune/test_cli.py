@@ -1,0 +1,374 @@
+"""The ``autotune`` command: tune writes the database, the log and a table, re-runs measure
+nothing new, bad input exits 2, an exhausted budget exits 3, and best/show/export/import/bench
+work on what tune wrote. Tiny graphs, ``--trials 4`` with the random tuner."""
+import contextlib
+import importlib.util
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from autotune import cli
+from autotune.cli import (EXIT_BAD_INPUT, EXIT_BUDGET_EXHAUSTED, EXIT_OK, EXIT_UNUSABLE, ProgressPrinter,
+                          TaskSummary, main, parse_duration, summarize, tune_table)
+from autotune.database import Database
+from autotune.log import read_log
+from autotune.record import Record
+from autotune.task import Task
+from autotune.tune import TaskReport
+from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType, load_json
+
+REPO = Path(__file__).resolve().parents[2]
+FAST = ["--tuner", "random", "--trials", "4", "--min-repeat-ms", "0"]
+
+
+def tiny_graph(n=8, k=16, m=8) -> Graph:
+    """MatMul + ReLU, then SoftMax: two tasks (complex, reduction)."""
+    graph = Graph()
+    x = LogicalTensor(0, DataType.f32, (n, k))
+    w = LogicalTensor(1, DataType.f32, (k, m), property_type=PropertyType.constant)
+    h, r, y = (LogicalTensor(i, DataType.f32, (n, m)) for i in (2, 3, 4))
+    graph.add_op(Op(0, OpKind.MatMul, [x, w], [h], name="fc"))
+    graph.add_op(Op(1, OpKind.ReLU, [h], [r], name="relu"))
+    graph.add_op(Op(2, OpKind.SoftMax, [r], [y], {"axis": -1}, name="softmax"))
+    graph.finalize()
+    return graph
+
+
+def write_graph(path: Path, **shape) -> str:
+    path.write_text(tiny_graph(**shape).to_json())
+    return str(path)
+
+
+def run(argv):
+    """main(argv) with stdout and stderr captured: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def table_of(stdout: str) -> str:
+    """The task table of tune's output (the header line up to the first blank line)."""
+    lines = stdout.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("task "))
+    end = next((k for k in range(start, len(lines)) if not lines[k].strip()), len(lines))
+    return "\n".join(lines[start:end])
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """One tune run in a fresh directory with the default --db and --log, then the same
+    command again."""
+    work = tmp_path_factory.mktemp("tuned")
+    graph = write_graph(work / "tiny.json")
+    before = os.getcwd()
+    os.chdir(work)
+    try:
+        first = run(["tune", graph, *FAST])
+        log_after_first = (work / "tuning_logs" / "tiny.jsonl").read_text()
+        second = run(["tune", graph, *FAST])
+    finally:
+        os.chdir(before)
+    return {"dir": work, "graph": graph, "db": work / "tuning.db", "log": work / "tuning_logs" / "tiny.jsonl",
+            "first": first, "second": second, "log_after_first": log_after_first}
+
+
+# ---------------------------------------------------------------------------- tune
+
+def test_tune_writes_database_log_and_a_table_per_task(tuned):
+    code, out, err = tuned["first"]
+    assert code == EXIT_OK, err
+    assert tuned["db"].is_file()
+    records = read_log(tuned["log"]).records
+    assert len(records) == 4 and not read_log(tuned["log"]).problems
+    table = table_of(out)
+    header = table.splitlines()[0].split()
+    assert header[:4] == ["task", "template", "weight", "trials"] and header[-2:] == ["speedup", "errors"]
+    rows = table.splitlines()[2:]
+    assert len(rows) == 2
+    assert rows[0].startswith("matmul+relu 8x8") and " complex " in rows[0]
+    assert " reduction " in rows[1]
+    assert "4 new measurement(s), 0 resumed" in out
+    with Database(tuned["db"]) as db:
+        assert len(db.records()) == 4 and len(db.best_all()) == 2
+    assert "[1/2]" in out and "[2/2]" in out          # a plain progress line per batch (not a tty)
+
+
+def test_second_identical_run_measures_nothing_and_prints_the_same_table(tuned):
+    code, out, err = tuned["second"]
+    assert code == EXIT_OK, err
+    assert tuned["log"].read_text() == tuned["log_after_first"]
+    assert table_of(out) == table_of(tuned["first"][1])
+    assert "0 new measurement(s), 4 resumed" in out
+
+
+def test_no_resume_measures_again(tuned, tmp_path):
+    db, log = tmp_path / "t.db", tmp_path / "t.jsonl"
+    assert run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log])[0] == EXIT_OK
+    code, out, _ = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log, "--no-resume", "--seed", "3"])
+    assert code == EXIT_OK and "4 new measurement(s), 0 resumed" in out
+    assert len(read_log(log).records) == 8
+
+
+def test_json_summary_parses(tuned, tmp_path):
+    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tuned["db"], "--log", tmp_path / "x.jsonl",
+                          "--json", "--verbose"])
+    assert code == EXIT_OK
+    summary = json.loads(out)                          # progress and chatter went to stderr
+    assert summary["status"] == "done" and summary["exit_code"] == 0
+    assert summary["new_trials"] == 0 and summary["resumed_trials"] == 4
+    assert [t["template"] for t in summary["tasks"]] == ["complex", "reduction"]
+    task = summary["tasks"][0]
+    assert task["trials"] == 2 and task["tuned_ms"] > 0 and task["tuned_gflops"] > 0
+    assert set(task["errors"]) == {"compile", "runtime", "timeout", "crash", "wrong_answer"}
+    assert task["messages"] == [] and isinstance(task["best_config"], dict)
+    assert "tuning 2 task(s)" in err
+
+
+def test_budget_exhausted_before_any_task_was_tuned_exits_3(tuned, tmp_path):
+    # a microsecond: gone before the first batch can start (with 0.001 s the first batch may
+    # still start in time on a fast machine, and then a task is tuned: exit 0)
+    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tmp_path / "t.db", "--log", tmp_path / "t.jsonl",
+                          "--time-budget", "0.000001"])
+    assert code == EXIT_BUDGET_EXHAUSTED
+    assert "time budget exhausted before any task was tuned" in err
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_tiny_budget_with_resumed_records_is_done(tuned, tmp_path):
+    code, out, _ = run(["tune", tuned["graph"], *FAST, "--db", tuned["db"], "--log", tmp_path / "t.jsonl",
+                        "--time-budget", "0.001"])
+    assert code == EXIT_OK and "4 resumed" in out
+
+
+def test_every_candidate_failing_exits_1_and_reports_errors_per_kind(tuned, tmp_path):
+    argv = ["tune", tuned["graph"], "--tuner", "random", "--trials", "4", "--min-repeat-ms", "0",
+            "--timeout", "0.001", "--db", tmp_path / "t.db", "--log", tmp_path / "t.jsonl"]
+    code, out, err = run(argv)
+    assert code == EXIT_UNUSABLE and "every measurement failed" in err
+    rows = table_of(out).splitlines()[2:]
+    assert len(rows) == 2 and not any(row.endswith("  0") for row in rows)
+    assert "errors (first message of each kind; --verbose shows all):" in out
+    assert "within the timeout of 0.001 s" in out       # at build (compile) or at run (timeout)
+    data = json.loads(run(argv + ["--json"])[1])
+    assert data["exit_code"] == EXIT_UNUSABLE
+    for task in data["tasks"]:
+        assert task["tuned_ms"] is None and sum(task["errors"].values()) >= 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["tune", "{dir}/nope.json", "--trials", "4"], "no such graph file"),
+    (["tune", "{dir}/corrupt.json", "--trials", "4"], "invalid JSON"),
+    (["tune", "{dir}/model.onnx", "--trials", "4"], "ONNX models are not supported yet"),
+    (["tune", "{dir}/model.pb", "--trials", "4"], "unknown graph format '.pb'"),
+    (["tune", "{graph}", "--trials", "4", "--tuner", "annealing"], "invalid choice: 'annealing'"),
+    (["tune", "{graph}", "--trials", "4", "--time-budget", "ten minutes"], "bad duration 'ten minutes'"),
+    (["tune", "{graph}", "--trials", "4", "--time-budget", "0s"], "more than 0 seconds"),
+    (["tune", "{graph}", "--trials", "4", "--executor", "ssh://box"], "expected 'local' or 'dask://HOST:PORT'"),
+    (["tune", "{graph}", "--trials", "4", "--executor", "dask://nohost"], "dask://HOST:PORT"),
+    (["tune", "{graph}", "--trials", "0"], "must be at least 1"),
+    (["tune", "{graph}"], "required: --trials"),
+    (["tune", "{graph}", "--trials", "4", "--db", "{dir}/notadb.db"], "notadb.db"),
+    (["tune", "{graph}", "--trials", "4", "--log", "{dir}"], "is a directory"),
+    (["tune", "{graph}", "--trials", "4", "--min-repeat-ms", "5000"], "does not fit in the timeout"),
+    ([], "required: COMMAND"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["best", "--db", "{dir}/missing.db"], "no tuning database at"),
+    (["best", "--db", "{dir}/notadb.db"], "notadb.db"),
+    (["show", "{dir}/missing.jsonl"], "no such log file"),
+    (["import", "{dir}/missing.jsonl", "--db", "{dir}/new.db"], "no such log file"),
+    (["export", "--db", "{dir}/missing.db", "{dir}/out.jsonl"], "no tuning database at"),
+    (["bench", "{graph}", "--db", "{dir}/missing.db"], "no tuning database at"),
+    (["bench", "{dir}/nope.json"], "no such graph file"),
+])
+def test_bad_input_exits_2_with_a_message(tmp_path, argv, message):
+    graph = write_graph(tmp_path / "g.json")
+    (tmp_path / "corrupt.json").write_text('{"graph": [')
+    (tmp_path / "model.onnx").write_bytes(b"\x08\x07")
+    (tmp_path / "model.pb").write_bytes(b"\x08\x07")
+    (tmp_path / "notadb.db").write_text("this is not sqlite\n")
+    code, out, err = run([a.format(dir=tmp_path, graph=graph) for a in argv])
+    assert code == EXIT_BAD_INPUT
+    assert message in err and err.startswith("autotune: error: ")
+    assert "Traceback" not in err and not out
+    assert not (tmp_path / "new.db").exists() and not (tmp_path / "missing.db").exists()
+
+
+def test_help_exits_0(capsys):
+    assert main(["tune", "--help"]) == EXIT_OK
+    assert "--time-budget" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- best
+
+def test_best_lists_the_best_record_per_workload(tuned):
+    code, out, _ = run(["best", "--db", tuned["db"]])
+    assert code == EXIT_OK and "2 workload(s)" in out
+    data = json.loads(run(["best", "--db", tuned["db"], "--json"])[1])
+    assert sorted(b["template"] for b in data["best"]) == ["complex", "reduction"]
+    with Database(tuned["db"]) as db:
+        assert {b["workload_key"]: b["mean_ms"] for b in data["best"]} == {
+            k: pytest.approx(r.mean_cost * 1e3) for k, r in db.best_all().items()}
+
+
+def test_best_missing_lists_untuned_workloads_and_exits_1(tuned, tmp_path):
+    code, out, _ = run(["best", "--db", tuned["db"], "--missing", tuned["graph"]])
+    assert code == EXIT_OK and out.startswith("0 of 2 workload(s)")
+    other = write_graph(tmp_path / "wider.json", m=16)          # new matmul and softmax shapes
+    code, out, _ = run(["best", "--db", tuned["db"], "--missing", other])
+    assert code == EXIT_UNUSABLE and out.startswith("2 of 2 workload(s)")
+    assert "matmul+relu" in out
+    data = json.loads(run(["best", "--db", tuned["db"], "--missing", other, "--json"])[1])
+    assert len(data["missing"]) == 2 and data["workloads"] == 2
+
+
+# ---------------------------------------------------------------------------- logs
+
+def test_show_lists_records_and_reports_corrupt_lines_on_stderr(tuned, tmp_path):
+    log = tmp_path / "damaged.jsonl"
+    lines = tuned["log"].read_text().splitlines()
+    log.write_text("\n".join(lines[:2] + ["{not json", '{"kind": "other"}'] + lines[2:]) + "\n{\"trunc")
+    code, out, err = run(["show", log])
+    assert code == EXIT_OK
+    assert "4 record(s)" in out and "3 unreadable line(s)" in out
+    assert f"{log}:3: skipped: not valid JSON" in err and f"{log}:4:" in err and f"{log}:7:" in err
+    data = json.loads(run(["show", log, "--json"])[1])
+    assert len(data["records"]) == 4 and [p["line"] for p in data["problems"]] == [3, 4, 7]
+
+
+def test_export_then_import_round_trips_and_is_idempotent(tuned, tmp_path):
+    out_log, new_db = tmp_path / "out.jsonl", tmp_path / "new.db"
+    code, out, _ = run(["export", "--db", tuned["db"], out_log])
+    assert code == EXIT_OK and out.startswith("exported 4 of 4 record(s)")
+    assert run(["export", "--db", tuned["db"], out_log])[1].startswith("exported 0 of 4")
+    code, out, _ = run(["import", out_log, "--db", new_db])
+    assert code == EXIT_OK and out.startswith("imported 4 record(s)") and "(0 already there)" in out
+    assert run(["import", out_log, "--db", new_db])[1].startswith("imported 0 record(s)")
+    with Database(new_db) as a, Database(tuned["db"]) as b:
+        assert set(a.records()) == set(b.records())
+    with out_log.open("a") as f:
+        f.write("garbage\n")
+    code, out, err = run(["import", out_log, "--db", new_db])
+    assert code == EXIT_OK and "1 unreadable line(s)" in out and ":5: skipped" in err
+
+
+def test_export_one_workload_by_key_prefix(tuned, tmp_path):
+    with Database(tuned["db"]) as db:
+        key = db.records()[0].workload_key
+    code, out, _ = run(["export", "--db", tuned["db"], tmp_path / "one.jsonl", "--workload", key[:10]])
+    assert code == EXIT_OK and out.startswith("exported 2 of 2 record(s) of workload")
+    assert {r.workload_key for r in read_log(tmp_path / "one.jsonl").records} == {key}
+    code, _, err = run(["export", "--db", tuned["db"], tmp_path / "x.jsonl", "--workload", "zz"])
+    assert code == EXIT_BAD_INPUT and "no workload 'zz'" in err
+    code, _, err = run(["export", "--db", tuned["db"], tmp_path / "x.jsonl", "--workload", ""])
+    assert code == EXIT_BAD_INPUT and "is ambiguous" in err and not (tmp_path / "x.jsonl").exists()
+
+
+# ---------------------------------------------------------------------------- bench
+
+def test_bench_times_default_and_tuned_side_by_side(tuned):
+    code, out, err = run(["bench", tuned["graph"], "--db", tuned["db"], "--repeat", "3"])
+    assert code == EXIT_OK, err
+    assert "2 compiled partition(s), 2 with a tuned config" in out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[3:]}
+    assert set(rows) == {"default", "tuned", "speedup"} and rows["speedup"][0].endswith("x")
+    data = json.loads(run(["bench", tuned["graph"], "--db", tuned["db"], "--repeat", "2", "--json"])[1])
+    assert data["outputs_match"] and data["untuned_partitions"] == 0
+    assert data["speedup"]["median"] == pytest.approx(data["default_ms"]["median"] / data["tuned_ms"]["median"])
+
+
+def test_bench_warns_about_workloads_without_records(tuned, tmp_path):
+    Database(tmp_path / "empty.db").close()
+    code, out, err = run(["bench", tuned["graph"], "--db", tmp_path / "empty.db", "--repeat", "1"])
+    assert code == EXIT_OK
+    assert "0 with a tuned config" in out
+    assert err.count("no tuning record for workload") == 2 and "autotune best --missing" in err
+
+
+# ---------------------------------------------------------------------------- pieces
+
+def test_parse_duration():
+    assert [parse_duration(t) for t in ("45", "0.5", "90s", "10m", "1h", "1h30m", "2.5m", " 1H ")] == \
+        [45, 0.5, 90, 600, 3600, 5400, 150, 3600]
+    for bad in ("", "m", "10x", "1m1h", "5m5m", "-3", "0", "inf", "nan"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+def _task():
+    from tensorir import compute, placeholder
+    A = placeholder((64,), name="A")
+    return Task(compute((64,), lambda i: A[i] * 2.0, name="B"))
+
+
+def test_summary_counts_resumed_and_new_errors_with_first_messages():
+    task = _task()
+    prior = [Record.create(task.key, task.name, "injective", {"v": 1}, error_kind="timeout",
+                           error_msg="ran longer than 10 s\ndetails"),
+             Record.create(task.key, task.name, "injective", {"v": 2}, costs=[1e-3])]
+    report = TaskReport(task, trials=3, resumed=2, errors=Counter(compile=2, timeout=1),
+                        messages=[("compile", "LLVM: bad\ntrace"), ("timeout", "later"), ("compile", "again")],
+                        default_cost=1e-3, best_cost=5e-4)
+    s = summarize(report, prior)
+    assert s.trials == 5 and s.errors == {"timeout": 2, "compile": 2}
+    assert s.first_errors == {"timeout": "ran longer than 10 s", "compile": "LLVM: bad"}
+    assert len(s.messages) == 4 and s.speedup == 2.0
+    text = tune_table([s])
+    assert "compile 2, timeout 2" in text and "timeout: ran longer than 10 s" in text and "details" not in text
+    verbose = tune_table([s], verbose=True)
+    assert "details" in verbose and "again" in verbose and "trace" in verbose
+
+
+def test_untuned_tasks_show_dashes_and_exit_codes_follow_the_reports():
+    task = _task()
+    untuned = summarize(TaskReport(task, stopped="time budget"), [])
+    assert "-" in tune_table([untuned]).splitlines()[2] and not untuned.tuned
+    assert math.isnan(untuned.speedup) and untuned.to_json()["tuned_ms"] is None
+    failing = TaskReport(task, trials=2, errors=Counter(crash=2), stopped="trials")
+    assert cli._tune_exit([untuned], [TaskReport(task, stopped="time budget")])[0] == EXIT_BUDGET_EXHAUSTED
+    assert cli._tune_exit([summarize(failing, [])], [failing])[0] == EXIT_UNUSABLE
+    done = TaskSummary("t", "k", "injective", 1, 0, 1, 1, 0, 1e-3, 1e-3)
+    assert cli._tune_exit([done, untuned], [failing, failing])[0] == EXIT_OK
+
+
+def test_progress_is_one_line_per_batch_or_one_bar_on_a_terminal():
+    task = _task()
+    report = TaskReport(task, trials=4, default_cost=2e-3, best_cost=1e-3)
+    plain = io.StringIO()
+    printer = ProgressPrinter(plain, [task], tty=False)
+    printer(report, 2, 4), printer(report, 4, 4), printer.finish()
+    assert plain.getvalue().count("\n") == 2 and "[1/1] B: 4/4 trials, best 1.000 ms" in plain.getvalue()
+    bar = io.StringIO()
+    printer = ProgressPrinter(bar, [task], tty=True)
+    printer(report, 2, 4), printer(report, 4, 4), printer.finish()
+    assert bar.getvalue().count("\r") == 2 and bar.getvalue().count("\n") == 1 and "[####" in bar.getvalue()
+
+
+# ---------------------------------------------------------------------------- entry points
+
+def test_python_m_autotune_runs_the_command(tuned, tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "autotune", "show", str(tuned["log"])], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and "4 record(s)" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "autotune", "tune", "missing.json", "--trials", "4"],
+                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2 and "no such graph file" in done.stderr
+
+
+def test_conv_block_example_is_what_its_generator_writes():
+    spec = importlib.util.spec_from_file_location("make_conv_block_graph", REPO / "examples" / "make_conv_block_graph.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = REPO / "examples" / "conv_block.json"
+    assert path.read_text() == module.conv_block_graph().to_json()
+    graph = load_json(path)
+    assert [[op.kind.value for op in p.get_ops()] for p in graph.get_partitions()] == [
+        ["Convolution", "BiasAdd", "ReLU"], ["Convolution", "BiasAdd", "Add", "ReLU"]]
