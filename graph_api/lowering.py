@@ -1,10 +1,17 @@
 """Graph ops -> tensorir compute definitions (the op library ``tensorir.ops``).
 
 ``lower_op(op, inputs)`` returns the op's output tensors built on the tensorir tensors of its
-inputs, reading attributes with oneDNN's defaults (``schema.get_attr``). ``op_class(op)``
-derives the op's operator class from those compute bodies rather than from a table: the
-highest class among the stages it builds (complex > reduction > injective); an op that does
-not lower is opaque (and not compiled).
+inputs, reading attributes with oneDNN's defaults (``schema.get_attr``). Each op kind has one
+small lowering function in the ``_LOWERINGS`` table; ``LOWERED_KINDS`` lists them.
+``op_class(op)`` derives the op's operator class from those compute bodies rather than from a
+table: the highest class among the stages it builds (complex > reduction > injective); an op
+that does not lower is opaque (and not compiled).
+
+Example:
+    >>> from graph_api import LogicalTensor
+    >>> x = LogicalTensor(0, DataType.f32, (7, 13)); y = LogicalTensor(1, DataType.f32, (7, 13))
+    >>> OpKind.ConvTranspose in LOWERED_KINDS, op_class(Op(0, OpKind.SoftMax, [x], [y], {"axis": -1}))
+    (True, 'reduction')
 """
 from __future__ import annotations
 
@@ -19,32 +26,6 @@ from .schema import get_attr
 
 COMPILED_DTYPES = {DataType.f32, DataType.s32, DataType.s64, DataType.s8, DataType.u8, DataType.boolean}
 
-_UNARY = {
-    OpKind.Abs: lambda op, x: T.abs(x), OpKind.Exp: lambda op, x: T.exp(x), OpKind.Log: lambda op, x: T.log(x),
-    OpKind.Sqrt: lambda op, x: T.sqrt(x), OpKind.Square: lambda op, x: T.square(x),
-    OpKind.Reciprocal: lambda op, x: T.reciprocal(x), OpKind.ReLU: lambda op, x: T.relu(x),
-    OpKind.Sigmoid: lambda op, x: T.sigmoid(x), OpKind.Tanh: lambda op, x: T.tanh(x),
-    OpKind.HardSwish: lambda op, x: T.hardswish(x), OpKind.Mish: lambda op, x: T.mish(x),
-    OpKind.Round: lambda op, x: T.round(x),
-    OpKind.LeakyReLU: lambda op, x: T.leaky_relu(x, get_attr(op, "alpha")),
-    OpKind.Elu: lambda op, x: T.elu(x, get_attr(op, "alpha")),
-    OpKind.GELU: lambda op, x: T.gelu(x, get_attr(op, "mode")),
-    OpKind.HardSigmoid: lambda op, x: T.hardsigmoid(x, get_attr(op, "alpha"), get_attr(op, "beta")),
-    OpKind.SoftPlus: lambda op, x: T.softplus(x, get_attr(op, "beta")),
-    OpKind.Clamp: lambda op, x: T.clamp(x, get_attr(op, "min"), get_attr(op, "max")),
-    OpKind.Pow: lambda op, x: T.pow(x, get_attr(op, "beta")),
-    OpKind.Reorder: lambda op, x: T.reorder(x),
-    OpKind.Dropout: lambda op, x: T.identity(x),
-}
-_BINARY = {
-    OpKind.Add: T.add, OpKind.Subtract: T.subtract, OpKind.Multiply: T.multiply, OpKind.Divide: T.divide,
-    OpKind.Maximum: T.maximum, OpKind.Minimum: T.minimum, OpKind.SquaredDifference: T.squared_difference,
-    OpKind.GreaterEqual: T.greater_equal,
-}
-_REDUCE = {OpKind.ReduceSum: "sum", OpKind.ReduceMean: "mean", OpKind.ReduceMax: "max", OpKind.ReduceMin: "min",
-           OpKind.ReduceProd: "prod", OpKind.ReduceL1: "l1", OpKind.ReduceL2: "l2"}
-
-
 _CASE_FREE = ("auto_pad", "rounding_type", "auto_broadcast")   # oneDNN accepts any letter case
 
 
@@ -52,53 +33,257 @@ def _attrs(op, *names):
     return {n: (get_attr(op, n).lower() if n in _CASE_FREE else get_attr(op, n)) for n in names}
 
 
-def _lower(op: Op, xs: list):
-    kind = op.kind
-    if kind in _UNARY and len(xs) == 1:
-        return _UNARY[kind](op, xs[0])
-    if kind in _BINARY:
-        return _BINARY[kind](xs[0], xs[1], get_attr(op, "auto_broadcast").lower())
-    if kind in _REDUCE and len(xs) == 1:
-        return T.reduce(_REDUCE[kind], xs[0], get_attr(op, "axes"), get_attr(op, "keep_dims"))
-    if kind is OpKind.Select:
-        return T.select(xs[0], xs[1], xs[2], get_attr(op, "auto_broadcast").lower())
-    if kind is OpKind.BiasAdd:
-        return T.bias_add(xs[0], xs[1], get_attr(op, "data_format"))
-    if kind is OpKind.PReLU:
-        return T.prelu(xs[0], xs[1], **_attrs(op, "data_format", "per_channel_broadcast"))
-    if kind is OpKind.TypeCast:
-        return T.typecast(xs[0], op.outputs[0].dtype.numpy.name)
-    if kind is OpKind.MatMul:
-        return T.matmul(xs[0], xs[1], get_attr(op, "transpose_a"), get_attr(op, "transpose_b"),
-                        bias=xs[2] if len(xs) == 3 else None)
-    if kind is OpKind.Convolution:
-        return T.conv(xs[0], xs[1], bias=xs[2] if len(xs) == 3 else None,
-                      **_attrs(op, "strides", "pads_begin", "pads_end", "dilations", "groups", "data_format",
-                               "weights_format", "auto_pad"))
-    if kind is OpKind.MaxPool:
-        return T.max_pool(xs[0], **_attrs(op, "kernel", "strides", "pads_begin", "pads_end", "dilations",
-                                          "rounding_type", "data_format", "auto_pad"))
-    if kind is OpKind.AvgPool:
-        return T.avg_pool(xs[0], **_attrs(op, "kernel", "strides", "pads_begin", "pads_end", "exclude_pad",
-                                          "rounding_type", "data_format", "auto_pad"))
-    if kind is OpKind.BatchNormInference:
-        return T.batch_norm_inference(*xs[:5], **_attrs(op, "epsilon", "data_format"))
-    if kind is OpKind.LayerNorm:
-        use_affine = get_attr(op, "use_affine")
-        gamma, beta = (xs[1], xs[2]) if use_affine and len(xs) == 3 else (None, None)
-        return T.layer_norm(xs[0], gamma, beta, get_attr(op, "begin_norm_axis"), get_attr(op, "epsilon"),
-                            bool(gamma is not None), len(op.outputs) == 3)
-    if kind is OpKind.SoftMax:
-        return T.softmax(xs[0], get_attr(op, "axis"))
-    if kind is OpKind.LogSoftmax:
-        return T.log_softmax(xs[0], get_attr(op, "axis"))
-    if kind is OpKind.StaticReshape:
-        return T.reshape(xs[0], get_attr(op, "shape"), get_attr(op, "special_zero"))
-    if kind is OpKind.StaticTranspose:
-        return T.transpose(xs[0], get_attr(op, "order"))
-    if kind is OpKind.Concat:
-        return T.concat(xs, get_attr(op, "axis"))
-    raise GraphError(f"op {op.id} ({kind.value}): no compute definition; it runs in the reference interpreter")
+def _spatial(values, n: int, default: int):
+    """A per-spatial-dimension attribute as ``n`` values: oneDNN's schema defaults hold 12 (its
+    maximum rank), so a longer list whose tail is the default is cut; empty means the default."""
+    if not values:
+        return [default] * n
+    values = list(values)
+    return values[:n] if len(values) > n and all(v == default for v in values[n:]) else values
+
+
+def _inputs(op: Op, xs: list, *counts: int) -> list:
+    if len(xs) not in counts:
+        raise GraphError(f"op {op.id} ({op.kind.value}): expected {' or '.join(map(str, counts))} inputs, "
+                         f"got {len(xs)}")
+    return xs
+
+
+_K = OpKind
+_L: dict = {}
+
+
+def _unary(kind, fn):
+    _L[kind] = lambda op, xs: fn(op, _inputs(op, xs, 1)[0])
+
+
+for _kind, _fn in {
+        _K.Abs: lambda op, x: T.abs(x), _K.Exp: lambda op, x: T.exp(x), _K.Log: lambda op, x: T.log(x),
+        _K.Sqrt: lambda op, x: T.sqrt(x), _K.Square: lambda op, x: T.square(x),
+        _K.Reciprocal: lambda op, x: T.reciprocal(x), _K.ReLU: lambda op, x: T.relu(x),
+        _K.Sigmoid: lambda op, x: T.sigmoid(x), _K.Tanh: lambda op, x: T.tanh(x),
+        _K.HardSwish: lambda op, x: T.hardswish(x), _K.Mish: lambda op, x: T.mish(x),
+        _K.Round: lambda op, x: T.round(x),
+        _K.LeakyReLU: lambda op, x: T.leaky_relu(x, get_attr(op, "alpha")),
+        _K.Elu: lambda op, x: T.elu(x, get_attr(op, "alpha")),
+        _K.GELU: lambda op, x: T.gelu(x, get_attr(op, "mode")),
+        _K.HardSigmoid: lambda op, x: T.hardsigmoid(x, get_attr(op, "alpha"), get_attr(op, "beta")),
+        _K.SoftPlus: lambda op, x: T.softplus(x, get_attr(op, "beta")),
+        _K.Clamp: lambda op, x: T.clamp(x, get_attr(op, "min"), get_attr(op, "max")),
+        _K.Pow: lambda op, x: T.pow(x, get_attr(op, "beta")),
+        _K.Reorder: lambda op, x: T.reorder(x),
+        _K.SoftMax: lambda op, x: T.softmax(x, get_attr(op, "axis"), get_attr(op, "mode"),
+                                            stats=len(op.outputs) == 2),
+        _K.LogSoftmax: lambda op, x: T.log_softmax(x, get_attr(op, "axis")),
+        _K.StaticReshape: lambda op, x: T.reshape(x, get_attr(op, "shape"), get_attr(op, "special_zero")),
+        _K.StaticTranspose: lambda op, x: T.transpose(x, get_attr(op, "order")),
+        _K.GenIndex: lambda op, x: T.gen_index(x, get_attr(op, "axis")),
+        _K.TypeCast: lambda op, x: T.typecast(x, op.outputs[0].dtype.numpy.name),
+        _K.BiasAddBackward: lambda op, x: T.bias_add_backward(x, get_attr(op, "data_format")),
+        _K.BiasAddBackprop: lambda op, x: T.bias_add_backward(x, get_attr(op, "data_format")),
+}.items():
+    _unary(_kind, _fn)
+
+for _kind, _fn in {_K.Add: T.add, _K.Subtract: T.subtract, _K.Multiply: T.multiply, _K.Divide: T.divide,
+                   _K.Maximum: T.maximum, _K.Minimum: T.minimum, _K.SquaredDifference: T.squared_difference,
+                   _K.GreaterEqual: T.greater_equal}.items():
+    _L[_kind] = (lambda fn: lambda op, xs: fn(*_inputs(op, xs, 2), get_attr(op, "auto_broadcast").lower()))(_fn)
+
+for _kind, _name in {_K.ReduceSum: "sum", _K.ReduceMean: "mean", _K.ReduceMax: "max", _K.ReduceMin: "min",
+                     _K.ReduceProd: "prod", _K.ReduceL1: "l1", _K.ReduceL2: "l2"}.items():
+    # axes given as a second (run-time) input are not lowered: the shapes depend on them
+    _L[_kind] = (lambda name: lambda op, xs: T.reduce(name, _inputs(op, xs, 1)[0], get_attr(op, "axes"),
+                                                      get_attr(op, "keep_dims")))(_name)
+
+# elementwise backward ops: (data, diff_dst) -> diff_src; data is dst or src per use_dst
+_BACKWARD = {
+    _K.ReLUBackward: lambda op, d, g: T.relu_backward(d, g, get_attr(op, "use_dst")),
+    _K.SigmoidBackward: lambda op, d, g: T.sigmoid_backward(d, g, get_attr(op, "use_dst")),
+    _K.TanhBackward: lambda op, d, g: T.tanh_backward(d, g, get_attr(op, "use_dst")),
+    _K.SqrtBackward: lambda op, d, g: T.sqrt_backward(d, g, get_attr(op, "use_dst")),
+    _K.EluBackward: lambda op, d, g: T.elu_backward(d, g, get_attr(op, "alpha"), get_attr(op, "use_dst")),
+    _K.ClampBackward: lambda op, d, g: T.clamp_backward(d, g, get_attr(op, "min"), get_attr(op, "max"),
+                                                        get_attr(op, "use_dst")),
+    _K.GELUBackward: lambda op, d, g: T.gelu_backward(d, g, get_attr(op, "mode")),
+    _K.HardSigmoidBackward: lambda op, d, g: T.hardsigmoid_backward(d, g, get_attr(op, "alpha"),
+                                                                    get_attr(op, "beta")),
+    _K.HardSwishBackward: lambda op, d, g: T.hardswish_backward(d, g),
+    _K.MishBackward: lambda op, d, g: T.mish_backward(d, g),
+    _K.SoftPlusBackward: lambda op, d, g: T.softplus_backward(d, g, get_attr(op, "beta")),
+    _K.AbsBackward: lambda op, d, g: T.abs_backward(d, g),
+    # these two take (diff_dst, dst)
+    _K.SoftMaxBackward: lambda op, g, d: T.softmax_backward(g, d, get_attr(op, "axis")),
+    _K.LogSoftmaxBackward: lambda op, g, d: T.log_softmax_backward(g, d, get_attr(op, "axis")),
+}
+for _kind, _fn in _BACKWARD.items():
+    _L[_kind] = (lambda fn: lambda op, xs: fn(op, *_inputs(op, xs, 2)))(_fn)
+
+
+def _lowering(kind):
+    def register(fn):
+        _L[kind] = fn
+        return fn
+    return register
+
+
+@_lowering(_K.Select)
+def _select(op, xs):
+    return T.select(*_inputs(op, xs, 3), get_attr(op, "auto_broadcast").lower())
+
+
+@_lowering(_K.BiasAdd)
+def _bias_add(op, xs):
+    return T.bias_add(*_inputs(op, xs, 2), get_attr(op, "data_format"))
+
+
+@_lowering(_K.PReLU)
+def _prelu(op, xs):
+    return T.prelu(*_inputs(op, xs, 2), **_attrs(op, "data_format", "per_channel_broadcast"))
+
+
+@_lowering(_K.MatMul)
+def _matmul(op, xs):
+    _inputs(op, xs, 2, 3)
+    return T.matmul(xs[0], xs[1], get_attr(op, "transpose_a"), get_attr(op, "transpose_b"),
+                    bias=xs[2] if len(xs) == 3 else None)
+
+
+def _dilations(op, x):
+    return _spatial(get_attr(op, "dilations"), x.ndim - 2, 1)
+
+
+@_lowering(_K.Convolution)
+def _convolution(op, xs):
+    _inputs(op, xs, 2, 3)
+    return T.conv(xs[0], xs[1], dilations=_dilations(op, xs[0]), bias=xs[2] if len(xs) == 3 else None,
+                  **_attrs(op, "strides", "pads_begin", "pads_end", "groups", "data_format", "weights_format",
+                           "auto_pad"))
+
+
+@_lowering(_K.ConvTranspose)
+def _conv_transpose(op, xs):
+    _inputs(op, xs, 2, 3)
+    return T.conv_transpose(xs[0], xs[1], dilations=_dilations(op, xs[0]),
+                            output_padding=_spatial(get_attr(op, "output_padding"), xs[0].ndim - 2, 0),
+                            bias=xs[2] if len(xs) == 3 else None,
+                            **_attrs(op, "strides", "pads_begin", "pads_end", "groups", "data_format",
+                                     "weights_format", "auto_pad"))
+
+
+@_lowering(_K.MaxPool)
+def _max_pool(op, xs):
+    x = _inputs(op, xs, 1)[0]
+    return T.max_pool(x, dilations=_dilations(op, x), **_attrs(op, "kernel", "strides", "pads_begin", "pads_end",
+                                                               "rounding_type", "data_format", "auto_pad"))
+
+
+@_lowering(_K.AvgPool)
+def _avg_pool(op, xs):
+    return T.avg_pool(_inputs(op, xs, 1)[0], **_attrs(op, "kernel", "strides", "pads_begin", "pads_end",
+                                                      "exclude_pad", "rounding_type", "data_format", "auto_pad"))
+
+
+@_lowering(_K.BatchNormInference)
+def _batch_norm(op, xs):
+    return T.batch_norm_inference(*_inputs(op, xs, 5), **_attrs(op, "epsilon", "data_format"))
+
+
+@_lowering(_K.BatchNormTrainingBackward)
+def _batch_norm_backward(op, xs):
+    _inputs(op, xs, 4, 5)
+    return T.batch_norm_backward(*xs[:4], gamma=xs[4] if len(xs) == 5 else None,
+                                 **_attrs(op, "epsilon", "data_format"))
+
+
+def _affine_inputs(op, xs):
+    _inputs(op, xs, 1, 3)
+    return (xs[1], xs[2]) if get_attr(op, "use_affine") and len(xs) == 3 else (None, None)
+
+
+@_lowering(_K.LayerNorm)
+def _layer_norm(op, xs):
+    gamma, beta = _affine_inputs(op, xs)
+    return T.layer_norm(xs[0], gamma, beta, get_attr(op, "begin_norm_axis"), get_attr(op, "epsilon"),
+                        gamma is not None, len(op.outputs) == 3)
+
+
+@_lowering(_K.GroupNorm)
+def _group_norm(op, xs):
+    gamma, beta = _affine_inputs(op, xs)
+    return T.group_norm(xs[0], gamma, beta, get_attr(op, "groups"), get_attr(op, "epsilon"), gamma is not None,
+                        len(op.outputs) == 3, get_attr(op, "data_format"))
+
+
+@_lowering(_K.RMSNorm)
+def _rms_norm(op, xs):
+    _inputs(op, xs, 1, 2)
+    return T.rms_norm(xs[0], xs[1] if len(xs) == 2 else None, get_attr(op, "begin_norm_axis"),
+                      get_attr(op, "epsilon"))
+
+
+@_lowering(_K.Concat)
+def _concat(op, xs):
+    return T.concat(xs, get_attr(op, "axis"))
+
+
+@_lowering(_K.Dropout)
+def _dropout(op, xs):
+    # inference semantics (the reference's): the seed, offset and probability inputs are not read
+    return T.dropout(_inputs(op, xs, 1, 2, 3, 4)[0])
+
+
+@_lowering(_K.Interpolate)
+def _interpolate(op, xs):
+    x = _inputs(op, xs, 1, 2)[0]
+    fmt = get_attr(op, "data_format")
+    sizes, scales = get_attr(op, "sizes"), get_attr(op, "scales")
+    if len(xs) == 2:    # a sizes tensor, read at run time: the output's known shape says the same
+        out = op.outputs[0]
+        if not out.is_known():
+            raise GraphError(f"op {op.id} (Interpolate): sizes come from an input tensor and the output shape is "
+                             f"unknown")
+        sizes, scales = list(out.shape[2:] if fmt == "NCX" else out.shape[1:-1]), None
+    return T.interpolate(x, get_attr(op, "mode"), sizes=sizes, scales=scales,
+                         coordinate_transformation_mode=get_attr(op, "coordinate_transformation_mode"),
+                         data_format=fmt)
+
+
+def _quant_params(op):
+    zps = get_attr(op, "zps")
+    return dict(scales=get_attr(op, "scales"), zps=None if zps is None else list(zps), qtype=get_attr(op, "qtype"),
+                axis=get_attr(op, "axis"))
+
+
+@_lowering(_K.Quantize)
+def _quantize(op, xs):
+    return T.quantize(_inputs(op, xs, 1)[0], dtype=op.outputs[0].dtype.numpy.name, **_quant_params(op))
+
+
+@_lowering(_K.Dequantize)
+def _dequantize(op, xs):
+    return T.dequantize(_inputs(op, xs, 1)[0], dtype=op.outputs[0].dtype.numpy.name, **_quant_params(op))
+
+
+def _dynamic_params(op, xs):
+    _inputs(op, xs, 2, 3)
+    if get_attr(op, "qtype") not in ("per_tensor", "per_channel"):
+        raise GraphError(f"op {op.id} ({op.kind.value}): qtype {get_attr(op, 'qtype')!r} is not compiled")
+    return dict(scales=xs[1], zps=xs[2] if len(xs) == 3 else None, qtype=get_attr(op, "qtype"),
+                axis=get_attr(op, "axis"))
+
+
+@_lowering(_K.DynamicQuantize)
+def _dynamic_quantize(op, xs):
+    return T.dynamic_quantize(xs[0], dtype=op.outputs[0].dtype.numpy.name, **_dynamic_params(op, xs))
+
+
+@_lowering(_K.DynamicDequantize)
+def _dynamic_dequantize(op, xs):
+    return T.dynamic_dequantize(xs[0], dtype=op.outputs[0].dtype.numpy.name, **_dynamic_params(op, xs))
+
+
+LOWERED_KINDS: frozenset = frozenset(_L)
+"""The op kinds ``lower_op`` builds compute definitions for."""
 
 
 def lower_op(op: Op, inputs: list) -> list:
@@ -110,8 +295,11 @@ def lower_op(op: Op, inputs: list) -> list:
         >>> [t.shape for t in lower_op(Op(0, OpKind.ReLU, [x], [y]), [placeholder_for(x)])]
         [(2, 3)]
     """
+    lowering = _L.get(op.kind)
+    if lowering is None:
+        raise GraphError(f"op {op.id} ({op.kind.value}): no compute definition; it runs in the reference interpreter")
     try:
-        out = _lower(op, inputs)
+        out = lowering(op, list(inputs))
     except (ValueError, TypeError, KeyError) as err:
         if isinstance(err, GraphError):
             raise
@@ -151,5 +339,7 @@ def op_class(op: Op) -> str:
     except GraphError:
         return "opaque"
     if len(outs) != len(op.outputs) or any(o.shape != t.shape for o, t in zip(outs, op.outputs) if t.is_known()):
-        return "opaque"      # e.g. SoftMax's stats or Dropout's mask output: not computed here
+        return "opaque"      # an output the lowering does not compute, or computes in another shape
+    if any(t.dtype in COMPILED_DTYPES and o.dtype != t.dtype.numpy.name for o, t in zip(outs, op.outputs)):
+        return "opaque"      # e.g. a dtype the op's lowering does not produce
     return dominant_class({compute_class(c) for c in post_order(outs) if isinstance(c, ComputeOp)})

@@ -304,6 +304,91 @@ def _select(op: Op, xs: list) -> list:
     return [np.where(cond, _f64(a), _f64(b))]
 
 
+# --------------------------------------------------------------------------- backward
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _gelu_grad(op: Op, x: np.ndarray) -> np.ndarray:
+    if _choice(op, "mode", ("gelu_erf", "gelu_tanh"), "gelu_erf") == "gelu_erf":
+        return 0.5 * (1.0 + _vec_erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+    k, fit = math.sqrt(2.0 / math.pi), 0.044715
+    t = np.tanh(k * (x + fit * x ** 3))
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * fit * x * x)
+
+
+def _hardswish_grad(x: np.ndarray) -> np.ndarray:
+    return np.where((x > -3.0) & (x < 3.0), (2.0 * x + 3.0) / 6.0, np.where(x >= 3.0, 1.0, 0.0))
+
+
+def _mish_grad(x: np.ndarray) -> np.ndarray:
+    t = np.tanh(np.logaddexp(0.0, x))
+    return t + x * _sigmoid(x) * (1.0 - t * t)
+
+
+def _use_dst(op: Op) -> bool:
+    return _bool(op, "use_dst", True)
+
+
+# d(forward)/dx from the op's first input: the forward src, or its dst when use_dst (oneDNN's
+# formulas and comparisons, src/common/math_utils.hpp)
+_GRADIENTS: dict[OpKind, Callable[[Op, np.ndarray], np.ndarray]] = {
+    OpKind.ReLUBackward: lambda op, v: (v > 0).astype(np.float64),
+    OpKind.SigmoidBackward: lambda op, v: (lambda s: s * (1.0 - s))(v if _use_dst(op) else _sigmoid(v)),
+    OpKind.TanhBackward: lambda op, v: (lambda t: (1.0 - t) * (1.0 + t))(v if _use_dst(op) else np.tanh(v)),
+    OpKind.EluBackward: lambda op, v: np.where(
+        v > 0, 1.0, v + _float(op, "alpha") if _use_dst(op) else _float(op, "alpha") * np.exp(np.minimum(v, 0.0))),
+    OpKind.GELUBackward: _gelu_grad,
+    OpKind.HardSigmoidBackward: lambda op, v: np.where(
+        (lambda a: (a > 0) & (a < 1))(_float(op, "alpha") * v + _float(op, "beta")), _float(op, "alpha"), 0.0),
+    OpKind.HardSwishBackward: lambda op, v: _hardswish_grad(v),
+    OpKind.MishBackward: lambda op, v: _mish_grad(v),
+    OpKind.SoftPlusBackward: lambda op, v: _sigmoid(_float(op, "beta", 1.0) * v),
+    OpKind.SqrtBackward: lambda op, v: 0.5 / (v if _use_dst(op) else np.sqrt(v)),
+    OpKind.AbsBackward: lambda op, v: np.sign(v),
+    OpKind.ClampBackward: lambda op, v: ((v > _float(op, "min")) & (v < _float(op, "max"))).astype(np.float64),
+}
+
+
+@_register(*_GRADIENTS)
+def _eltwise_backward(op: Op, xs: list) -> list:
+    """diff_src = diff_dst * f'(...), from (src or dst, diff_dst)."""
+    _nin(op, xs, {2})
+    v, dd = _f64(xs[0]), _f64(xs[1])
+    if v.shape != dd.shape:
+        raise _err(op, f"src/dst shape {v.shape} and diff_dst shape {dd.shape} differ")
+    with np.errstate(all="ignore"):
+        return [dd * _GRADIENTS[op.kind](op, v)]
+
+
+@_register(OpKind.SoftMaxBackward, OpKind.LogSoftmaxBackward)
+def _softmax_backward(op: Op, xs: list) -> list:
+    """SoftMax: diff_src = dst * (diff_dst - sum(diff_dst * dst)); LogSoftmax: diff_src =
+    diff_dst - exp(dst) * sum(diff_dst), sums along ``axis``."""
+    _nin(op, xs, {2})
+    dd, y = _f64(xs[0]), _f64(xs[1])
+    if dd.shape != y.shape:
+        raise _err(op, f"diff_dst shape {dd.shape} and dst shape {y.shape} differ")
+    is_log = op.kind is OpKind.LogSoftmaxBackward
+    axis = _axis(op, _int(op, "axis", -1 if is_log else 1), y.ndim)
+    with np.errstate(all="ignore"):
+        if is_log:
+            return [dd - np.exp(y) * dd.sum(axis=axis, keepdims=True)]
+        return [y * (dd - (dd * y).sum(axis=axis, keepdims=True))]
+
+
+@_register(OpKind.BiasAddBackward, OpKind.BiasAddBackprop)
+def _bias_add_backward(op: Op, xs: list) -> list:
+    """diff_bias: diff_dst summed over every axis but the channel axis."""
+    _nin(op, xs, {1})
+    dd = _f64(xs[0])
+    if dd.ndim < 2:
+        raise _err(op, f"diff_dst must have at least 2 dims, got shape {dd.shape}")
+    c = _channel_axis(op, dd.ndim, _data_format(op))
+    return [dd.sum(axis=tuple(a for a in range(dd.ndim) if a != c))]
+
+
 # --------------------------------------------------------------------------- data movement
 
 @_register(OpKind.Reorder)
@@ -448,9 +533,10 @@ def _auto_pad(op: Op, in_sp, kernel, strides, dilations, pb, pe, deconv=False):
     return pb, pe
 
 
-def _window_attrs(op: Op, in_sp, kernel, dilations: str = "required", deconv=False):
+def _window_attrs(op: Op, in_sp, kernel, dilations: str = "required", deconv=False, negative_pads=False):
     """strides, dilations, pads_begin, pads_end with auto_pad applied (lists of len(in_sp)).
-    ``dilations`` is "required" (conv), "optional" (MaxPool: ones by default) or "absent"."""
+    ``dilations`` is "required" (conv), "optional" (MaxPool: ones by default) or "absent";
+    ``negative_pads`` accepts pads below 0 (pooling reads them as crops)."""
     nsp = len(in_sp)
     strides = _ints(op, "strides")
     if dilations == "absent":
@@ -466,7 +552,7 @@ def _window_attrs(op: Op, in_sp, kernel, dilations: str = "required", deconv=Fal
             raise _err(op, f"attribute '{name}' {v} must have {nsp} entries (one per spatial dim)")
     if any(s <= 0 for s in strides) or any(d <= 0 for d in dil):
         raise _err(op, f"strides {strides} and dilations {dil} must be positive")
-    if any(p < 0 for p in pb + pe):
+    if any(p < 0 for p in pb + pe) and not negative_pads:
         raise _err(op, f"pads_begin {pb} and pads_end {pe} must be non-negative")
     return (strides, dil) + _auto_pad(op, in_sp, kernel, strides, dil, pb, pe, deconv)
 
@@ -590,7 +676,14 @@ def _pool(op: Op, xs: list) -> list:
     kernel = _ints(op, "kernel")
     if len(kernel) != len(in_sp) or any(k <= 0 for k in kernel):
         raise _err(op, f"kernel {kernel} must hold {len(in_sp)} positive values")
-    s, d, pb, pe = _window_attrs(op, in_sp, kernel, "optional" if is_max else "absent")
+    s, d, pb, pe = _window_attrs(op, in_sp, kernel, "optional" if is_max else "absent", negative_pads=True)
+    # a negative pad crops the src
+    crop = [slice(max(-b, 0), n - max(-e, 0)) for b, e, n in zip(pb, pe, in_sp)]
+    if any(c.start >= c.stop for c in crop):
+        raise _err(op, f"negative pads {pb} and {pe} crop away all of src {x.shape}")
+    x = x[(slice(None), slice(None), *crop)]
+    in_sp = x.shape[2:]
+    pb, pe = [max(b, 0) for b in pb], [max(e, 0) for e in pe]
     rounding = _choice(op, "rounding_type", ("floor", "ceil"), "floor")
     exclude_pad = False if is_max else _bool(op, "exclude_pad")
     out_sp = []
@@ -641,6 +734,35 @@ def _batchnorm(op: Op, xs: list) -> list:
             raise _err(op, f"{name} shape {v.shape} must be ({x.shape[c]},)")
     gamma, beta, mean, var = (v.reshape(shape) for v in (gamma, beta, mean, var))
     return [gamma * (x - mean) / np.sqrt(var + eps) + beta]
+
+
+@_register(OpKind.BatchNormTrainingBackward)
+def _batchnorm_backward(op: Op, xs: list) -> list:
+    """From (src, diff_dst, mean, variance[, gamma]): diff_src = gamma * r * (diff_dst -
+    mean(diff_dst) - x_hat * mean(diff_dst * x_hat)), diff_gamma = sum(diff_dst * x_hat),
+    diff_beta = sum(diff_dst), with r = 1 / sqrt(variance + epsilon), x_hat = (src - mean) * r,
+    means and sums over every axis but the channel axis."""
+    _nin(op, xs, {4, 5})
+    _nout(op, {1, 2, 3})
+    x, dd = _f64(xs[0]), _f64(xs[1])
+    if x.ndim < 2 or dd.shape != x.shape:
+        raise _err(op, f"src {x.shape} and diff_dst {dd.shape} must have one shape of rank >= 2")
+    c = _channel_axis(op, x.ndim, _data_format(op))
+    shape = [1] * x.ndim
+    shape[c] = -1
+    params = [_f64(v) for v in xs[2:]]
+    for name, v in zip(("mean", "variance", "gamma"), params):
+        if v.shape != (x.shape[c],):
+            raise _err(op, f"{name} shape {v.shape} must be ({x.shape[c]},)")
+    mean, var = (v.reshape(shape) for v in params[:2])
+    gamma = params[2].reshape(shape) if len(params) == 3 else 1.0
+    axes = tuple(a for a in range(x.ndim) if a != c)
+    r = 1.0 / np.sqrt(var + _float(op, "epsilon"))
+    x_hat = (x - mean) * r
+    diff_beta, diff_gamma = dd.sum(axis=axes), (dd * x_hat).sum(axis=axes)
+    m = x.size // x.shape[c]
+    diff_src = gamma * r * (dd - diff_beta.reshape(shape) / m - x_hat * diff_gamma.reshape(shape) / m)
+    return [diff_src, diff_gamma, diff_beta][:len(op.outputs)]
 
 
 def _norm_axes(op: Op, x: np.ndarray) -> int:
@@ -750,7 +872,8 @@ def _softmax(op: Op, xs: list) -> list:
         y = e / s
         if inf_as_zero:
             y = np.where(np.isneginf(m) | (s == 0), 0.0, y)
-        return [y, m + np.log(s)][:len(op.outputs)]
+        stats = np.where(np.isneginf(m), -np.inf, m + np.log(s))     # log-sum-exp of the row
+        return [y, stats][:len(op.outputs)]
 
 
 # --------------------------------------------------------------------------- reductions
@@ -801,7 +924,8 @@ def _interp_coords(out_n: int, in_n: int, mode: str) -> np.ndarray:
 
 @_register(OpKind.Interpolate)
 def _interpolate(op: Op, xs: list) -> list:
-    """oneDNN resampling: half_pixel nearest picks floor((o + 0.5) * in / out); linear modes
+    """oneDNN resampling: half_pixel nearest picks floor((o + 0.5) * in / out) (in integer
+    arithmetic, so ties do not depend on rounding); linear modes
     interpolate separably between trunc(s) and ceil(s), clamped to the border, at
     s = (o + 0.5) * in / out - 0.5 (align_corners: s = o * (in - 1) / (out - 1))."""
     _nin(op, xs, {1, 2})
@@ -814,7 +938,7 @@ def _interpolate(op: Op, xs: list) -> list:
     in_sp = x.shape[2:]
     nsp = len(in_sp)
     has_sizes, has_scales = bool(op.attrs.get("sizes")), bool(op.attrs.get("scales"))
-    if has_sizes == has_scales:
+    if has_sizes == has_scales and len(xs) == 1:
         raise _err(op, "exactly one of the attributes 'sizes' and 'scales' must be given")
     if len(xs) == 2:                 # a sizes input tensor overrides the attributes
         sizes = [int(v) for v in np.asarray(xs[1]).reshape(-1)]
@@ -824,7 +948,7 @@ def _interpolate(op: Op, xs: list) -> list:
         scales = _floats(op, "scales")
         if len(scales) != nsp:
             raise _err(op, f"scales {scales} must hold {nsp} values")
-        sizes = [int(n * sc) for n, sc in zip(in_sp, scales)]
+        sizes = [int(np.float32(n) * np.float32(sc)) for n, sc in zip(in_sp, scales)]   # oneDNN: f32, truncated
     if len(sizes) != nsp or any(v <= 0 for v in sizes):
         raise _err(op, f"sizes {sizes} must hold {nsp} positive values")
     y = x
@@ -833,7 +957,7 @@ def _interpolate(op: Op, xs: list) -> list:
         if mode == "nearest":
             if ctm != "half_pixel":
                 raise _err(op, "nearest mode supports only half_pixel coordinates")
-            idx = np.minimum(np.floor((np.arange(n_out) + 0.5) * n_in / n_out).astype(np.int64), n_in - 1)
+            idx = (2 * np.arange(n_out) + 1) * n_in // (2 * n_out)     # floor((o + 0.5) * in / out), exactly
             y = np.take(y, idx, axis=axis)
             continue
         s = _interp_coords(n_out, n_in, ctm)

@@ -147,10 +147,16 @@ def _window(op, sp, kernel, deconv=False):
     for k in range(n):
         if auto_pad == "VALID":
             pb[k] = pe[k] = 0
+        elif auto_pad in ("SAME_UPPER", "SAME_LOWER") and deconv:
+            # oneDNN: kernel - stride in all (negative: a crop), C's division, dilations of 1
+            _require(dil[k] == 1, f"auto_pad {get_attr(op, 'auto_pad')} needs dilations of 1, got {dil}")
+            total = kernel[k] - strides[k]
+            pb[k] = int((total + (auto_pad == "SAME_LOWER")) / 2)
+            pe[k] = total - pb[k]
         elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
             eff = (kernel[k] - 1) * dil[k] + 1
             rem = sp[k] % strides[k]
-            total = max(eff - (strides[k] if deconv or rem == 0 else rem), 0)
+            total = max(eff - (strides[k] if rem == 0 else rem), 0)
             pb[k] = (total + 1) // 2 if auto_pad == "SAME_LOWER" else total // 2
             pe[k] = total - pb[k]
     return [(strides[k], dil[k], pb[k], pe[k]) for k in range(n)]
@@ -268,6 +274,14 @@ def _batchnorm(op, s):
     return [s[0]] + [(c,)] * (len(op.outputs) - 1)
 
 
+def _batchnorm_backward(op, s):
+    c = _channels(op, s)
+    _require(tuple(s[1]) == tuple(s[0]), f"diff_dst shape {list(s[1])} must be src's {list(s[0])}")
+    for i, shape in enumerate(s[2:], 2):
+        _require(tuple(shape) == (c,), f"input {i} shape {list(shape)} must be [{c}] (the channels)")
+    return [s[0], (c,), (c,)][:len(op.outputs)]
+
+
 def _bias_add(op, s):
     c = _channels(op, s)
     _require(tuple(s[1]) == (c,), f"bias shape {list(s[1])} must be [{c}] (the channels)")
@@ -289,6 +303,27 @@ def _softmax(op, s):
     axis = _axis(get_attr(op, "axis"), len(s[0]))
     stats = tuple(1 if k == axis else d for k, d in enumerate(s[0]))
     return [s[0], stats][:len(op.outputs)]
+
+
+def _rms_norm(op, s):
+    axis = _axis(get_attr(op, "begin_norm_axis"), len(s[0]), "begin_norm_axis")
+    return [s[0], s[0][:axis]][:len(op.outputs)]
+
+
+def _same_shapes(op, s):
+    """diff_src of an elementwise backward op: the shape of its two (equal-shaped) inputs."""
+    _require(tuple(s[0]) == tuple(s[1]), f"inputs of shapes {list(s[0])} and {list(s[1])} must have the same shape")
+    return [s[0]]
+
+
+def _softmax_backward(op, s):
+    _axis(get_attr(op, "axis"), len(s[0]))
+    return _same_shapes(op, s)
+
+
+def _bias_add_backward(op, s):
+    _require(len(s[0]) >= 2, f"diff_dst needs rank >= 2, got shape {list(s[0])}")
+    return [(_channels(op, s),)]
 
 
 def _checked_axis_identity(op, s):
@@ -364,7 +399,7 @@ _RULES = {k: _identity for k in (
     _K.Abs, _K.Clamp, _K.Elu, _K.Exp, _K.GELU, _K.HardSigmoid, _K.HardSwish, _K.LeakyReLU, _K.Log, _K.Mish,
     _K.Pow, _K.Reciprocal, _K.ReLU, _K.Round, _K.Sigmoid, _K.SoftPlus, _K.Sqrt, _K.Square, _K.Tanh,
     _K.TypeCast, _K.Reorder, _K.Quantize, _K.Dequantize, _K.DynamicQuantize, _K.DynamicDequantize,
-    _K.PReLU, _K.Dropout, _K.RMSNorm)}
+    _K.PReLU, _K.Dropout)}
 _RULES.update({k: _binary for k in (_K.Add, _K.Subtract, _K.Multiply, _K.Divide, _K.Maximum, _K.Minimum,
                                     _K.SquaredDifference, _K.GreaterEqual)})
 _RULES.update({k: _reduce for k in (_K.ReduceL1, _K.ReduceL2, _K.ReduceMax, _K.ReduceMean, _K.ReduceMin,
@@ -375,6 +410,13 @@ _RULES.update({
     _K.BatchNormForwardTraining: _batchnorm, _K.BiasAdd: _bias_add, _K.LayerNorm: _layernorm,
     _K.GroupNorm: _groupnorm, _K.SoftMax: _softmax, _K.LogSoftmax: _checked_axis_identity,
     _K.GenIndex: _checked_axis_identity, _K.StaticReshape: _reshape, _K.StaticTranspose: _transpose,
-    _K.Concat: _concat, _K.Interpolate: _interpolate, _K.End: lambda op, s: []})
+    _K.Concat: _concat, _K.Interpolate: _interpolate, _K.End: lambda op, s: [], _K.RMSNorm: _rms_norm,
+    _K.SoftMaxBackward: _softmax_backward, _K.LogSoftmaxBackward: _softmax_backward,
+    _K.BiasAddBackward: _bias_add_backward, _K.BiasAddBackprop: _bias_add_backward,
+    _K.BatchNormTrainingBackward: _batchnorm_backward})
+_RULES.update({k: _same_shapes for k in (
+    _K.AbsBackward, _K.ClampBackward, _K.EluBackward, _K.GELUBackward, _K.HardSigmoidBackward,
+    _K.HardSwishBackward, _K.MishBackward, _K.ReLUBackward, _K.SigmoidBackward, _K.SoftPlusBackward,
+    _K.SqrtBackward, _K.TanhBackward)})
 
 INFERABLE_KINDS = frozenset(_RULES)

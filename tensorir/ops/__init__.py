@@ -8,6 +8,11 @@ naming its op kind ("conv", "matmul", "softmax", ...), never an operator-class n
 schedule templates classify stages by their bodies. Bad attributes raise ValueError naming the
 op and the attribute; mismatched dtypes raise TypeError.
 
+Modules: ``elementwise`` (activations, binary arithmetic, Select, BiasAdd, PReLU, TypeCast),
+``nn`` (MatMul, norms, softmax, Reduce*), ``window`` (Convolution, ConvTranspose, pooling),
+``transform`` (reshape, transpose, concat, GenIndex, Dropout), ``resample`` (Interpolate),
+``quantize`` (Quantize, Dequantize) and ``backward`` (gradient ops).
+
 Example:
     >>> from tensorir import placeholder
     >>> from tensorir import ops
@@ -17,13 +22,20 @@ Example:
     >>> y.shape, y.op.tag
     ((7, 37), 'softmax')
 """
+from .backward import (abs_backward, batch_norm_backward, bias_add_backward, clamp_backward, elu_backward,
+                       gelu_backward, hardsigmoid_backward, hardswish_backward, log_softmax_backward, mish_backward,
+                       relu_backward, sigmoid_backward, softmax_backward, softplus_backward, sqrt_backward,
+                       tanh_backward)
 from .elementwise import (abs, add, bias_add, clamp, divide, elu, exp, gelu, greater_equal, hardsigmoid,
                           hardswish, leaky_relu, log, maximum, minimum, mish, multiply, pow, prelu, reciprocal,
                           relu, round, select, sigmoid, softplus, sqrt, square, squared_difference, subtract,
                           tanh, typecast)
-from .nn import (REDUCE_KINDS, avg_pool, batch_norm_inference, conv, group_norm, layer_norm, log_softmax, matmul,
-                 max_pool, pool, reduce, rms_norm, softmax)
-from .transform import concat, gen_index, identity, reorder, reshape, transpose
+from .nn import (REDUCE_KINDS, batch_norm_inference, group_norm, layer_norm, log_softmax, matmul, reduce, rms_norm,
+                 softmax)
+from .quantize import dequantize, dynamic_dequantize, dynamic_quantize, quantize
+from .resample import interpolate
+from .transform import concat, dropout, gen_index, identity, reorder, reshape, transpose
+from .window import avg_pool, conv, conv_transpose, max_pool, pool
 
 __all__ = [
     # elementwise
@@ -32,8 +44,16 @@ __all__ = [
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "squared_difference", "greater_equal",
     "select", "bias_add", "prelu", "typecast",
     # nn
-    "matmul", "conv", "pool", "max_pool", "avg_pool", "batch_norm_inference", "layer_norm", "group_norm",
-    "rms_norm", "softmax", "log_softmax", "reduce", "REDUCE_KINDS",
+    "matmul", "batch_norm_inference", "layer_norm", "group_norm", "rms_norm", "softmax", "log_softmax", "reduce",
+    "REDUCE_KINDS",
+    # window
+    "conv", "conv_transpose", "pool", "max_pool", "avg_pool",
     # transform
-    "reshape", "transpose", "concat", "reorder", "identity", "gen_index",
+    "reshape", "transpose", "concat", "reorder", "identity", "gen_index", "dropout",
+    # resample, quantize
+    "interpolate", "quantize", "dequantize", "dynamic_quantize", "dynamic_dequantize",
+    # backward
+    "relu_backward", "sigmoid_backward", "tanh_backward", "elu_backward", "gelu_backward", "hardsigmoid_backward",
+    "hardswish_backward", "mish_backward", "softplus_backward", "sqrt_backward", "abs_backward", "clamp_backward",
+    "softmax_backward", "log_softmax_backward", "bias_add_backward", "batch_norm_backward",
 ]

@@ -152,3 +152,26 @@ def auto_pads(op: str, auto_pad: str, in_sizes, strides, kernel, dilations, pads
         begin.append(lo)
         end.append(needed - lo)
     return begin, end
+
+
+def lookup(index: Expr, values, dtype: str) -> Expr:
+    """``values[index]`` for a Python list of constants and an index expression in
+    ``[0, len(values))``: a constant when all values are equal, else a balanced tree of
+    selects (``log2(len)`` comparisons deep).
+
+    Example:
+        >>> from tensorir import var
+        >>> str(lookup(var("c"), [0.5, 0.5], "float32"))
+        '0.5f'
+    """
+    from ..intrinsics import if_then_else
+    values = list(values)
+    if not values:
+        raise ValueError("lookup: needs at least one value")
+
+    def tree(lo: int, hi: int) -> Expr:
+        if len(set(values[lo:hi])) == 1:
+            return fconst(values[lo], dtype)
+        mid = (lo + hi) // 2
+        return if_then_else(index < mid, tree(lo, mid), tree(mid, hi))
+    return tree(0, len(values))

@@ -270,17 +270,30 @@ def round(x: Tensor, mode: str = "half_to_even", name: str | None = None) -> Ten
     check_choice("Round", "mode", mode, ("half_away_from_zero", "half_to_even"))
 
     def f(v):
-        c = lambda value: fconst(value, v.dtype)  # noqa: E731
         if mode == "half_away_from_zero":
+            c = lambda value: fconst(value, v.dtype)  # noqa: E731
             a = ti.abs(v)
             t = ti.floor(a)            # a - t is exact, so a tie is seen as one (unlike floor(a + 0.5))
             r = t + ti.if_then_else(a - t >= c(0.5), c(1), c(0))
             return ti.if_then_else(v < c(0), c(0) - r, r)
-        t = ti.floor(v)
-        d = v - t
-        odd = (t - c(2) * ti.floor(t * c(0.5))) == c(1)
-        return t + ti.if_then_else((d > c(0.5)) | ((d == c(0.5)) & odd), c(1), c(0))
+        return rint(v)
     return _unary("Round", "round", x, f, name)
+
+
+def rint(v):
+    """The float expression ``v`` rounded to the nearest integer, ties to even (numpy's
+    ``np.rint``), as a float expression.
+
+    Example:
+        >>> from tensorir import var
+        >>> rint(var("x", "float32")).dtype
+        'float32'
+    """
+    c = lambda value: fconst(value, v.dtype)  # noqa: E731
+    t = ti.floor(v)
+    d = v - t
+    odd = (t - c(2) * ti.floor(t * c(0.5))) == c(1)
+    return t + ti.if_then_else((d > c(0.5)) | ((d == c(0.5)) & odd), c(1), c(0))
 
 
 def pow(x: Tensor, beta, name: str | None = None) -> Tensor:  # noqa: A001

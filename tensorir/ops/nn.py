@@ -1,25 +1,22 @@
-"""Neural-network ops of the oneDNN graph op set: MatMul, Convolution, MaxPool/AvgPool,
-BatchNormInference, LayerNorm, GroupNorm, RMSNorm, SoftMax/LogSoftmax and the Reduce* family.
+"""Neural-network ops of the oneDNN graph op set: MatMul, BatchNormInference, LayerNorm,
+GroupNorm, RMSNorm, SoftMax/LogSoftmax and the Reduce* family (the sliding-window ops are in
+``window``).
 
-The multiply-accumulate of MatMul and Convolution is one compute whose body is
-``sum(a[...] * b[...], axis=[...])``, an outer product the "complex" template recognises;
-padding is its own compute before it and bias its own compute after it. Softmax, the norms
-and the reductions are chains of separate reduction and elementwise computes, so the
-"reduction" template can compute each reduction one row at a time.
+The multiply-accumulate of MatMul is one compute whose body is ``sum(a[...] * b[...],
+axis=k)``, an outer product the "complex" template recognises; bias is its own compute after
+it. Softmax, the norms and the reductions are chains of separate reduction and elementwise
+computes, so the "reduction" template can compute each reduction one row at a time.
 
 Example:
     >>> from tensorir import placeholder
-    >>> x = placeholder((1, 8, 9, 9), name="x"); w = placeholder((16, 8, 3, 3), name="w")
-    >>> y = conv(x, w, strides=[1, 1], pads_begin=[1, 1], pads_end=[1, 1], dilations=[1, 1],
-    ...          data_format="NCX", weights_format="OIX")
+    >>> x = placeholder((7, 13), name="x"); w = placeholder((13, 37), name="w")
+    >>> y = softmax(matmul(x, w), axis=-1)
     >>> y.shape, y.op.tag, [t.name for t in y.op.input_tensors]
-    ((1, 16, 9, 9), 'conv', ['conv_pad', 'w'])
+    ((7, 37), 'softmax', ['softmax_exp', 'softmax_sum'])
 """
 from __future__ import annotations
 
 import math
-
-import numpy as np
 
 from .. import dtype as dt
 from .. import intrinsics as ti
@@ -30,12 +27,12 @@ from ..reduce import reduce_axis
 from ..reduce import sum as rsum
 from ..tensor import Tensor, compute
 from .transform import reshape
-from ._common import (FORMATS, auto_pads, broadcast_index, broadcast_shapes, broadcasts_to, channel_axis,
-                      check_choice, check_float, check_int, check_ints, check_number, check_same_dtype,
-                      check_tensor, emax, emin, fconst, normalize_axis, spatial_axes)
+from ._common import (FORMATS, broadcast_index, broadcast_shapes, broadcasts_to, channel_axis, check_choice,
+                      check_float, check_int, check_number, check_same_dtype, check_tensor, fconst,
+                      normalize_axis, spatial_axes)
 
-__all__ = ["matmul", "conv", "pool", "max_pool", "avg_pool", "batch_norm_inference", "layer_norm",
-           "group_norm", "rms_norm", "softmax", "log_softmax", "reduce", "REDUCE_KINDS"]
+__all__ = ["matmul", "batch_norm_inference", "layer_norm", "group_norm", "rms_norm", "softmax", "log_softmax",
+           "reduce", "REDUCE_KINDS"]
 
 REDUCE_KINDS = ("sum", "mean", "max", "min", "prod", "l1", "l2")
 
@@ -98,289 +95,6 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
     if not broadcasts_to(bias.shape, shape):
         raise ValueError(f"MatMul: bias of shape {bias.shape} does not broadcast to dst {shape}")
     return compute(shape, lambda *i: out[i] + bias[broadcast_index(bias, shape, i)], name=base, tag="matmul")
-
-
-# ---------------------------------------------------------------------------- windows (conv, pool)
-
-def _window_attrs(op, x, kernel, strides, pads_begin, pads_end, dilations, data_format, auto_pad):
-    """Checked attributes, the explicit pads and the input's spatial sizes."""
-    check_choice(op, "data_format", data_format, FORMATS)
-    nd = x.ndim - 2
-    if nd not in (1, 2, 3):
-        raise ValueError(f"{op}: src must have 1, 2 or 3 spatial dimensions (rank 3-5), got shape {x.shape}")
-    strides = check_ints(op, "strides", strides, nd, minimum=1)
-    dilations = check_ints(op, "dilations", [1] * nd if dilations is None else dilations, nd, minimum=1)
-    sizes = [x.shape[a] for a in spatial_axes(data_format, x.ndim)]
-    if auto_pad in ("none", None):
-        pads_begin = check_ints(op, "pads_begin", pads_begin, nd, minimum=0)
-        pads_end = check_ints(op, "pads_end", pads_end, nd, minimum=0)
-    pads_begin, pads_end = auto_pads(op, auto_pad or "none", sizes, strides, kernel, dilations, pads_begin, pads_end)
-    return strides, dilations, pads_begin, pads_end, sizes
-
-
-def _out_size(op, size, k, s, d, pl, pr, ceil=False) -> int:
-    span = size + pl + pr - ((k - 1) * d + 1)
-    if span < 0:
-        raise ValueError(f"{op}: the dilated kernel ({(k - 1) * d + 1}) is larger than the padded input "
-                         f"({size} + {pl} + {pr})")
-    return (-(-span // s) if ceil else span // s) + 1
-
-
-def _pad(x: Tensor, data_format: str, pads_begin, extents, value, name: str, tag: str) -> Tensor:
-    """``x`` with its spatial dimensions padded with ``value`` to ``extents``, starting at
-    ``-pads_begin``: its own compute, or ``x`` itself when no padding is read."""
-    axes = spatial_axes(data_format, x.ndim)
-    sizes = [x.shape[a] for a in axes]
-    if all(p == 0 and e <= n for p, e, n in zip(pads_begin, extents, sizes)):
-        return x
-    shape = list(x.shape)
-    for a, e in zip(axes, extents):
-        shape[a] = e
-
-    def body(*idx):
-        index, cond = list(idx), None
-        for a, p, e, n in zip(axes, pads_begin, extents, sizes):
-            index[a] = idx[a] - p
-            parts = ([idx[a] >= p] if p > 0 else []) + ([idx[a] < p + n] if e > p + n else [])
-            for c in parts:
-                cond = c if cond is None else cond & c
-        read = x[tuple(index)]
-        return read if cond is None else ti.if_then_else(cond, read, fconst(value, x.dtype))
-    return compute(tuple(shape), body, name=name, tag=tag)
-
-
-def _data_shape(data_format, n, c, spatial):
-    return (n, c, *spatial) if data_format == "NCX" else (n, *spatial, c)
-
-
-def _split_data_index(data_format, idx):
-    """(n, c, spatial indices) of a data-tensor index."""
-    return (idx[0], idx[1], idx[2:]) if data_format == "NCX" else (idx[0], idx[-1], idx[1:-1])
-
-
-def conv(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilations, groups: int = 1,
-         data_format: str = "NXC", weights_format: str = "XIO", bias: Tensor | None = None,
-         auto_pad: str = "none", name: str | None = None) -> Tensor:
-    """Convolution over 1, 2 or 3 spatial dimensions.
-
-    ``x`` is ``(N, C, *X)`` for ``data_format="NCX"`` or ``(N, *X, C)`` for ``"NXC"`` (the
-    default); ``w`` is ``(O, C/groups, *K)`` for ``weights_format="OIX"`` or ``(*K, C/groups, O)``
-    for ``"XIO"`` (the default). Output size per spatial axis:
-    ``(X + pads_begin + pads_end - ((K - 1) * dilation + 1)) // stride + 1``. ``auto_pad``
-    (``none``, ``same_upper``, ``same_lower``, ``valid``) overrides the explicit pads.
-
-    Stages: a zero-padding compute (only when padding is read), the multiply-accumulate
-    ``sum(pad[...] * w[...], axis=[ci, k...])`` (with ``groups > 1`` laid out as
-    ``(N, G, O/G, *X)`` / ``(N, *X, G, O/G)``), then one compute that restores the channel axis
-    and adds ``bias`` where there is either.
-
-    Example:
-        >>> from tensorir import placeholder
-        >>> x = placeholder((2, 9, 9, 6), name="x"); w = placeholder((3, 3, 3, 4), name="w")
-        >>> y = conv(x, w, strides=[2, 2], pads_begin=[0, 1], pads_end=[1, 0], dilations=[1, 1], groups=2)
-        >>> y.shape, y.op.tag
-        ((2, 4, 4, 4), 'conv')
-    """
-    op = "Convolution"
-    check_tensor(op, "src", x)
-    check_tensor(op, "weights", w)
-    check_same_dtype(op, src=x, weights=w)
-    check_choice(op, "weights_format", weights_format, ("OIX", "XIO"))
-    if w.ndim != x.ndim:
-        raise ValueError(f"Convolution: weights {w.shape} must have the rank of src {x.shape}")
-    if weights_format == "OIX":
-        oc, icg, kernel = w.shape[0], w.shape[1], list(w.shape[2:])
-    else:
-        oc, icg, kernel = w.shape[-1], w.shape[-2], list(w.shape[:-2])
-    strides, dilations, pads_begin, pads_end, sizes = _window_attrs(
-        op, x, kernel, strides, pads_begin, pads_end, dilations, data_format, auto_pad)
-    groups = check_int(op, "groups", groups, minimum=1)
-    c = x.shape[channel_axis(data_format, x.ndim)]
-    if c % groups or oc % groups:
-        raise ValueError(f"Convolution: src channels ({c}) and output channels ({oc}) must be divisible by "
-                         f"groups={groups}")
-    if icg != c // groups:
-        raise ValueError(f"Convolution: weights {w.shape} ({weights_format}) have {icg} input channels per group "
-                         f"but src {x.shape} ({data_format}) has {c} channels / groups={groups} = {c // groups}")
-    if bias is not None:
-        check_tensor(op, "bias", bias)
-        check_same_dtype(op, src=x, bias=bias)
-        if bias.shape != (oc,):
-            raise ValueError(f"Convolution: bias must be 1-D with {oc} elements (output channels), got {bias.shape}")
-    outs = [_out_size(op, *a) for a in zip(sizes, kernel, strides, dilations, pads_begin, pads_end)]
-    extents = [(o - 1) * s + (k - 1) * d + 1 for o, s, k, d in zip(outs, strides, kernel, dilations)]
-    base = name or "conv"
-    padded = _pad(x, data_format, pads_begin, extents, 0, base + "_pad", "conv")
-    ocg = oc // groups
-    grouped = groups > 1
-
-    def body(*idx):
-        n = idx[0]
-        if grouped:
-            g, o, sp = (idx[1], idx[2], idx[3:]) if data_format == "NCX" else (idx[-2], idx[-1], idx[1:-2])
-            ch, out_ch = (lambda ci: g * icg + ci), g * ocg + o
-        else:
-            _, out_ch, sp = _split_data_index(data_format, idx)
-            ch = lambda ci: ci  # noqa: E731
-        ci = reduce_axis((0, icg), name="ci")
-        ks = [reduce_axis((0, k), name=f"k{d}") for d, k in enumerate(kernel)]
-        pos = [o * s + k * d for o, s, k, d in zip(sp, strides, ks, dilations)]
-        src = padded[(n, ch(ci), *pos) if data_format == "NCX" else (n, *pos, ch(ci))]
-        wei = w[(out_ch, ci, *ks) if weights_format == "OIX" else (*ks, ci, out_ch)]
-        return rsum(src * wei, axis=[ci, *ks])
-    n = x.shape[0]
-    if grouped:
-        acc_shape = (n, groups, ocg, *outs) if data_format == "NCX" else (n, *outs, groups, ocg)
-    else:
-        acc_shape = _data_shape(data_format, n, oc, outs)
-    last = bias is None and not grouped
-    acc = compute(acc_shape, body, name=base if last else base + "_acc", tag="conv")
-    if last:
-        return acc
-
-    def epilogue(*idx):
-        n_, o, sp = _split_data_index(data_format, idx)
-        if grouped:
-            g, og = o // ocg, o % ocg
-            v = acc[(n_, g, og, *sp) if data_format == "NCX" else (n_, *sp, g, og)]
-        else:
-            v = acc[idx]
-        return v if bias is None else v + bias[o]
-    return compute(_data_shape(data_format, n, oc, outs), epilogue, name=base, tag="conv")
-
-
-def _window_count(o, size, k, s, d, pl, pr, exclude_pad):
-    """Python: how many of the k taps of output position o fall in the averaged range
-    ([0, size) with exclude_pad, else the padded input [-pl, size + pr))."""
-    lo, hi = (0, size) if exclude_pad else (-pl, size + pr)
-    start = o * s - pl
-    return sum(1 for t in range(k) if lo <= start + t * d < hi)
-
-
-def _window_count_expr(o, size, k, s, d, pl, pr, exclude_pad):
-    """The same count as an index expression of the output axis ``o``."""
-    lo, hi = (0, size) if exclude_pad else (-pl, size + pr)
-    start = o * s - pl
-    first = emax((lo - start + (d - 1)) // d, 0)
-    last = emin((hi - 1 - start) // d, k - 1)
-    return last - first + 1
-
-
-def pool(kind: str, x: Tensor, kernel, strides, pads_begin, pads_end, dilations=None,
-         exclude_pad: bool = False, rounding_type: str = "floor", data_format: str = "NXC",
-         auto_pad: str = "none", name: str | None = None) -> Tensor:
-    """MaxPool (``kind="max"``) or AvgPool (``kind="avg"``) over 1, 2 or 3 spatial dimensions.
-
-    Output size per spatial axis: ``(X + pads_begin + pads_end - ((kernel - 1) * dilation + 1)) /
-    stride + 1``, rounded down (``rounding_type="floor"``) or up (``"ceil"``; the last window may
-    then run past ``pads_end``). Max ignores padding (a window of padding only gives the lowest
-    finite value, oneDNN's initial maximum). Average divides by the number of taps inside the
-    input (``exclude_pad=True``) or inside the padded input (``exclude_pad=False``), at least 1.
-    With ``rounding_type="ceil"`` the average always excludes padding, as oneDNN runs it
-    (floor rounding over extra end padding with the exclude-padding algorithm).
-
-    Stages: a padding compute (only when padding is read), the window reduction (max or sum),
-    and for avg the division by the count.
-
-    Example:
-        >>> from tensorir import placeholder
-        >>> x = placeholder((1, 3, 14, 14), name="x")
-        >>> y = pool("avg", x, kernel=[3, 3], strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1],
-        ...          exclude_pad=True, rounding_type="ceil", data_format="NCX")
-        >>> y.shape, y.op.tag
-        ((1, 3, 8, 8), 'avg_pool')
-    """
-    check_choice("Pool", "kind", kind, ("max", "avg"))
-    op = "MaxPool" if kind == "max" else "AvgPool"
-    check_tensor(op, "src", x)
-    if x.ndim - 2 not in (1, 2, 3):
-        raise ValueError(f"{op}: src must have 1, 2 or 3 spatial dimensions (rank 3-5), got shape {x.shape}")
-    kernel = check_ints(op, "kernel", kernel, x.ndim - 2, minimum=1)
-    strides, dilations, pads_begin, pads_end, sizes = _window_attrs(
-        op, x, kernel, strides, pads_begin, pads_end, dilations, data_format, auto_pad)
-    check_choice(op, "rounding_type", rounding_type, ("floor", "ceil"))
-    if not isinstance(exclude_pad, bool):
-        raise ValueError(f"{op}: attribute exclude_pad must be a bool, got {exclude_pad!r}")
-    if kind == "avg" and not dt.is_float(x.dtype):
-        raise TypeError(f"AvgPool: src must have a float dtype, got {x.dtype}")
-    attrs = list(zip(sizes, kernel, strides, dilations, pads_begin, pads_end))
-    outs = [_out_size(op, *a, ceil=rounding_type == "ceil") for a in attrs]
-    extents = [(o - 1) * s + (k - 1) * d + 1 for o, s, k, d in zip(outs, strides, kernel, dilations)]
-    tag = "max_pool" if kind == "max" else "avg_pool"
-    base = name or tag
-    # max: padding reads the lowest finite value, oneDNN's initial maximum, so a window that
-    # holds only padding gives that value (not -inf)
-    fill = 0
-    if kind == "max":
-        fill = float(np.finfo(x.dtype).min) if dt.is_float(x.dtype) else dt.min_value(x.dtype)
-    # oneDNN runs ceil rounding as floor rounding over extra end padding with the
-    # exclude-padding average, whatever exclude_pad says
-    exclude_pad = exclude_pad or rounding_type == "ceil"
-    padded = _pad(x, data_format, pads_begin, extents, fill, base + "_pad", tag)
-    out_shape = list(x.shape)
-    for a, o in zip(spatial_axes(data_format, x.ndim), outs):
-        out_shape[a] = o
-    out_shape = tuple(out_shape)
-
-    def body(*idx):
-        n, c, sp = _split_data_index(data_format, idx)
-        ks = [reduce_axis((0, k), name=f"k{d}") for d, k in enumerate(kernel)]
-        pos = [o * s + k * d for o, s, k, d in zip(sp, strides, ks, dilations)]
-        src = padded[(n, c, *pos) if data_format == "NCX" else (n, *pos, c)]
-        return (rmax if kind == "max" else rsum)(src, axis=ks)
-    red = compute(out_shape, body, name=base if kind == "max" else base + "_sum", tag=tag)
-    if kind == "max":
-        return red
-    # the divisor per output position: a constant where it does not vary along an axis
-    constant, varying = 1, []
-    for axis_pos, (o_n, a) in enumerate(zip(outs, attrs)):
-        counts = {_window_count(o, *a, exclude_pad) for o in range(o_n)}
-        if len(counts) == 1:
-            constant *= counts.pop()
-        else:
-            varying.append((axis_pos, a, min(counts) == 0))
-    constant = max(constant, 1)
-
-    def divide(*idx):
-        _, _, sp = _split_data_index(data_format, idx)
-        count = None
-        for axis_pos, a, may_be_empty in varying:
-            cnt = _window_count_expr(sp[axis_pos], *a, exclude_pad)
-            cnt = emax(cnt, 1) if may_be_empty else cnt
-            count = cnt if count is None else count * cnt
-        if count is None:
-            return red[idx] / fconst(constant, x.dtype)
-        denom = ti.cast(x.dtype, count)
-        return red[idx] / (denom * fconst(constant, x.dtype) if constant != 1 else denom)
-    return compute(out_shape, divide, name=base, tag=tag)
-
-
-def max_pool(x: Tensor, kernel, strides, pads_begin, pads_end, dilations=None, rounding_type: str = "floor",
-             data_format: str = "NXC", auto_pad: str = "none", name: str | None = None) -> Tensor:
-    """MaxPool: ``pool("max", ...)`` with oneDNN's MaxPool attributes.
-
-    Example:
-        >>> from tensorir import placeholder
-        >>> max_pool(placeholder((1, 7, 7, 3)), kernel=[2, 2], strides=[2, 2], pads_begin=[0, 0],
-        ...          pads_end=[0, 0], rounding_type="ceil").shape
-        (1, 4, 4, 3)
-    """
-    return pool("max", x, kernel, strides, pads_begin, pads_end, dilations, False, rounding_type,
-                data_format, auto_pad, name)
-
-
-def avg_pool(x: Tensor, kernel, strides, pads_begin, pads_end, exclude_pad: bool, rounding_type: str = "floor",
-             data_format: str = "NXC", auto_pad: str = "none", name: str | None = None) -> Tensor:
-    """AvgPool: ``pool("avg", ...)`` with oneDNN's AvgPool attributes (no dilations).
-
-    Example:
-        >>> from tensorir import placeholder
-        >>> avg_pool(placeholder((1, 7, 7, 3)), kernel=[3, 3], strides=[1, 1], pads_begin=[1, 1],
-        ...          pads_end=[1, 1], exclude_pad=False).shape
-        (1, 7, 7, 3)
-    """
-    return pool("avg", x, kernel, strides, pads_begin, pads_end, None, exclude_pad, rounding_type,
-                data_format, auto_pad, name)
 
 
 # ---------------------------------------------------------------------------- normalization
@@ -607,11 +321,13 @@ def _row_reduce(x: Tensor, axis: int, combiner, fn, name: str, tag: str) -> Tens
     return compute(shape, body, name=name, tag=tag)
 
 
-def softmax(x: Tensor, axis: int = 1, mode: str = "none", name: str | None = None) -> Tensor:
+def softmax(x: Tensor, axis: int = 1, mode: str = "none", stats: bool = False, name: str | None = None):
     """SoftMax along ``axis``: ``exp(x - max) / sum(exp(x - max))``. ``mode="inf_as_zero"``
-    gives 0 (not NaN) along a row that is all -inf.
+    gives 0 (not NaN) along a row that is all -inf. With ``stats`` it returns ``(dst, stats)``,
+    oneDNN's optional second output: ``max + log(sum(exp(x - max)))`` (the row's log-sum-exp,
+    -inf for an all -inf row), shaped like ``x`` with ``axis`` of size 1.
 
-    Stages: max (reduction), exp(x - max), sum (reduction), division.
+    Stages: max (reduction), exp(x - max), sum (reduction), division (and the stats).
 
     Example:
         >>> from tensorir import placeholder
@@ -634,7 +350,15 @@ def softmax(x: Tensor, axis: int = 1, mode: str = "none", name: str | None = Non
         if mode == "inf_as_zero":
             return ti.if_then_else(mx[row(i)] == fconst(-math.inf, x.dtype), fconst(0, x.dtype), v)
         return v
-    return compute(x.shape, body, name=base, tag=tag)
+    dst = compute(x.shape, body, name=base, tag=tag)
+    if not stats:
+        return dst
+
+    def lse(*i):
+        m = mx[row(i)]
+        return ti.if_then_else(m == fconst(-math.inf, x.dtype), m, m + ti.log(s[row(i)]))
+    stats_shape = x.shape[:axis] + (1,) + x.shape[axis + 1:]
+    return dst, compute(stats_shape, lse, name=base + "_stats", tag=tag)
 
 
 def log_softmax(x: Tensor, axis: int = -1, name: str | None = None) -> Tensor:

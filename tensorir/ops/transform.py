@@ -1,5 +1,6 @@
-"""Data-movement ops of the oneDNN graph op set: StaticReshape, StaticTranspose, Concat and
-Reorder (identity). Each is one injective compute that maps an output index to a source index.
+"""Data-movement ops of the oneDNN graph op set: StaticReshape, StaticTranspose, Concat,
+Reorder (identity), GenIndex and Dropout (inference: identity). Each is one injective compute
+that maps an output index to a source index.
 
 Example:
     >>> from tensorir import placeholder
@@ -13,10 +14,11 @@ from __future__ import annotations
 import math
 
 from .. import intrinsics as ti
+from ..expr import const
 from ..tensor import Tensor, compute
 from ._common import check_ints, check_tensor, normalize_axis
 
-__all__ = ["reshape", "transpose", "concat", "reorder", "identity", "gen_index"]
+__all__ = ["reshape", "transpose", "concat", "reorder", "identity", "gen_index", "dropout"]
 
 
 def reshape(x: Tensor, shape, special_zero: bool = False, name: str | None = None) -> Tensor:
@@ -173,7 +175,6 @@ def identity(x: Tensor, name: str | None = None) -> Tensor:
     return compute(x.shape, lambda *i: x[i], name=name or "identity", tag="identity")
 
 
-
 def gen_index(x: Tensor, axis: int, name: str | None = None) -> Tensor:
     """GenIndex: an int32 tensor of the shape of ``x`` holding each element's index along
     ``axis`` (``x``'s values are not read).
@@ -187,3 +188,21 @@ def gen_index(x: Tensor, axis: int, name: str | None = None) -> Tensor:
     check_tensor("GenIndex", "src", x)
     axis = normalize_axis("GenIndex", "axis", axis, x.ndim)
     return compute(x.shape, lambda *i: ti.cast("int32", i[axis]), name=name or "gen_index", tag="gen_index")
+
+
+def dropout(x: Tensor, name: str | None = None):
+    """Dropout at inference: ``(dst, mask)`` with ``dst`` a copy of ``x`` and ``mask`` all ones
+    (uint8), as the reference interpreter defines the op. (oneDNN's training dropout draws the
+    mask from its own Philox generator, seeded by the op's seed and offset inputs, which is not
+    reproduced; this compute ignores those inputs and the probability.)
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> dst, mask = dropout(placeholder((2, 3)))
+        >>> dst.shape, mask.dtype
+        ((2, 3), 'uint8')
+    """
+    check_tensor("Dropout", "src", x)
+    dst = compute(x.shape, lambda *i: x[i], name=name or "dropout", tag="dropout")
+    mask = compute(x.shape, lambda *i: const(1, "uint8"), name=(name or "dropout") + "_mask", tag="dropout")
+    return dst, mask

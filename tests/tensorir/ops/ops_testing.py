@@ -113,3 +113,36 @@ def ref_pool(kind, x, kernel, strides, pads_begin, pads_end, dilations, exclude_
                 count += 1
         y[(slice(None), slice(None), *o)] = acc if kind == "max" else acc / max(count, 1)
     return from_ncx(y, data_format)
+
+
+def ref_conv_transpose(x, w, strides, pads_begin, pads_end, dilations, groups, data_format, weights_format,
+                       output_padding, bias=None):
+    """ConvTranspose by scattering each input element times each tap into the output (float64).
+    Weights are read as (C, O/groups, *K) after moving axes from ``weights_format``."""
+    x = to_ncx(x, data_format).astype(np.float64)
+    nd = x.ndim - 2
+    w = w.astype(np.float64)
+    if weights_format == "XOI":
+        w = np.moveaxis(np.moveaxis(w, -1, 0), -1, 1)        # (*K, O, I) -> (I, O, *K)
+    elif weights_format == "XIO":
+        w = np.moveaxis(np.moveaxis(w, -2, 0), -1, 1)        # (*K, I, O) -> (I, O, *K)
+    elif weights_format == "OIX":
+        w = np.swapaxes(w, 0, 1)
+    n, c, *sizes = x.shape
+    _, ocg, *kernel = w.shape
+    icg = c // groups
+    outs = [(i - 1) * s + (k - 1) * d + 1 - pb - pe + op
+            for i, s, k, d, pb, pe, op in zip(sizes, strides, kernel, dilations, pads_begin, pads_end, output_padding)]
+    y = np.zeros((n, ocg * groups, *outs))
+    for i in itertools.product(*[range(v) for v in sizes]):
+        for taps in itertools.product(*[range(k) for k in kernel]):
+            pos = [ii * s + t * d - pb for ii, s, t, d, pb in zip(i, strides, taps, dilations, pads_begin)]
+            if any(p < 0 or p >= o for p, o in zip(pos, outs)):
+                continue
+            for g in range(groups):
+                xs = x[(slice(None), slice(g * icg, (g + 1) * icg), *i)]            # (n, icg)
+                ws = w[(slice(g * icg, (g + 1) * icg), slice(None), *taps)]      # (icg, ocg)
+                y[(slice(None), slice(g * ocg, (g + 1) * ocg), *pos)] += xs @ ws
+    if bias is not None:
+        y += bias.reshape((1, -1) + (1,) * nd)
+    return from_ncx(y, data_format)
