@@ -20,7 +20,7 @@ from tensorir import placeholder
 from tensorir.tensor import ComputeOp, post_order
 
 from .fusion import dominant_class
-from .logical_tensor import DataType, GraphError, LogicalTensor
+from .logical_tensor import DataType, GraphError, LogicalTensor, PropertyType
 from .op import Op, OpKind
 from .schema import get_attr
 
@@ -320,7 +320,8 @@ def placeholder_for(t: LogicalTensor):
         raise GraphError(f"logical tensor {t.id} has unknown shape {t.shape}")
     if t.dtype not in COMPILED_DTYPES:
         raise GraphError(f"logical tensor {t.id}: data type {t.dtype.value} is not compiled")
-    return placeholder(t.shape, t.dtype.numpy.name, name=f"t{t.id}")
+    return placeholder(t.shape, t.dtype.numpy.name, name=f"t{t.id}",
+                       constant=t.property_type is PropertyType.constant)
 
 
 def op_class(op: Op) -> str:

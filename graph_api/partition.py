@@ -15,13 +15,11 @@ import struct
 
 import llvmlite
 
-import numpy as np
-
 from autotune.dispatch import current_history
 from autotune.task import Task
 from schedule import template_for
-from schedule.hoist import build_prepacked
-from tensorir.runtime.kernel import FORMAT_VERSION as KERNEL_FORMAT_VERSION, Kernel
+from schedule.hoist import kernel_from_bytes
+from tensorir.runtime.kernel import FORMAT_VERSION as KERNEL_FORMAT_VERSION
 
 from .fusion import dominant_class, group_ops
 from .logical_tensor import GraphError, LogicalTensor, PropertyType
@@ -140,13 +138,9 @@ class Partition:
             if blob is None:
                 history.db.cache_kernel(stored_key, _freeze(built))
         _compiled_cache[key] = built
-        kernel, arg_positions, packs, shapes = built
+        kernel, arg_positions, shapes = built
         ports = {"in": self.input_ports, "out": self.output_ports}
-
-        def port_of(role, k):
-            return (role, k) if role == "packed" else (role, ports[role][k].id)
-        arg_ports = [port_of(*a) for a in arg_positions]
-        packs = [(pack, [port_of(*a) for a in args]) for pack, args in packs]
+        arg_ports = [(role, ports[role][k].id) for role, k in arg_positions]
         ins = [given[p.id] for p in self.input_ports]
         outs = []
         for port, shape in zip(self.output_ports, shapes):
@@ -155,7 +149,7 @@ class Partition:
                 raise GraphError(f"partition {self.id}: output {port.id} has shape {list(shape)}, "
                                  f"not {list(t.shape)}")
             outs.append(t.with_shape(shape))
-        compiled = CompiledPartition(self, kernel, arg_ports, ins, outs, packs)
+        compiled = CompiledPartition(self, kernel, arg_ports, ins, outs)
         compiled.config = config           # the tuned config it was built with; None: the default
         return compiled
 
@@ -196,21 +190,12 @@ class Partition:
     def _build(self, inputs, config=None, dag=None):
         env, out_tensors = self._lower(inputs) if dag is None else dag
         template = template_for(out_tensors)
-        constants = [env[p.id] for p in self.input_ports if p.property_type is PropertyType.constant]
         config = template.default_config() if config is None else config
-        built = build_prepacked(template.apply(config), template.args, constants, name=f"partition_{self.id}")
+        kernel = template.build(config, name=f"partition_{self.id}")   # constant inputs prepacked
         # arguments as port positions, so a cached kernel serves any partition of this shape
-        position = {id(env[p.id].op): k for k, p in enumerate(self.input_ports)}
-        outputs = {id(t.op): k for k, t in enumerate(out_tensors)}
-        packed = {id(t.op): k for k, t in enumerate(built.packed)}
-
-        def where(t):
-            for role, table in (("in", position), ("packed", packed), ("out", outputs)):
-                if id(t.op) in table:
-                    return role, table[id(t.op)]
-            raise AssertionError(f"kernel argument {t.name} is no port")
-        packs = [(pack.kernel, [where(t) for t in pack.args[:-1]]) for pack in built.packs]
-        return built.kernel, [where(t) for t in built.args], packs, [tuple(t.shape) for t in out_tensors]
+        position = {id(env[p.id].op): ("in", k) for k, p in enumerate(self.input_ports)}
+        position.update({id(t.op): ("out", k) for k, t in enumerate(out_tensors)})
+        return kernel, [position[id(t.op)] for t in template.args], [tuple(t.shape) for t in out_tensors]
 
 
 def _stored_key(key, target_key: str) -> str:
@@ -221,17 +206,11 @@ def _stored_key(key, target_key: str) -> str:
 
 
 def _freeze(built) -> bytes:
-    """A built partition as bytes: a JSON header (argument positions, output shapes, blob
-    sizes) and the kernels' ``to_bytes`` blobs."""
-    kernel, arg_positions, packs, shapes = built
-    blobs = [kernel.to_bytes()] + [k.to_bytes() for k, _ in packs]
-    header = json.dumps({"args": arg_positions, "packs": [pos for _, pos in packs],
-                         "shapes": shapes, "sizes": [len(b) for b in blobs]}).encode()
-    return struct.pack("<Q", len(header)) + header + b"".join(blobs)
-
-
-def _positions(pairs) -> list[tuple]:
-    return [(role, k) for role, k in pairs]
+    """A built partition as bytes: a JSON header (argument positions, output shapes) and the
+    kernel's ``to_bytes`` blob."""
+    kernel, arg_positions, shapes = built
+    header = json.dumps({"args": arg_positions, "shapes": shapes}).encode()
+    return struct.pack("<Q", len(header)) + header + kernel.to_bytes()
 
 
 def _thaw(blob: bytes | None):
@@ -242,12 +221,8 @@ def _thaw(blob: bytes | None):
     try:
         (size,) = struct.unpack_from("<Q", blob)
         header = json.loads(blob[8:8 + size])
-        kernels, at = [], 8 + size
-        for n in header["sizes"]:
-            kernels.append(Kernel.from_bytes(blob[at:at + n], "cached kernel"))
-            at += n
-        packs = [(k, _positions(pos)) for k, pos in zip(kernels[1:], header["packs"])]
-        return kernels[0], _positions(header["args"]), packs, [tuple(s) for s in header["shapes"]]
+        kernel = kernel_from_bytes(blob[8 + size:], "cached kernel")
+        return kernel, [(role, k) for role, k in header["args"]], [tuple(s) for s in header["shapes"]]
     except (ValueError, KeyError, TypeError, struct.error):
         return None
 
@@ -259,14 +234,12 @@ class CompiledPartition:
         >>> # cp.execute(Stream(Engine()), [Tensor(lt, eng, array), ...], [Tensor(out_lt, eng), ...])
     """
 
-    def __init__(self, partition: Partition, kernel, arg_ports, inputs, outputs, packs=()):
+    def __init__(self, partition: Partition, kernel, arg_ports, inputs, outputs):
         self.partition = partition
-        self.kernel = kernel
+        self.kernel = kernel          # a Kernel, or a PrepackedKernel packing constant weights once
         self._arg_ports = arg_ports
         self.inputs = {t.id: t for t in inputs}
         self.outputs = {t.id: t for t in outputs}
-        self._packs = list(packs)     # (kernel, its argument ports) computing ("packed", k)
-        self._packed = None           # (the constant arrays packed, the packed arrays)
 
     def query_logical_tensor(self, tensor_id: int) -> LogicalTensor:
         """The compiled logical tensor ``tensor_id`` with its full shape.
@@ -302,32 +275,12 @@ class CompiledPartition:
                     raise GraphError(f"compiled partition {self.partition.id}: {role}put {lt.id} must be "
                                      f"{want.dtype.value}{list(want.shape)}, got {array.dtype}{list(array.shape)}")
                 arrays[(role, lt.id)] = array
-        if self._packs:
-            self._prepack(arrays)
         args = []
         for key in self._arg_ports:
             if key not in arrays:
                 raise GraphError(f"compiled partition {self.partition.id}: missing {key[0]}put tensor {key[1]}")
             args.append(arrays[key])
         self.kernel(*args)
-
-    def _prepack(self, arrays: dict) -> None:
-        """Put the packed weights into ``arrays``: computed on the first execution and again
-        only when other constant arrays are given (constants must not change in place)."""
-        used = [arrays.get(key) for _, ports in self._packs for key in ports]
-        if self._packed is None or len(used) != len(self._packed[0]) or \
-                any(a is not b for a, b in zip(used, self._packed[0])):
-            results = []
-            for kernel, ports in self._packs:
-                missing = [key for key in ports if key not in arrays]
-                if missing:
-                    raise GraphError(f"compiled partition {self.partition.id}: missing input tensor {missing[0][1]}")
-                out = np.empty(kernel.args[-1].shape, dtype=kernel.args[-1].dtype)
-                kernel(*[arrays[key] for key in ports], out)
-                results.append(out)
-            self._packed = (used, results)
-        for k, out in enumerate(self._packed[1]):
-            arrays[("packed", k)] = out
 
 
 def partition_graph(graph, policy: str = "fusion") -> list[Partition]:

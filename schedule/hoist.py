@@ -1,27 +1,30 @@
-"""Prepacking: stages that read only constant inputs (weights) are cut out of a schedule and
-built as kernels of their own, so a caller runs them once per weight array instead of on
-every call of the main kernel (the complex template's packed weight panels, a transposed
-weight).
+"""Prepacking: stages that read only constant inputs (weights, ``placeholder(...,
+constant=True)``) are cut out of a schedule and built as kernels of their own, which run
+once per weight array instead of on every call (the complex template's packed weight
+panels, a transposed weight).
+
+``build_prepacked`` returns a ``PrepackedKernel``: called with the same arguments as the
+plain kernel, it packs the constants on its first call (and again only when it is given
+other constant arrays, compared by identity: constants must not change in place), then runs
+the main kernel on the packed copies.
 
 Example:
     >>> import numpy as np
     >>> from tensorir import placeholder, compute, reduce_axis, sum
     >>> from schedule import create_schedule
-    >>> A = placeholder((8, 32), name="A"); W = placeholder((32, 40), name="W")
+    >>> A = placeholder((8, 32), name="A"); W = placeholder((32, 40), name="W", constant=True)
     >>> r = reduce_axis((0, 32), name="r")
     >>> C = compute((8, 40), lambda i, j: sum(A[i, r] * W[r, j], axis=r), name="C")
     >>> s = create_schedule(C); _ = s.pack(W, axis=1, block=16)
-    >>> built = build_prepacked(s, [A, W, C], constants=[W])
-    >>> [t.name for t in built.args], [[t.name for t in p.args] for p in built.packs]
-    (['A', 'W.packed', 'C'], [['W', 'W.packed']])
-    >>> a, w = np.ones((8, 32), "float32"), np.ones((32, 40), "float32")
-    >>> c = np.zeros((8, 40), "float32"); wp = built.packs[0].allocate()
-    >>> built.packs[0].kernel(w, wp); built.kernel(a, wp, c); float(c[0, 0])
-    32.0
+    >>> f = build_prepacked(s, [A, W, C], constants=[W])
+    >>> a, w, c = np.ones((8, 32), "float32"), np.ones((32, 40), "float32"), np.zeros((8, 40), "float32")
+    >>> f(a, w, c); float(c[0, 0]), len(f.packs)
+    (32.0, 1)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import struct
 
 import numpy as np
 
@@ -33,33 +36,94 @@ from tensorir.visit import walk
 from .build import build
 from .schedule import Schedule
 
+MAGIC = b"TILEFUSE-PREPACKED\n"
 
-@dataclass(frozen=True)
-class Pack:
-    """A kernel computing one cut-out tensor from constant inputs: ``kernel(*inputs, out)``
-    with arrays for ``args`` (the constant placeholders, then the packed tensor)."""
-    kernel: Kernel
-    args: tuple
 
-    def allocate(self) -> np.ndarray:
-        """A fresh array for the packed tensor.
+class PrepackedKernel:
+    """A kernel whose constant-only stages run apart: ``packs`` are (kernel, argument
+    positions of its constant inputs) computing the packed tensors; ``main_args`` say, per
+    parameter of ``main``, ("arg", i) for argument i of the call or ("packed", k) for the
+    output of pack k.
+
+    Example:
+        >>> # f = build_prepacked(template.apply(cfg), template.args, constants); f(*arrays)
+    """
+
+    def __init__(self, main: Kernel, main_args, packs, n_args: int):
+        self.main = main
+        self.main_args = [(role, int(k)) for role, k in main_args]
+        self.packs = [(kernel, [int(i) for i in positions]) for kernel, positions in packs]
+        self.n_args = n_args
+        self._constant_positions = sorted({i for _, positions in self.packs for i in positions})
+        self._cached = None       # (the constant arrays packed, the packed arrays)
+
+    def __call__(self, *arrays):
+        if len(arrays) != self.n_args:
+            raise TypeError(f"kernel {self.main.name} takes {self.n_args} arguments, got {len(arrays)}")
+        constants = [arrays[i] for i in self._constant_positions]
+        cached = self._cached
+        if cached is None or any(a is not b for a, b in zip(cached[0], constants)):
+            packed = []
+            for kernel, positions in self.packs:
+                out = np.empty(kernel.args[-1].shape, dtype=kernel.args[-1].dtype)
+                kernel(*[arrays[i] for i in positions], out)
+                packed.append(out)
+            self._cached = cached = (constants, packed)
+        packed = cached[1]
+        return self.main(*[arrays[k] if role == "arg" else packed[k] for role, k in self.main_args])
+
+    @property
+    def name(self) -> str:
+        return self.main.name
+
+    def source(self, kind: str = "llvm") -> str:
+        """The main kernel's source (see ``Kernel.source``).
 
         Example:
-            >>> # out = pack.allocate(); pack.kernel(*weights, out)
+            >>> # "vfmadd231ps" in f.source("asm")
         """
-        out = self.args[-1]
-        return np.empty(out.shape, dtype=out.dtype)
+        return self.main.source(kind)
+
+    def to_bytes(self) -> bytes:
+        """The kernels and their wiring as one blob (``kernel_from_bytes`` reads it back).
+
+        Example:
+            >>> # again = kernel_from_bytes(f.to_bytes())
+        """
+        blobs = [self.main.to_bytes()] + [k.to_bytes() for k, _ in self.packs]
+        header = json.dumps({"main_args": self.main_args, "packs": [p for _, p in self.packs],
+                             "n_args": self.n_args, "sizes": [len(b) for b in blobs]}).encode()
+        return MAGIC + struct.pack("<Q", len(header)) + header + b"".join(blobs)
+
+    def __repr__(self):
+        return f"PrepackedKernel({self.main.name}, {len(self.packs)} packs)"
 
 
-@dataclass(frozen=True)
-class Prepacked:
-    """The main kernel, its arguments (inputs still read, the packed tensors, the outputs),
-    the packed tensors as the main kernel's placeholders and the packs computing them (in the
-    same order)."""
-    kernel: Kernel
-    args: tuple
-    packed: tuple
-    packs: tuple
+def kernel_from_bytes(blob: bytes, source: str = "kernel blob"):
+    """A ``Kernel`` or ``PrepackedKernel`` from its ``to_bytes`` blob; ValueError naming
+    ``source`` for corrupt data or code for another CPU.
+
+    Example:
+        >>> kernel_from_bytes(MAGIC + b"junk")
+        Traceback (most recent call last):
+        ...
+        ValueError: kernel blob: corrupt prepacked kernel
+    """
+    if not blob.startswith(MAGIC):
+        return Kernel.from_bytes(blob, source)
+    try:
+        at = len(MAGIC)
+        (size,) = struct.unpack_from("<Q", blob, at)
+        header = json.loads(blob[at + 8:at + 8 + size])
+        at += 8 + size
+        kernels = []
+        for n in header["sizes"]:
+            kernels.append(Kernel.from_bytes(blob[at:at + n], source))
+            at += n
+        packs = list(zip(kernels[1:], header["packs"]))
+        return PrepackedKernel(kernels[0], header["main_args"], packs, header["n_args"])
+    except (struct.error, KeyError, TypeError, json.JSONDecodeError, UnicodeDecodeError):
+        raise ValueError(f"{source}: corrupt prepacked kernel") from None
 
 
 def hoistable(s: Schedule, constants) -> list[Tensor]:
@@ -89,26 +153,33 @@ def hoistable(s: Schedule, constants) -> list[Tensor]:
     return found
 
 
-def build_prepacked(s: Schedule, args: list, constants, name: str = "main") -> Prepacked:
-    """Build ``s`` with every ``hoistable`` stage cut out (``Schedule.as_input``) and built
-    as a ``Pack`` of its own (default injective schedule). ``args`` are the kernel arguments
-    ``build`` would take; the main kernel's arguments are those inputs it still reads, the
-    packed tensors and the outputs, in that order. The schedule ``s`` is changed.
+def build_prepacked(s: Schedule, args: list, constants, name: str = "main"):
+    """Build ``s`` with parameters ``args``, every ``hoistable`` stage cut out
+    (``Schedule.as_input``) and built apart (default injective schedule): a
+    ``PrepackedKernel`` taking ``args``, or the plain ``Kernel`` when nothing reads only
+    constants. The schedule ``s`` is changed.
 
     Example:
-        >>> # built = build_prepacked(template.apply(cfg), template.args, constants=[W])
+        >>> # f = build_prepacked(template.apply(cfg), template.args, constants=[W])
     """
     from .templates import template_for
+    hoisted = hoistable(s, constants)
+    if not hoisted:
+        return build(s, args, name=name)
+    position = {id(a.op): i for i, a in enumerate(args) if isinstance(a, Tensor)}
     packs, given = [], []
-    for k, tensor in enumerate(hoistable(s, constants)):
+    for k, tensor in enumerate(hoisted):
         template = template_for(tensor)
-        packs.append(Pack(template.build(template.default_config(), name=f"{name}_pack{k}"),
-                          tuple(template.args)))
+        kernel = template.build(template.default_config(), name=f"{name}_pack{k}")
+        packs.append((kernel, [position[id(t.op)] for t in template.args[:-1]]))
         given.append(s.as_input(tensor))
     read = {id(n.tensor.op) for st in s.stages for n in walk(st.body) if isinstance(n, TensorLoad)}
     outputs = {id(t.op) for t in s.outputs}
-    inputs = [a for a in args if not isinstance(a, Tensor) or id(a.op) in outputs or id(a.op) in read]
-    ins = [a for a in inputs if not (isinstance(a, Tensor) and id(a.op) in outputs)]
-    outs = [a for a in inputs if isinstance(a, Tensor) and id(a.op) in outputs]
-    main = ins + given + outs
-    return Prepacked(build(s, main, name=name), tuple(main), tuple(given), tuple(packs))
+    kept = [i for i, a in enumerate(args)
+            if not isinstance(a, Tensor) or id(a.op) in outputs or id(a.op) in read]
+    inputs = [i for i in kept if not (isinstance(args[i], Tensor) and id(args[i].op) in outputs)]
+    outs = [i for i in kept if i not in inputs]
+    main_params = [args[i] for i in inputs] + given + [args[i] for i in outs]
+    main_args = [("arg", i) for i in inputs] + [("packed", k) for k in range(len(packs))] + [("arg", i) for i in outs]
+    return PrepackedKernel(build(s, main_params, name=name), main_args, packs, len(args))
+

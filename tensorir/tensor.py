@@ -157,15 +157,18 @@ def _check_shape(shape, name: str) -> tuple[int, ...]:
     return tuple(int(n) for n in shape)
 
 
-def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Tensor:
-    """An input tensor of the given shape and dtype.
+def placeholder(shape, dtype: str = "float32", name: str = "placeholder", constant: bool = False) -> Tensor:
+    """An input tensor of the given shape and dtype. ``constant`` marks an input whose values
+    stay the same from call to call (weights): stages reading only constants may then run
+    once per weight array instead of on every call (``schedule.hoist``); its tag says so.
 
     Example:
         >>> A = placeholder((3, 4), "float32", name="A")
-        >>> A.shape, A.dtype
-        ((3, 4), 'float32')
+        >>> A.shape, A.dtype, placeholder((4,), name="W", constant=True).op.tag
+        ((3, 4), 'float32', 'constant')
     """
-    op = PlaceholderOp(name, _check_shape(shape, f"placeholder {name!r}"), dt.check_dtype(dtype))
+    op = PlaceholderOp(name, _check_shape(shape, f"placeholder {name!r}"), dt.check_dtype(dtype),
+                       "constant" if constant else "")
     op._output = Tensor(op)
     return op._output
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from ..build import build
+from ..hoist import build_prepacked
 from ..schedule import Schedule, create_schedule
 from ..space import Config, ConfigSpace
 from .dag import Dag
@@ -113,14 +113,20 @@ class Template:
         self.schedule(s, cfg)
         return s
 
-    def build(self, config: Config | None = None, name: str = "main", **options):
+    @property
+    def constants(self) -> list:
+        """The inputs marked constant (``placeholder(..., constant=True)``: weights)."""
+        return [p for p in self.dag.placeholders if p.op.tag == "constant"]
+
+    def build(self, config: Config | None = None, name: str = "main"):
         """Build the schedule for ``config`` (default: ``chosen_config()``) with ``args`` as the
-        kernel's parameters.
+        kernel's parameters; stages reading only ``constants`` (packed weights) run once per
+        weight array (``schedule.hoist``).
 
         Example:
             >>> # f = t.build(t.default_config()); f(*arrays)
         """
-        return build(self.apply(config), self.args, name=name, **options)
+        return build_prepacked(self.apply(config), self.args, self.constants, name=name)
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(t.name for t in self.outputs)}; {len(self.space)} configs)"

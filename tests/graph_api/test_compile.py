@@ -5,6 +5,7 @@ import pytest
 
 from graph_api import Engine, GraphError, Stream, Tensor, compile_graph, reference
 from graph_building import Builder, attention, conv_bn_relu, mlp, residual_block
+from schedule.hoist import PrepackedKernel
 
 
 @pytest.mark.parametrize("build", [mlp, conv_bn_relu, residual_block, attention])
@@ -77,7 +78,7 @@ def test_constant_weights_are_prepacked_once_per_weight_array():
     g = b.finalize()
     (p,) = g.get_partitions()
     cp = p.compile(p.get_input_ports(), p.get_output_ports())
-    assert cp._packs, "the MatMul's constant weights should be packed outside the kernel"
+    assert isinstance(cp.kernel, PrepackedKernel), "the MatMul's constant weights should be packed apart"
     eng, stream = Engine(), Stream(Engine())
     feeds = b.feeds()
 
@@ -88,12 +89,12 @@ def test_constant_weights_are_prepacked_once_per_weight_array():
         return out.handle
     want = reference.run(g, feeds)
     np.testing.assert_allclose(run(feeds), next(iter(want.values())), rtol=1e-5, atol=1e-5)
-    packed = cp._packed[1][0]
+    packed = cp.kernel._cached[1][0]
     run({**feeds, 0: feeds[0] + 1})
-    assert cp._packed[1][0] is packed                       # same weights: not packed again
+    assert cp.kernel._cached[1][0] is packed                # same weights: not packed again
     new_w = {**feeds, 1: feeds[1] * 2}
     np.testing.assert_allclose(run(new_w), next(iter(reference.run(g, new_w).values())), rtol=1e-5, atol=1e-5)
-    assert cp._packed[1][0] is not packed
+    assert cp.kernel._cached[1][0] is not packed
 
 
 def test_variable_weights_are_not_prepacked():
@@ -103,4 +104,4 @@ def test_variable_weights_are_not_prepacked():
     b.op("MatMul", [x, w])
     (p,) = b.finalize().get_partitions()
     cp = p.compile(p.get_input_ports(), p.get_output_ports())
-    assert cp._packs == []
+    assert not isinstance(cp.kernel, PrepackedKernel)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from schedule import ScheduleError, create_schedule
-from schedule.hoist import build_prepacked, hoistable
+from schedule.hoist import PrepackedKernel, build_prepacked, hoistable, kernel_from_bytes
 from schedule.templates import template_for
 from schedule_testing import assert_close, matmul, rand
 from tensorir import compute, placeholder
@@ -45,13 +45,40 @@ def test_prepacked_matmul_matches_numpy(n, k, m):
     t = template_for(C)
     cfg = t.default_config()
     assert cfg["pack"] is True
-    built = build_prepacked(t.apply(cfg), t.args, constants=[B])
-    assert [p.args[-1].name for p in built.packs] == [x.name for x in built.packed]
+    f = build_prepacked(t.apply(cfg), t.args, constants=[B])
+    assert isinstance(f, PrepackedKernel) and len(f.packs) == 1 and f.packs[0][1] == [1]
     a, b = rand((n, k)), rand((k, m))
-    packed = built.packs[0].allocate()
-    built.packs[0].kernel(b, packed)
     c = np.full((n, m), np.nan, "float32")
-    built.kernel(a, packed, c)
+    f(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+    packed = f._cached[1][0]
+    f(a * 2, b, c)                                   # same weights: not packed again
+    assert f._cached[1][0] is packed
+    np.testing.assert_allclose(c, 2 * a @ b, rtol=1e-5, atol=1e-5)
+    b2 = b + 1
+    f(a, b2, c)
+    np.testing.assert_allclose(c, a @ b2, rtol=1e-5, atol=1e-5)
+    again = kernel_from_bytes(f.to_bytes())
+    c2 = np.zeros_like(c)
+    again(a, b2, c2)
+    np.testing.assert_array_equal(c2, c)
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        f(a, c)
+
+
+def test_templates_prepack_constant_placeholders():
+    A = placeholder((9, 21), name="A")
+    B = placeholder((21, 40), name="B", constant=True)
+    from tensorir import reduce_axis, sum as rsum
+    r = reduce_axis((0, 21), name="r")
+    C = compute((9, 40), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
+    t = template_for(C)
+    assert t.constants == [B]
+    f = t.build()
+    assert isinstance(f, PrepackedKernel)
+    a, b = rand((9, 21)), rand((21, 40))
+    c = np.zeros((9, 40), "float32")
+    f(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
@@ -60,5 +87,4 @@ def test_nothing_to_hoist_without_constants_or_with_variable_mixing():
     t = template_for(C)
     s = t.apply()
     assert hoistable(s, []) == [] and hoistable(s, [A]) == []
-    built = build_prepacked(t.apply(), t.args, constants=[])
-    assert built.packs == () and [x.name for x in built.args] == [x.name for x in t.args]
+    assert not isinstance(build_prepacked(t.apply(), t.args, constants=[]), PrepackedKernel)
