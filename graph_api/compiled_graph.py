@@ -10,7 +10,7 @@ from autotune.dispatch import apply_history_best
 
 from . import reference
 from .logical_tensor import GraphError, PropertyType
-from .runtime import Engine, Stream, Tensor
+from .runtime import Engine, Stream
 
 
 class CompiledGraph:
@@ -49,6 +49,7 @@ class CompiledGraph:
                           f"{', '.join(fallback)}", stacklevel=2)
         self.output_ids = [t.id for t in graph.get_output_ports()]
         self.input_ports = [t for t in graph.get_input_ports() if t.id not in self.bound]
+        self._input_specs = [(t.id, t.shape, t.dtype.numpy) for t in self.input_ports if t.is_known()]
 
     def run(self, feeds: dict) -> dict:
         """Run the graph on ``feeds`` (graph input id -> array; bound constants need none);
@@ -60,13 +61,16 @@ class CompiledGraph:
             >>> # compile_graph(g).run({0: x})[out_id]
         """
         values = dict(self.bound)
-        for port in self.input_ports:
-            if port.id not in feeds:
-                raise GraphError(f"no feed for graph input {port.id}")
         for tid, array in feeds.items():
             values[tid] = np.asarray(array, order="C")   # keeps 0-d arrays 0-d
+        for tid, shape, dtype in self._input_specs:
+            array = values.get(tid)
+            if array is None:
+                raise GraphError(f"no feed for graph input {tid}")
+            if array.shape != shape or array.dtype != dtype:
+                raise GraphError(f"graph input {tid} must be {dtype}{list(shape)}, got {array.dtype}{list(array.shape)}")
         for step in self.steps:
-            values.update(step.run(values, self.engine, self.stream))
+            values.update(step.run(values))
         return {tid: values[tid] for tid in self.output_ids}
 
 
@@ -77,8 +81,11 @@ class _Step:
     def __init__(self, partition, compiled, ports, constant: bool):
         self.partition, self.compiled, self.ports, self.constant = partition, compiled, ports, constant
         self._kept = None          # (the input arrays, the results) of a constant partition
+        if compiled is not None:   # the kernel's arguments, worked out once (checked at compile)
+            self._outputs = [(t.id, t.shape, t.dtype.numpy) for t in ports[1]]
+            self._args = [(role == "out", tid) for role, tid in compiled._arg_ports]
 
-    def run(self, values: dict, engine: Engine, stream: Stream) -> dict:
+    def run(self, values: dict) -> dict:
         p = self.partition
         if self.constant:
             inputs = [values[t.id] for t in p.get_input_ports()]
@@ -91,11 +98,8 @@ class _Step:
                                                for t in op.inputs])
                 results.update({t.id: v for t, v in zip(op.outputs, outs)})
         else:
-            in_ports, out_ports = self.ports
-            ins = [Tensor(lt, engine, values[lt.id]) for lt in in_ports]
-            outs = [Tensor(lt, engine) for lt in out_ports]
-            self.compiled.execute(stream, ins, outs)
-            results = {t.logical_tensor.id: t.handle for t in outs}
+            results = {tid: np.empty(shape, dtype) for tid, shape, dtype in self._outputs}
+            self.compiled.kernel(*[results[tid] if out else values[tid] for out, tid in self._args])
         if self.constant:
             self._kept = (inputs, results)
         return results

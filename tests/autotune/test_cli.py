@@ -166,7 +166,7 @@ def test_every_candidate_failing_exits_1_and_reports_errors_per_kind(tuned, tmp_
 @pytest.mark.parametrize("argv, message", [
     (["tune", "{dir}/nope.json", "--trials", "4"], "no such graph file"),
     (["tune", "{dir}/corrupt.json", "--trials", "4"], "invalid JSON"),
-    (["tune", "{dir}/model.onnx", "--trials", "4"], "ONNX models are not supported yet"),
+    (["tune", "{dir}/model.onnx", "--trials", "4"], "not an ONNX model with a graph"),
     (["tune", "{dir}/model.pb", "--trials", "4"], "unknown graph format '.pb'"),
     (["tune", "{graph}", "--trials", "4", "--tuner", "annealing"], "invalid choice: 'annealing'"),
     (["tune", "{graph}", "--trials", "4", "--time-budget", "ten minutes"], "bad duration 'ten minutes'"),

@@ -105,3 +105,15 @@ def test_variable_weights_are_not_prepacked():
     (p,) = b.finalize().get_partitions()
     cp = p.compile(p.get_input_ports(), p.get_output_ports())
     assert not isinstance(cp.kernel, PrepackedKernel)
+
+
+def test_compiled_graph_checks_its_feeds():
+    b = mlp(batch=4, sizes=(8, 16))
+    cg = compile_graph(b.finalize())
+    feeds = b.feeds()
+    with pytest.raises(GraphError, match=r"graph input 0 must be float32\[4, 8\], got float32\[4, 9\]"):
+        cg.run({**feeds, 0: np.zeros((4, 9), "float32")})
+    with pytest.raises(GraphError, match="graph input 0 must be float32.*got float64"):
+        cg.run({**feeds, 0: feeds[0].astype("float64")})
+    with pytest.raises(GraphError, match="no feed for graph input 0"):
+        cg.run({k: v for k, v in feeds.items() if k != 0})
