@@ -2,6 +2,8 @@
 
 The output's leading axes that the reductions share are the "rows": they are fused and run in
 parallel, and every reduction is computed at that row loop (one row at a time, in cache).
+When the output's axes are not the reductions' (a reshape after them, as a global pooling
+has), the reductions are computed whole first.
 Each reduction's innermost reduce loop is split by the vector width and rfactored, so the
 partial results are an explicit vector accumulated across the row; the output's remaining
 axes are fused and vectorized. Injective intermediates are inlined.
@@ -23,7 +25,7 @@ class ReductionTemplate(Template):
             self.rows = len(self.reductions[0].axis)
             shape = self.out.shape[:self.rows]
             if any(op.shape != shape for op in self.reductions):
-                raise ValueError("reductions whose shapes are not the output's leading axes")
+                self.rows = 0    # e.g. a reshape after the reduction: reductions stay whole, at root
         super().__init__(dag)
 
     def define(self, space):

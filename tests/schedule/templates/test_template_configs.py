@@ -45,6 +45,14 @@ def test_reduction_row_sum():
     check_all_configs(S, lambda x: x.sum(1), "reduction", rtol=1e-4, atol=1e-4)
 
 
+def test_reduction_then_reshape_global_pooling():
+    X = placeholder((3, 7, 9, 13), name="X")
+    r, q = reduce_axis((0, 9), name="r"), reduce_axis((0, 13), name="q")
+    S = compute((3, 7, 1, 1), lambda n, c, h, w: rsum(X[n, c, r, q], axis=[r, q]), name="S")
+    F = compute((3, 7), lambda n, c: S[n, c, 0, 0] / 117.0, name="F")
+    check_all_configs(F, lambda x: x.mean(axis=(2, 3)), "reduction", rtol=1e-4, atol=1e-5)
+
+
 def test_reduction_softmax():
     X = placeholder((9, 77), name="X")
     rm, rs = reduce_axis((0, 77), name="rm"), reduce_axis((0, 77), name="rs")
