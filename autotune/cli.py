@@ -26,7 +26,9 @@ Exit codes (the same for every subcommand):
 * 130 - interrupted (Ctrl-C); what was measured is saved, the same command resumes.
 
 This is the one module of ``autotune`` that imports ``graph_api`` (the application on top of
-both). GRAPH is a oneDNN Graph JSON file; ``load_graph`` picks the reader by file suffix.
+both). GRAPH is a oneDNN Graph JSON file (.json) or an ONNX model (.onnx, read by
+``graph_api.from_onnx``: initializers are bound constants, so ``bench`` feeds random arrays
+only to the model's data inputs); ``load_graph`` picks the reader by file suffix.
 
 Example:
     >>> parse_duration("1h30m"), parse_duration("90s"), parse_duration("2.5")
@@ -127,19 +129,45 @@ def _read_onednn_json(path: Path):
     return graph_api.load_json(path)
 
 
-def _onnx_not_yet(path: Path):
-    raise BadInput(f"{path}: ONNX models are not supported yet (ONNX import comes with its own "
-                   f"issue); export the model as a oneDNN Graph JSON file (.json) for now")
+def _read_onnx(path: Path):
+    """The graph of an ONNX model file (initializers become bound constants), via
+    ``graph_api.from_onnx``; a file onnx cannot parse or check is a BadInput naming it."""
+    try:
+        import onnx
+    except ImportError:
+        raise BadInput(f"{path}: reading ONNX models needs the onnx package (pip install onnx)") from None
+    try:
+        model = onnx.load(str(path))
+    except Exception as err:                 # protobuf's DecodeError and friends: not an ONNX file
+        raise BadInput(f"{path}: not a readable ONNX model: {_first_line(str(err)) or type(err).__name__}") from None
+    if not model.graph.node:                 # an empty (or non-ONNX but parseable) file
+        raise BadInput(f"{path}: not an ONNX model with a graph (no nodes)")
+    from_onnx = getattr(graph_api, "from_onnx", None)
+    if from_onnx is None:
+        raise BadInput(f"{path}: ONNX models are not supported by this graph_api (no from_onnx); "
+                       f"export the model as a oneDNN Graph JSON file (.json)")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            graph = from_onnx(model)
+    except graph_api.GraphError:
+        raise
+    except (ValueError, TypeError, onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
+        raise BadInput(f"{path}: cannot import the ONNX model: {_first_line(str(err))}") from None
+    for w in caught:                         # e.g. ops with no mapping, run by the reference interpreter
+        print(f"autotune: warning: {path}: {w.message}", file=sys.stderr)
+    return graph
 
 
-# suffix -> reader of a finalized graph_api.Graph; ONNX gets its reader here when it lands
-GRAPH_READERS = {".json": _read_onednn_json, ".onnx": _onnx_not_yet}
+# suffix -> reader of a finalized graph_api.Graph
+GRAPH_READERS = {".json": _read_onednn_json, ".onnx": _read_onnx}
 
 
 def load_graph(path) -> "graph_api.Graph":
     """The finalized graph in the file ``path``, read by the reader of its suffix
-    (``GRAPH_READERS``: ``.json`` is oneDNN Graph JSON). A missing, unreadable or invalid
-    file, or an unknown suffix, is a BadInput naming the file.
+    (``GRAPH_READERS``: ``.json`` is oneDNN Graph JSON, ``.onnx`` an ONNX model read by
+    ``graph_api.from_onnx``). A missing, unreadable or invalid file, or an unknown suffix, is
+    a BadInput naming the file.
 
     Example:
         >>> [p.get_kind() for p in load_graph("examples/mlp.json").get_partitions()]   # doctest: +SKIP
@@ -161,7 +189,7 @@ def load_graph(path) -> "graph_api.Graph":
     try:
         return reader(path)
     except graph_api.GraphError as err:
-        raise BadInput(f"not a usable graph: {err}") from None
+        raise BadInput(f"{path}: not a usable graph: {err}") from None
 
 
 def open_database(path, must_exist: bool) -> Database:
@@ -842,7 +870,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("tune", help="tune every task (partition workload) of a graph",
                             description="Tune every task of GRAPH and print a table per task.")
-    p.add_argument("graph", metavar="GRAPH", help="oneDNN Graph JSON file (.json)")
+    p.add_argument("graph", metavar="GRAPH", help="oneDNN Graph JSON (.json) or ONNX model (.onnx)")
     p.add_argument("--trials", type=_positive_int, required=True, metavar="N",
                    help="measurements in all, shared by task weight (resumed ones count)")
     p.add_argument("--tuner", choices=sorted(TUNERS), default="xgb", help="search strategy (default xgb)")

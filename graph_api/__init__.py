@@ -20,6 +20,7 @@ from .runtime import Engine, Stream, Tensor
 from .partition import CompiledPartition, Partition
 from .compiled_graph import CompiledGraph, compile_graph
 from . import reference
+from .onnx_import import from_onnx
 
 __all__ += ["Engine", "Stream", "Tensor", "Partition", "CompiledPartition", "CompiledGraph", "compile_graph",
-            "reference"]
+            "reference", "from_onnx"]

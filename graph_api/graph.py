@@ -128,7 +128,7 @@ class Graph:
         if tensor_id in self._producer:
             raise GraphError(f"logical tensor {tensor_id} is produced by op {self._producer[tensor_id].id}; "
                              f"only graph inputs take a bound value")
-        array = np.array(value, dtype=t.dtype.numpy)
+        array = np.array(value, dtype=t.dtype.numpy, order="C")   # kernels read row-major
         if not t.is_known() or array.shape != t.shape:
             raise GraphError(f"logical tensor {tensor_id} has shape {list(t.shape or [])}, "
                              f"the bound value {list(array.shape)}")

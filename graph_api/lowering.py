@@ -70,7 +70,6 @@ for _kind, _fn in {
         _K.HardSigmoid: lambda op, x: T.hardsigmoid(x, get_attr(op, "alpha"), get_attr(op, "beta")),
         _K.SoftPlus: lambda op, x: T.softplus(x, get_attr(op, "beta")),
         _K.Clamp: lambda op, x: T.clamp(x, get_attr(op, "min"), get_attr(op, "max")),
-        _K.Pow: lambda op, x: T.pow(x, get_attr(op, "beta")),
         _K.Reorder: lambda op, x: T.reorder(x),
         _K.SoftMax: lambda op, x: T.softmax(x, get_attr(op, "axis"), get_attr(op, "mode"),
                                             stats=len(op.outputs) == 2),
@@ -81,6 +80,14 @@ for _kind, _fn in {
         _K.TypeCast: lambda op, x: T.typecast(x, op.outputs[0].dtype.numpy.name),
         _K.BiasAddBackward: lambda op, x: T.bias_add_backward(x, get_attr(op, "data_format")),
         _K.BiasAddBackprop: lambda op, x: T.bias_add_backward(x, get_attr(op, "data_format")),
+        # our own kinds (the ONNX front end)
+        _K.Neg: lambda op, x: T.neg(x), _K.Erf: lambda op, x: T.erf(x), _K.Identity: lambda op, x: T.identity(x),
+        _K.Cast: lambda op, x: T.typecast(x, op.outputs[0].dtype.numpy.name),
+        _K.Slice: lambda op, x: T.slice(x, get_attr(op, "starts"), get_attr(op, "ends"), get_attr(op, "axes"),
+                                        get_attr(op, "steps")),
+        _K.Pad: lambda op, x: T.pad(x, get_attr(op, "pads_begin"), get_attr(op, "pads_end"), get_attr(op, "mode"),
+                                    get_attr(op, "value")),
+        _K.Expand: lambda op, x: T.expand(x, get_attr(op, "shape")),
 }.items():
     _unary(_kind, _fn)
 
@@ -124,6 +131,22 @@ def _lowering(kind):
         _L[kind] = fn
         return fn
     return register
+
+
+@_lowering(_K.Pow)
+def _pow(op, xs):
+    _inputs(op, xs, 1, 2)
+    if len(xs) == 2:
+        if get_attr(op, "auto_broadcast").lower() == "none" and xs[0].shape != xs[1].shape:
+            raise GraphError(f"op {op.id} (Pow): auto_broadcast=none needs equal shapes, got {xs[0].shape} and "
+                             f"{xs[1].shape}")
+        return T.pow(xs[0], xs[1])
+    return T.pow(xs[0], get_attr(op, "beta"))
+
+
+@_lowering(_K.Gather)
+def _gather(op, xs):
+    return T.gather(*_inputs(op, xs, 2), axis=get_attr(op, "axis"))
 
 
 @_lowering(_K.Select)

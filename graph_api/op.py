@@ -7,7 +7,22 @@ from .logical_tensor import GraphError, LogicalTensor
 
 
 class OpKind(enum.Enum):
-    """oneDNN graph op kinds (the value is oneDNN's spelling)."""
+    """oneDNN graph op kinds (the value is oneDNN's spelling), plus a few kinds of our own that
+    the ONNX front end (``graph_api.onnx_import``) needs and oneDNN's op set lacks:
+
+    * ``Cast``: element type conversion to the data type ``to`` (its output's) from any other
+      (numpy ``astype``; float to integer truncates); oneDNN's TypeCast converts only between
+      f32, bf16 and f16.
+    * ``Erf``, ``Neg``: the error function and negation, element-wise.
+    * ``Expand``: numpy broadcasting of ``src`` with the attribute ``shape`` (ONNX Expand).
+    * ``Gather``: ``numpy.take(src, indices, axis)`` with negative indices counted from the end.
+    * ``Identity``: a copy.
+    * ``Pad``: pad (or crop, with negative amounts) by ``pads_begin``/``pads_end`` in ``mode``
+      constant (with ``value``), reflect, edge or wrap.
+    * ``Slice``: ``src[start:end:step]`` along ``axes`` (Python/ONNX clamping rules).
+
+    Each has a schema, a shape rule, a reference implementation and a compute definition.
+    """
     Abs = "Abs"
     AbsBackward = "AbsBackward"
     Add = "Add"
@@ -17,8 +32,9 @@ class OpKind(enum.Enum):
     BatchNormInference = "BatchNormInference"
     BatchNormTrainingBackward = "BatchNormTrainingBackward"
     BiasAdd = "BiasAdd"
-    BiasAddBackward = "BiasAddBackward"
     BiasAddBackprop = "BiasAddBackprop"
+    BiasAddBackward = "BiasAddBackward"
+    Cast = "Cast"
     Clamp = "Clamp"
     ClampBackward = "ClampBackward"
     Concat = "Concat"
@@ -36,7 +52,10 @@ class OpKind(enum.Enum):
     Elu = "Elu"
     EluBackward = "EluBackward"
     End = "End"
+    Erf = "Erf"
     Exp = "Exp"
+    Expand = "Expand"
+    Gather = "Gather"
     GELU = "GELU"
     GELUBackward = "GELUBackward"
     GenIndex = "GenIndex"
@@ -46,6 +65,7 @@ class OpKind(enum.Enum):
     HardSigmoidBackward = "HardSigmoidBackward"
     HardSwish = "HardSwish"
     HardSwishBackward = "HardSwishBackward"
+    Identity = "Identity"
     Interpolate = "Interpolate"
     InterpolateBackward = "InterpolateBackward"
     LayerNorm = "LayerNorm"
@@ -62,6 +82,8 @@ class OpKind(enum.Enum):
     Mish = "Mish"
     MishBackward = "MishBackward"
     Multiply = "Multiply"
+    Neg = "Neg"
+    Pad = "Pad"
     Pow = "Pow"
     PReLU = "PReLU"
     PReLUBackward = "PReLUBackward"
@@ -82,6 +104,7 @@ class OpKind(enum.Enum):
     Select = "Select"
     Sigmoid = "Sigmoid"
     SigmoidBackward = "SigmoidBackward"
+    Slice = "Slice"
     SoftMax = "SoftMax"
     SoftMaxBackward = "SoftMaxBackward"
     SoftPlus = "SoftPlus"

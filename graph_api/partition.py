@@ -154,8 +154,9 @@ class Partition:
         return compiled
 
     def _signature(self, inputs):
-        """Structural key: op kinds, attributes and wiring with local tensor numbers, and the
-        input metadata (constant inputs are prepacked); the same partition anywhere compiles once."""
+        """Structural key: op kinds, attributes, wiring with local tensor numbers and output data
+        types, and the input metadata (constant inputs are prepacked); the same partition
+        anywhere compiles once."""
         local = {}
         for p in self.input_ports:
             local.setdefault(p.id, len(local))
@@ -163,7 +164,8 @@ class Partition:
             for t in op.outputs:
                 local.setdefault(t.id, len(local))
         ops = tuple((op.kind.value, json.dumps(op.attrs, sort_keys=True, default=str),
-                     tuple(local[t.id] for t in op.inputs), tuple(local[t.id] for t in op.outputs))
+                     tuple(local[t.id] for t in op.inputs),
+                     tuple((local[t.id], t.dtype.value) for t in op.outputs))
                     for op in self.ops)
         outs = tuple(local[t.id] for t in self.output_ports)
         return ops, outs, tuple((t.dtype.value, t.shape, p.property_type.value)

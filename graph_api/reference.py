@@ -488,6 +488,117 @@ def _gen_index(op: Op, xs: list) -> list:
     return [np.broadcast_to(np.arange(x.shape[axis]).reshape(shape), x.shape).copy()]
 
 
+# --------------------------------------------------------------------------- our own kinds (ONNX front end)
+
+@_register(OpKind.Identity)
+def _identity(op: Op, xs: list) -> list:
+    _nin(op, xs, {1})
+    return [np.array(xs[0], copy=True)]
+
+
+@_register(OpKind.Cast)
+def _cast_op(op: Op, xs: list) -> list:
+    """numpy ``astype`` to the output's data type: float to integer truncates toward zero."""
+    _nin(op, xs, {1})
+    x = np.asarray(xs[0])
+    dt = _out_dtype(op, 0, x.dtype)
+    with np.errstate(all="ignore"):
+        return [x.astype(dt)]
+
+
+@_register(OpKind.Neg)
+def _neg(op: Op, xs: list) -> list:
+    _nin(op, xs, {1})
+    x = np.asarray(xs[0])
+    return [-(x if np.issubdtype(x.dtype, np.integer) else _f64(x))]
+
+
+@_register(OpKind.Erf)
+def _erf(op: Op, xs: list) -> list:
+    _nin(op, xs, {1})
+    return [_vec_erf(_f64(xs[0]))]
+
+
+@_register(OpKind.Gather)
+def _gather(op: Op, xs: list) -> list:
+    """``numpy.take(src, indices, axis)``; a negative index counts from the end."""
+    _nin(op, xs, {2})
+    x, idx = np.asarray(xs[0]), np.asarray(xs[1])
+    if not np.issubdtype(idx.dtype, np.integer):
+        raise _err(op, f"indices must be integers, got {idx.dtype}")
+    axis = _axis(op, _int(op, "axis", 0), x.ndim)
+    n = x.shape[axis]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise _err(op, f"indices {idx.min()}..{idx.max()} are out of range for dim {axis} of size {n}")
+    return [np.take(x, np.where(idx < 0, idx + n, idx), axis=axis)]
+
+
+@_register(OpKind.Slice)
+def _slice(op: Op, xs: list) -> list:
+    """``src[start:end:step]`` along each axis, with Python's clamping (ONNX Slice)."""
+    _nin(op, xs, {1})
+    x = np.asarray(xs[0])
+    starts, ends = _ints(op, "starts"), _ints(op, "ends")
+    axes = _ints(op, "axes", list(range(len(starts))))
+    steps = _ints(op, "steps", [1] * len(starts))
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise _err(op, "starts, ends, axes and steps differ in length")
+    index = [slice(None)] * x.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        if step == 0:
+            raise _err(op, f"step 0 along axis {axis}")
+        index[_axis(op, axis, x.ndim)] = slice(start, end, step)
+    return [np.array(x[tuple(index)], copy=True)]
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+@_register(OpKind.Pad)
+def _pad(op: Op, xs: list) -> list:
+    """Pad by ``pads_begin``/``pads_end`` (negative: crop first) in ``mode``."""
+    _nin(op, xs, {1})
+    x = np.asarray(xs[0])
+    pb, pe = _ints(op, "pads_begin"), _ints(op, "pads_end")
+    if not len(pb) == len(pe) == x.ndim:
+        raise _err(op, f"pads_begin {pb} and pads_end {pe} need {x.ndim} values each")
+    mode = _choice(op, "mode", tuple(_PAD_MODES), "constant")
+    crop = tuple(slice(max(-b, 0), n - max(-e, 0)) for b, e, n in zip(pb, pe, x.shape))
+    x = x[crop]
+    widths = [(max(b, 0), max(e, 0)) for b, e in zip(pb, pe)]
+    if mode != "constant" and any(n == 0 and (b or e) for n, (b, e) in zip(x.shape, widths)):
+        raise _err(op, f"mode {mode} cannot pad an empty dim of shape {x.shape}")
+    if mode == "constant":
+        return [np.pad(x, widths, mode="constant", constant_values=_float(op, "value", 0.0))]
+    return [np.pad(x, widths, mode=_PAD_MODES[mode])]
+
+
+@_register(OpKind.Expand)
+def _expand(op: Op, xs: list) -> list:
+    """numpy broadcasting of ``src`` and the attribute ``shape``."""
+    _nin(op, xs, {1})
+    x = np.asarray(xs[0])
+    shape = _ints(op, "shape")
+    try:
+        out = np.broadcast_shapes(x.shape, tuple(shape))
+    except ValueError:
+        raise _err(op, f"src shape {x.shape} and shape {shape} do not broadcast") from None
+    return [np.broadcast_to(x, out).copy()]
+
+
+@_register(OpKind.Wildcard)
+def _wildcard(op: Op, xs: list) -> list:
+    """A Wildcard the ONNX importer made from an op it does not map runs that ONNX node through
+    onnx's own reference implementation; any other Wildcard has no semantics here."""
+    if "onnx_node" not in op.attrs:
+        raise _err(op, "the reference interpreter does not implement this op")
+    from .onnx_node import run_onnx_node
+    try:
+        return run_onnx_node(op.attrs, [np.asarray(x) for x in xs])
+    except GraphError as e:
+        raise _err(op, str(e)) from None
+
+
 # --------------------------------------------------------------------------- matmul
 
 @_register(OpKind.MatMul)

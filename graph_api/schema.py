@@ -273,6 +273,33 @@ def _check_typecast(op):
     return None
 
 
+def _check_pow(op):
+    has_beta = op.attrs.get("beta") is not None
+    if has_beta == (len(op.inputs) == 2):
+        return "exactly one of the attribute 'beta' and an exponent input must be given"
+    return None
+
+
+def _check_cast(op):
+    to = op.attrs.get("to")
+    if op.outputs and to is not None and op.outputs[0].dtype.value != to:
+        return f"attribute to={to!r} but the output has data type {op.outputs[0].dtype.value}"
+    return None
+
+
+def _check_slice(op):
+    starts, ends = op.attrs.get("starts", ()), op.attrs.get("ends", ())
+    axes, steps = op.attrs.get("axes"), op.attrs.get("steps")
+    if len(starts) != len(ends):
+        return f"starts {list(starts)} and ends {list(ends)} differ in length"
+    for name, v in (("axes", axes), ("steps", steps)):
+        if v is not None and len(v) != len(starts):
+            return f"{name} {list(v)} must have one entry per start ({len(starts)})"
+    if steps is not None and 0 in steps:
+        return f"steps {list(steps)} must not be 0"
+    return None
+
+
 def _check_scales_zps(op):
     scales, zps = op.attrs.get("scales"), op.attrs.get("zps")
     if get_attr(op, "qtype") == "per_tensor" and scales is not None and len(scales) != 1:
@@ -346,9 +373,13 @@ for _k, _attrs in {
         "Round": {}, "Sigmoid": {}, "Sqrt": {}, "Square": {}, "Tanh": {}, "Reorder": {},
         "Clamp": {"min": _req("f32"), "max": _req("f32")}, "Elu": {"alpha": _req("f32")},
         "GELU": {"mode": GELU_MODE}, "HardSigmoid": {"alpha": _req("f32"), "beta": _req("f32")},
-        "LeakyReLU": {"alpha": _req("f32")}, "Pow": {"beta": _req("f32")},
-        "SoftPlus": {"beta": _a("f32", 1.0)}, "LogSoftmax": {"axis": _a("s64", -1)}}.items():
+        "LeakyReLU": {"alpha": _req("f32")},
+        "SoftPlus": {"beta": _a("f32", 1.0)}, "LogSoftmax": {"axis": _a("s64", -1)}, "Erf": {}}.items():
     _def(_k, "src:T", "dst:T", _attrs)
+# Pow: oneDNN's unary form (attribute beta) or the binary form of older oneDNN versions (and ONNX)
+_def("Pow", "src:T exponent:T", "dst:T", {"beta": _a("f32"), "auto_broadcast": AUTO_BROADCAST}, n_in={1, 2},
+     checks=[_check_pow])
+_def("Neg", "src:T", "dst:T", {}, {"T": FP | {_D.s32, _D.s64, _D.s8}})
 
 # unary element-wise, backward: src(or dst):T, diff_dst:T -> diff_src:T
 USE_DST = {"use_dst": _a("bool", True)}
@@ -448,6 +479,20 @@ _def("GenIndex", "src:T1", "dst:T2", {"axis": _req("s64")}, {"T1": FP, "T2": S32
 _def("Dropout", "src:T seed:T_seed offset:T_offset probability:T_p", "dst:T mask:T_mask", {},
      {"T": FP, "T_seed": frozenset({_D.s64}), "T_offset": frozenset({_D.s64}), "T_p": F32,
       "T_mask": frozenset({_D.u8})}, n_out={1, 2})
+
+# our own kinds for the ONNX front end (see OpKind)
+ALL_TYPES = frozenset({_D.f32, _D.f16, _D.bf16, _D.s32, _D.s64, _D.s8, _D.u8, _D.boolean})
+_def("Identity", "src:T", "dst:T", {}, {"T": ALL_TYPES})
+_def("Cast", "src:T1", "dst:T2", {"to": _req("string", tuple(d.value for d in sorted(ALL_TYPES, key=str)))},
+     {"T1": ALL_TYPES, "T2": ALL_TYPES}, checks=[_check_cast])
+_def("Gather", "src:T1 indices:T2", "dst:T1", {"axis": _a("s64", 0)},
+     {"T1": ALL_TYPES, "T2": frozenset({_D.s32, _D.s64})})
+_def("Slice", "src:T", "dst:T", {"starts": _req("s64[]"), "ends": _req("s64[]"), "axes": _a("s64[]"),
+                                 "steps": _a("s64[]")}, {"T": ALL_TYPES}, checks=[_check_slice])
+_def("Pad", "src:T", "dst:T", {"pads_begin": _req("s64[]"), "pads_end": _req("s64[]"),
+                               "mode": _a("string", "constant", ("constant", "reflect", "edge", "wrap")),
+                               "value": _a("f32", 0.0)}, {"T": ALL_TYPES}, checks=[_check_pads])
+_def("Expand", "src:T", "dst:T", {"shape": _req("s64[]")}, {"T": ALL_TYPES})
 
 # quantization
 Q_ATTRS = {"qtype": QTYPE, "axis": _a("s64", 1), "scales": _req("f32[]"), "zps": _a("s64[]")}

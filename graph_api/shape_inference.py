@@ -60,6 +60,27 @@ def infer_shapes(graph: Graph) -> dict[int, LogicalTensor]:
     return tensors
 
 
+def infer_op_shapes(op: Op, input_shapes) -> list:
+    """The output shapes of ``op`` (a tuple per output, None where unknown) for the given input
+    shapes (all known); GraphError naming the op when its inputs do not fit, or when its kind
+    has no shape rule.
+
+    Example:
+        >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+        >>> x = LogicalTensor(0, DataType.f32, (3, 1)); y = LogicalTensor(1, DataType.f32, None)
+        >>> infer_op_shapes(Op(0, OpKind.Expand, [x], [y], {"shape": [2, 1, 4]}), [(3, 1)])
+        [(2, 3, 4)]
+    """
+    rule = _RULES.get(op.kind)
+    if rule is None:
+        raise GraphError(f"op {op.id} ({op.kind.value}): no shape rule for this op kind")
+    try:
+        shapes = rule(op, [tuple(s) for s in input_shapes])
+    except _ShapeError as e:
+        raise GraphError(f"op {op.id} ({op.kind.value}): {e}") from None
+    return [None if sh is None else tuple(int(d) for d in sh) for sh in shapes]
+
+
 def with_inferred_shapes(graph: Graph) -> Graph:
     """A copy of the graph whose ops carry the tensors ``infer_shapes`` completes (finalized
     when the input graph is).
@@ -394,12 +415,76 @@ def _interpolate(op, s):
     return [_positive(tuple(src))]
 
 
+def _pow(op, s):
+    return [s[0]] if len(s) == 1 else _binary(op, s)
+
+
+def _gather(op, s):
+    axis = _axis(get_attr(op, "axis"), len(s[0]))
+    return [tuple(s[0][:axis]) + tuple(s[1]) + tuple(s[0][axis + 1:])]
+
+
+def slice_ranges(op, shape) -> list:
+    """``range`` objects, one per dim of ``shape``: the indices a Slice op reads along it
+    (ONNX/Python clamping of starts and ends; dims the op does not name are whole).
+
+    Example:
+        >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+        >>> x = LogicalTensor(0, DataType.f32, (5, 4)); y = LogicalTensor(1, DataType.f32, None)
+        >>> op = Op(0, OpKind.Slice, [x], [y], {"starts": [-1], "ends": [-10**9], "axes": [0], "steps": [-2]})
+        >>> slice_ranges(op, (5, 4))
+        [range(4, -1, -2), range(0, 4)]
+    """
+    starts, ends = list(get_attr(op, "starts")), list(get_attr(op, "ends"))
+    axes = get_attr(op, "axes")
+    axes = list(range(len(starts))) if axes is None else list(axes)
+    steps = get_attr(op, "steps")
+    steps = [1] * len(starts) if steps is None else list(steps)
+    if len(axes) != len(starts) or len(steps) != len(starts) or len(ends) != len(starts):
+        raise GraphError(f"op {op.id} (Slice): starts, ends, axes and steps differ in length")
+    ranges = [range(n) for n in shape]
+    seen = set()
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        if not -len(shape) <= axis < len(shape):
+            raise GraphError(f"op {op.id} (Slice): axis {axis} is out of range for rank {len(shape)}")
+        axis %= len(shape)
+        if axis in seen:
+            raise GraphError(f"op {op.id} (Slice): axis {axis} is sliced twice")
+        if step == 0:
+            raise GraphError(f"op {op.id} (Slice): step 0 along axis {axis}")
+        seen.add(axis)
+        ranges[axis] = range(*slice(start, end, step).indices(shape[axis]))
+    return ranges
+
+
+def _slice(op, s):
+    try:
+        return [tuple(len(r) for r in slice_ranges(op, s[0]))]
+    except GraphError as e:
+        raise _ShapeError(str(e).split(": ", 1)[1]) from None
+
+
+def _pad(op, s):
+    pb, pe = list(get_attr(op, "pads_begin")), list(get_attr(op, "pads_end"))
+    _require(len(pb) == len(pe) == len(s[0]), f"pads_begin {pb} and pads_end {pe} need {len(s[0])} values each")
+    out = tuple(d + b + e for d, b, e in zip(s[0], pb, pe))
+    _require(all(d >= 0 for d in out), f"pads {pb}, {pe} crop more than the input {list(s[0])} holds")
+    if get_attr(op, "mode") != "constant":
+        _require(all(d > 0 for d, b, e in zip(s[0], pb, pe) if b > 0 or e > 0),
+                 f"mode {get_attr(op, 'mode')} cannot pad an empty dim of {list(s[0])}")
+    return [out]
+
+
+def _expand(op, s):
+    return [broadcast_shapes(s[0], tuple(get_attr(op, "shape")))]
+
+
 _K = OpKind
 _RULES = {k: _identity for k in (
     _K.Abs, _K.Clamp, _K.Elu, _K.Exp, _K.GELU, _K.HardSigmoid, _K.HardSwish, _K.LeakyReLU, _K.Log, _K.Mish,
-    _K.Pow, _K.Reciprocal, _K.ReLU, _K.Round, _K.Sigmoid, _K.SoftPlus, _K.Sqrt, _K.Square, _K.Tanh,
+    _K.Reciprocal, _K.ReLU, _K.Round, _K.Sigmoid, _K.SoftPlus, _K.Sqrt, _K.Square, _K.Tanh,
     _K.TypeCast, _K.Reorder, _K.Quantize, _K.Dequantize, _K.DynamicQuantize, _K.DynamicDequantize,
-    _K.PReLU, _K.Dropout)}
+    _K.PReLU, _K.Dropout, _K.Erf, _K.Neg, _K.Identity, _K.Cast)}
 _RULES.update({k: _binary for k in (_K.Add, _K.Subtract, _K.Multiply, _K.Divide, _K.Maximum, _K.Minimum,
                                     _K.SquaredDifference, _K.GreaterEqual)})
 _RULES.update({k: _reduce for k in (_K.ReduceL1, _K.ReduceL2, _K.ReduceMax, _K.ReduceMean, _K.ReduceMin,
@@ -414,6 +499,7 @@ _RULES.update({
     _K.SoftMaxBackward: _softmax_backward, _K.LogSoftmaxBackward: _softmax_backward,
     _K.BiasAddBackward: _bias_add_backward, _K.BiasAddBackprop: _bias_add_backward,
     _K.BatchNormTrainingBackward: _batchnorm_backward})
+_RULES.update({_K.Pow: _pow, _K.Gather: _gather, _K.Slice: _slice, _K.Pad: _pad, _K.Expand: _expand})
 _RULES.update({k: _same_shapes for k in (
     _K.AbsBackward, _K.ClampBackward, _K.EluBackward, _K.GELUBackward, _K.HardSigmoidBackward,
     _K.HardSwishBackward, _K.MishBackward, _K.ReLUBackward, _K.SigmoidBackward, _K.SoftPlusBackward,

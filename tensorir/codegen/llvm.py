@@ -384,9 +384,10 @@ class CodeGen:
         if ctx.lanes is not None and self._lane_dependent(flat, ctx):
             lin = linear_coefficient(flat, ctx.lane_var)
             if lin is not None and lin[0] == 1 and not self._lane_dependent(lin[1], ctx):
+                base_offset = self._expr(lin[1], ctx)     # may branch (a masked load): first
                 lane_min = ctx.env[ctx.lane_var.uid]
                 first = ctx.builder.extract_element(lane_min, ir.Constant(I32, 0))
-                offset = ctx.builder.add(self._expr(lin[1], ctx), first)
+                offset = ctx.builder.add(base_offset, first)
                 return "contiguous", ctx.builder.gep(base, [offset], inbounds=True, source_etype=elem)
             offsets = self._widen(self._expr(flat, ctx), ctx)
             ptrs = ctx.builder.gep(base, [offsets], inbounds=True, source_etype=elem)

@@ -10,7 +10,7 @@ op and the attribute; mismatched dtypes raise TypeError.
 
 Modules: ``elementwise`` (activations, binary arithmetic, Select, BiasAdd, PReLU, TypeCast),
 ``nn`` (MatMul, norms, softmax, Reduce*), ``window`` (Convolution, ConvTranspose, pooling),
-``transform`` (reshape, transpose, concat, GenIndex, Dropout), ``resample`` (Interpolate),
+``transform`` (reshape, transpose, concat, GenIndex, Dropout, Gather, Slice, Pad, Expand), ``resample`` (Interpolate),
 ``quantize`` (Quantize, Dequantize) and ``backward`` (gradient ops).
 
 Example:
@@ -26,20 +26,20 @@ from .backward import (abs_backward, batch_norm_backward, bias_add_backward, cla
                        gelu_backward, hardsigmoid_backward, hardswish_backward, log_softmax_backward, mish_backward,
                        relu_backward, sigmoid_backward, softmax_backward, softplus_backward, sqrt_backward,
                        tanh_backward)
-from .elementwise import (abs, add, bias_add, clamp, divide, elu, exp, gelu, greater_equal, hardsigmoid,
-                          hardswish, leaky_relu, log, maximum, minimum, mish, multiply, pow, prelu, reciprocal,
+from .elementwise import (abs, add, bias_add, clamp, divide, elu, erf, exp, gelu, greater_equal, hardsigmoid,
+                          hardswish, leaky_relu, log, maximum, minimum, mish, multiply, neg, pow, prelu, reciprocal,
                           relu, round, select, sigmoid, softplus, sqrt, square, squared_difference, subtract,
                           tanh, typecast)
 from .nn import (REDUCE_KINDS, batch_norm_inference, group_norm, layer_norm, log_softmax, matmul, reduce, rms_norm,
                  softmax)
 from .quantize import dequantize, dynamic_dequantize, dynamic_quantize, quantize
 from .resample import interpolate
-from .transform import concat, dropout, gen_index, identity, reorder, reshape, transpose
+from .transform import concat, dropout, expand, gather, gen_index, identity, pad, reorder, reshape, slice, transpose
 from .window import avg_pool, conv, conv_transpose, max_pool, pool
 
 __all__ = [
     # elementwise
-    "abs", "exp", "log", "sqrt", "square", "reciprocal", "relu", "leaky_relu", "elu", "gelu", "sigmoid",
+    "abs", "erf", "exp", "log", "neg", "sqrt", "square", "reciprocal", "relu", "leaky_relu", "elu", "gelu", "sigmoid",
     "tanh", "hardsigmoid", "hardswish", "mish", "softplus", "clamp", "round", "pow",
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "squared_difference", "greater_equal",
     "select", "bias_add", "prelu", "typecast",
@@ -49,7 +49,8 @@ __all__ = [
     # window
     "conv", "conv_transpose", "pool", "max_pool", "avg_pool",
     # transform
-    "reshape", "transpose", "concat", "reorder", "identity", "gen_index", "dropout",
+    "reshape", "transpose", "concat", "reorder", "identity", "gen_index", "dropout", "gather", "slice", "pad",
+    "expand",
     # resample, quantize
     "interpolate", "quantize", "dequantize", "dynamic_quantize", "dynamic_dequantize",
     # backward

@@ -22,7 +22,7 @@ from ._common import (FORMATS, broadcast_index, broadcast_shapes, broadcasts_to,
                       check_float, check_number, check_same_dtype, check_tensor, emax, emin, fconst)
 
 __all__ = [
-    "abs", "exp", "log", "sqrt", "square", "reciprocal", "relu", "leaky_relu", "elu", "gelu", "sigmoid",
+    "abs", "erf", "exp", "log", "neg", "sqrt", "square", "reciprocal", "relu", "leaky_relu", "elu", "gelu", "sigmoid",
     "tanh", "hardsigmoid", "hardswish", "mish", "softplus", "clamp", "round", "pow",
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "squared_difference", "greater_equal",
     "select", "bias_add", "prelu", "typecast",
@@ -67,6 +67,31 @@ def log(x: Tensor, name: str | None = None) -> Tensor:
         (3,)
     """
     return _unary("Log", "log", x, ti.log, name)
+
+
+def erf(x: Tensor, name: str | None = None) -> Tensor:
+    """Erf: the error function ``2 / sqrt(pi) * integral(exp(-t * t), 0, x)``.
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> erf(placeholder((3,))).op.tag
+        'erf'
+    """
+    return _unary("Erf", "erf", x, ti.erf, name)
+
+
+def neg(x: Tensor, name: str | None = None) -> Tensor:
+    """Neg: ``-x`` (any signed numeric dtype).
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> neg(placeholder((3,), "int32")).dtype
+        'int32'
+    """
+    check_tensor("Neg", "src", x)
+    if x.dtype == "bool" or not dt.is_signed(x.dtype):
+        raise TypeError(f"Neg: src must have a signed dtype, got {x.dtype}")
+    return compute(x.shape, lambda *i: -x[i], name=name or "neg", tag="neg")
 
 
 def sqrt(x: Tensor, name: str | None = None) -> Tensor:

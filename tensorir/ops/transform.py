@@ -1,6 +1,7 @@
 """Data-movement ops of the oneDNN graph op set: StaticReshape, StaticTranspose, Concat,
-Reorder (identity), GenIndex and Dropout (inference: identity). Each is one injective compute
-that maps an output index to a source index.
+Reorder (identity), GenIndex and Dropout (inference: identity); and the ones our ONNX front end
+adds: Gather, Slice, Pad and Expand. Each is one injective compute that maps an output index to
+a source index.
 
 Example:
     >>> from tensorir import placeholder
@@ -11,14 +12,17 @@ Example:
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 from .. import intrinsics as ti
-from ..expr import const
+from ..expr import as_expr, const
 from ..tensor import Tensor, compute
-from ._common import check_ints, check_tensor, normalize_axis
+from ._common import (broadcast_index, broadcast_shapes, check_choice, check_ints, check_number, check_tensor,
+                      emax, emin, normalize_axis)
 
-__all__ = ["reshape", "transpose", "concat", "reorder", "identity", "gen_index", "dropout"]
+__all__ = ["reshape", "transpose", "concat", "reorder", "identity", "gen_index", "dropout", "gather", "slice",
+           "pad", "expand"]
 
 
 def reshape(x: Tensor, shape, special_zero: bool = False, name: str | None = None) -> Tensor:
@@ -206,3 +210,140 @@ def dropout(x: Tensor, name: str | None = None):
     dst = compute(x.shape, lambda *i: x[i], name=name or "dropout", tag="dropout")
     mask = compute(x.shape, lambda *i: const(1, "uint8"), name=(name or "dropout") + "_mask", tag="dropout")
     return dst, mask
+
+
+def gather(x: Tensor, indices: Tensor, axis: int = 0, name: str | None = None) -> Tensor:
+    """Gather: ``numpy.take(x, indices, axis)``: the output has ``x``'s dims with the one at
+    ``axis`` replaced by ``indices``' dims. ``indices`` (int32 or int64) are read at run time; a
+    negative index counts from the end. (An index outside ``[-n, n)`` is taken modulo ``n``
+    rather than read out of bounds.)
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> gather(placeholder((5, 4)), placeholder((2, 3), "int64"), axis=1).shape
+        (5, 2, 3)
+    """
+    check_tensor("Gather", "src", x)
+    check_tensor("Gather", "indices", indices)
+    if indices.dtype not in ("int32", "int64"):
+        raise TypeError(f"Gather: indices must be int32 or int64, got {indices.dtype}")
+    axis = normalize_axis("Gather", "axis", axis, max(x.ndim, 1))
+    if x.ndim == 0:
+        raise ValueError("Gather: src must have at least one dimension")
+    q, n = indices.ndim, x.shape[axis]
+    shape = x.shape[:axis] + indices.shape + x.shape[axis + 1:]
+
+    def body(*i):
+        v = ti.cast("int64", indices[tuple(i[axis:axis + q])]) % n     # floor modulo: -1 -> n - 1
+        return x[tuple(i[:axis]) + (v,) + tuple(i[axis + q:])]
+    return compute(shape, body, name=name or "gather", tag="gather")
+
+
+def slice(x: Tensor, starts, ends, axes=None, steps=None, name: str | None = None) -> Tensor:  # noqa: A001
+    """Slice: ``x[start:end:step]`` along each of ``axes`` (default: the first ``len(starts)``
+    axes; steps default to 1), with Python's clamping of starts and ends (as ONNX Slice).
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> slice(placeholder((7, 13)), starts=[-1, 2], ends=[-8, 100], axes=[0, 1], steps=[-2, 3]).shape
+        (4, 4)
+    """
+    op = "Slice"
+    check_tensor(op, "src", x)
+    starts, ends = check_ints(op, "starts", starts), check_ints(op, "ends", ends)
+    axes = list(range(len(starts))) if axes is None else check_ints(op, "axes", axes, len(starts))
+    steps = [1] * len(starts) if steps is None else check_ints(op, "steps", steps, len(starts))
+    if len(ends) != len(starts):
+        raise ValueError(f"Slice: starts {starts} and ends {ends} differ in length")
+    ranges = [range(n) for n in x.shape]
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis = normalize_axis(op, "axes", axis, x.ndim)
+        if step == 0:
+            raise ValueError(f"Slice: attribute steps has a 0 for axis {axis}")
+        if ranges[axis] != range(x.shape[axis]):
+            raise ValueError(f"Slice: axis {axis} appears twice in axes {axes}")
+        ranges[axis] = range(*builtins.slice(start, end, step).indices(x.shape[axis]))
+    shape = tuple(len(r) for r in ranges)
+
+    def body(*i):
+        return x[tuple(v if r == range(n) else (r.start + v * r.step if r.step != 1 else r.start + v)
+                       for v, r, n in zip(i, ranges, x.shape))]
+    return compute(shape, body, name=name or "slice", tag="slice")
+
+
+PAD_MODES = ("constant", "reflect", "edge", "wrap")
+
+
+def pad(x: Tensor, pads_begin, pads_end, mode: str = "constant", value: float = 0.0,
+        name: str | None = None) -> Tensor:
+    """Pad: ``pads_begin[d]``/``pads_end[d]`` more elements before/after dim ``d`` (negative:
+    that many fewer, a crop applied first). ``mode`` "constant" fills with ``value``; "edge"
+    repeats the border element, "reflect" mirrors without repeating it, "wrap" continues
+    periodically (numpy's ``pad`` modes).
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> pad(placeholder((3, 4)), [1, -1], [2, 0], mode="reflect").shape
+        (6, 3)
+    """
+    op = "Pad"
+    check_tensor(op, "src", x)
+    pb = check_ints(op, "pads_begin", pads_begin, x.ndim)
+    pe = check_ints(op, "pads_end", pads_end, x.ndim)
+    check_choice(op, "mode", mode, PAD_MODES)
+    value = check_number(op, "value", value)
+    lo = [max(-b, 0) for b in pb]                                  # cropped at the start
+    kept = [n - max(-b, 0) - max(-e, 0) for n, b, e in zip(x.shape, pb, pe)]
+    if any(k < 0 for k in kept):
+        raise ValueError(f"Pad: pads {pb}, {pe} crop more than src {x.shape} holds")
+    if mode != "constant" and any(k == 0 and (b > 0 or e > 0) for k, b, e in zip(kept, pb, pe)):
+        raise ValueError(f"Pad: mode {mode} cannot pad an empty dimension of src {x.shape}")
+    shape = tuple(k + max(b, 0) + max(e, 0) for k, b, e in zip(kept, pb, pe))
+
+    fill = as_expr(value if x.dtype.startswith("float") else (bool(value) if x.dtype == "bool" else int(value)),
+                   x.dtype)
+
+    def source(v, before, padded, k):
+        """The index into the kept part of a dim for output index v."""
+        j = v - before if before else v
+        if not padded or mode == "constant":
+            return j
+        if mode == "edge":
+            return emin(emax(j, 0), k - 1)
+        if mode == "wrap":
+            return j % k
+        if k == 1:                                         # reflect
+            return as_expr(0, "int64")
+        period = 2 * (k - 1)
+        m = j % period
+        return ti.if_then_else(m < k, m, period - m)
+
+    def body(*i):
+        index, inside = [], []
+        for v, b, e, k, start in zip(i, pb, pe, kept, lo):
+            before, after = max(b, 0), max(e, 0)
+            j = source(v, before, before > 0 or after > 0, k)
+            index.append(j + start if start else j)
+            inside += ([v >= before] if before else []) + ([v < before + k] if after else [])
+        read = x[tuple(index)]
+        if mode != "constant" or not inside:
+            return read
+        cond = inside[0]
+        for c in inside[1:]:
+            cond = cond & c
+        return ti.if_then_else(cond, read, fill)
+    return compute(shape, body, name=name or "pad", tag="pad")
+
+
+def expand(x: Tensor, shape, name: str | None = None) -> Tensor:
+    """Expand: ``x`` broadcast (numpy rules, both ways) with ``shape``.
+
+    Example:
+        >>> from tensorir import placeholder
+        >>> expand(placeholder((3, 1)), [2, 1, 4]).shape
+        (2, 3, 4)
+    """
+    check_tensor("Expand", "src", x)
+    shape = check_ints("Expand", "shape", shape, minimum=0)
+    out = broadcast_shapes("Expand", x.shape, tuple(shape))
+    return compute(out, lambda *i: x[broadcast_index(x, out, i)], name=name or "expand", tag="expand")

@@ -394,6 +394,49 @@ for _kind in ("BiasAddBackward", "BiasAddBackprop"):
                   for fmt in ("NCX", "NXC")})
 
 
+# ---------------------------------------------------------------------------- our own kinds (the ONNX front end)
+
+cases("Neg", {"f32": lambda m: m.op("Neg", [m.input((7, 13, 37))]),
+              "s32": lambda m: m.op("Neg", [m.input((7, 37), S32)], outputs=(S32,))})
+cases("Erf", {"": lambda m: m.op("Erf", [m.input((7, 13, 37), low=-3, high=3)])})
+cases("Identity", {"f32": lambda m: m.op("Identity", [m.input((7, 37))]),
+                   "bool": lambda m: m.op("Identity", [m.input((13, 7), BOOL)], outputs=(BOOL,))})
+cases("Cast", {
+    "f32-to-s32": lambda m: m.op("Cast", [m.input((7, 37), low=-50, high=50)], outputs=(S32,), to="s32"),
+    "s64-to-f32": lambda m: m.op("Cast", [m.input((7, 37), S64)], to="f32"),
+    "f32-to-bool": lambda m: m.op("Cast", [m.given(np.arange(-3, 4) / 2, F32)], outputs=(BOOL,), to="boolean"),
+    "bool-to-f32": lambda m: m.op("Cast", [m.input((13, 7), BOOL)], to="f32"),
+    "same-type": lambda m: m.op("Cast", [m.input((7, 37))], to="f32")})
+cases("Pow", {"binary-broadcast": lambda m: m.op("Pow", [m.positive((7, 13, 37)), m.input((13, 1))]),
+              "binary-scalar": lambda m: m.op("Pow", [m.positive((7, 37)), m.input(())])})
+def _constant(m, values, dtype):
+    t = m._tensor(dtype, np.shape(values), constant=True)
+    m.feeds[t.id] = np.asarray(values, dtype.numpy)
+    return t
+
+
+cases("Gather", {
+    "axis=0-s64": lambda m: m.op("Gather", [m.input((7, 13, 37)), m.given([[3, -1], [0, 6]], S64)]),
+    "axis=1-s32": lambda m: m.op("Gather", [m.input((7, 13, 37)), m.given([12, -13, 5], S32)], axis=1),
+    "axis=-1-constant": lambda m: m.op("Gather", [m.input((7, 37)), _constant(m, [36, 0, -37, 2, 2], S64)],
+                                       axis=-1)})
+cases("Slice", {
+    "steps": lambda m: m.op("Slice", [m.input((7, 13, 37))], starts=[1, -2], ends=[100, 0], axes=[2, 1],
+                            steps=[3, -4]),
+    "negative-axes-default-steps": lambda m: m.op("Slice", [m.input((7, 37))], starts=[-5], ends=[-1], axes=[-2]),
+    "clamped": lambda m: m.op("Slice", [m.input((13, 7))], starts=[-1000, 5], ends=[1000, -1000],
+                              steps=[1, -2])})
+cases("Pad", {
+    mode: lambda m, mode=mode: m.op("Pad", [m.input((7, 13, 5))], pads_begin=[1, 0, 3], pads_end=[2, 6, -1],
+                                    mode=mode, value=1.5)
+    for mode in ("constant", "reflect", "edge", "wrap")})
+cases("Pad", {"crop-only": lambda m: m.op("Pad", [m.input((7, 13))], pads_begin=[-1, -3], pads_end=[0, -2])})
+cases("Expand", {
+    "both-ways": lambda m: m.op("Expand", [m.input((7, 1, 37))], shape=[2, 1, 13, 1]),
+    "same": lambda m: m.op("Expand", [m.input((7, 13))], shape=[7, 13]),
+    "bool": lambda m: m.op("Expand", [m.input((1,), BOOL)], outputs=(BOOL,), shape=[7, 13])})
+
+
 # ---------------------------------------------------------------------------- the tests
 
 def test_every_lowered_kind_has_a_case():

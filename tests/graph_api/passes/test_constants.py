@@ -71,3 +71,12 @@ def test_bind_constant_checks():
     g.bind_constant(0, np.array([1, 2]))          # converted to the tensor's data type
     assert g.constant_values[0].dtype == np.float32 and not g.constant_values[0].flags.writeable
     assert DataType.f32 is g.tensor(0).dtype
+
+
+def test_bound_values_are_row_major_copies():
+    w, v, y = lt(0, (2, 3), constant=True), lt(1, (2, 3)), lt(2, (2, 3))
+    g = graph(op(0, "Add", [w, v], [y]))
+    fortran = np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    g.bind_constant(0, fortran)
+    assert g.constant_values[0].flags.c_contiguous
+    np.testing.assert_array_equal(g.constant_values[0], fortran)

@@ -19,6 +19,8 @@ def softplus_ref(x, beta=1.0):
 
 UNARY = [
     ("abs", ops.abs, {}, np.abs),
+    ("neg", ops.neg, {}, np.negative),
+    ("erf", ops.erf, {}, erf),
     ("exp", ops.exp, {}, np.exp),
     ("log", ops.log, {}, np.log),
     ("sqrt", ops.sqrt, {}, np.sqrt),
@@ -194,3 +196,12 @@ def test_bad_attributes_and_dtypes_raise():
     with pytest.raises(TypeError, match="Sigmoid.*Tensor"):
         ops.sigmoid(np.zeros(3))
     assert issubclass(DTypeError, TypeError)
+
+
+def test_neg_on_ints_and_bad_dtypes():
+    x = placeholder((5,), "int32", name="x")
+    check(ops.neg(x), {x: np.arange(-2, 3, dtype="int32")}, [2, 1, 0, -1, -2])
+    with pytest.raises(TypeError, match="Neg: src must have a signed dtype"):
+        ops.neg(placeholder((3,), "uint8"))
+    with pytest.raises(TypeError, match="Erf.*float"):
+        ops.erf(placeholder((3,), "int32"))

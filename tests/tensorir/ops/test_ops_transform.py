@@ -89,3 +89,90 @@ def test_gen_index():
     np.testing.assert_array_equal(got_d, expected)
     with pytest.raises(ValueError, match="GenIndex.*axis"):
         ops.gen_index(x, axis=3)
+
+
+@pytest.mark.parametrize("shape, indices, axis", [((5, 37), [[3, -1], [0, 4]], 0), ((7, 13, 3), [12, -13, 5], 1),
+                                                  ((7, 13), [-1, 0, 6], -1)])
+@pytest.mark.parametrize("index_dtype", ["int64", "int32"])
+def test_gather(shape, indices, axis, index_dtype):
+    x = placeholder(shape, name="x")
+    i = placeholder(np.shape(indices), index_dtype, name="i")
+    xv, iv = rand(shape), np.asarray(indices, index_dtype)
+    y = ops.gather(x, i, axis=axis)
+    check(y, {x: xv, i: iv}, np.take(xv, iv, axis=axis), template="injective", rtol=0, atol=0)
+
+
+def test_gather_with_a_scalar_index_under_a_masked_vector_loop():
+    x = placeholder((5, 4), name="x")
+    i = placeholder((), "int64", name="i")
+    xv = rand((5, 4))
+    check(ops.gather(x, i, axis=0), {x: xv, i: np.array(-2)}, xv[-2], rtol=0, atol=0)
+
+
+def test_gather_bad_arguments():
+    with pytest.raises(TypeError, match="Gather: indices must be int32 or int64"):
+        ops.gather(placeholder((3,)), placeholder((2,)))
+    with pytest.raises(ValueError, match="Gather.*axis"):
+        ops.gather(placeholder((3,)), placeholder((2,), "int64"), axis=1)
+
+
+@pytest.mark.parametrize("starts, ends, axes, steps", [
+    ([1, -2], [100, 0], [2, 1], [3, -4]), ([-5], [-1], None, None), ([-1000, 5], [1000, -1000], [0, 1], [1, -2]),
+    ([2], [2], [1], [1])])
+def test_slice(starts, ends, axes, steps):
+    x = placeholder((7, 13, 5), name="x")
+    xv = rand((7, 13, 5))
+    index = [slice(None)] * 3
+    for k, (s, e) in enumerate(zip(starts, ends)):
+        index[axes[k] if axes else k] = slice(s, e, steps[k] if steps else 1)
+    y = ops.slice(x, starts, ends, axes, steps)
+    check(y, {x: xv}, xv[tuple(index)], rtol=0, atol=0)
+
+
+def test_slice_bad_arguments():
+    x = placeholder((7, 13))
+    with pytest.raises(ValueError, match="Slice: attribute steps has a 0"):
+        ops.slice(x, [0], [3], [0], [0])
+    with pytest.raises(ValueError, match="Slice: axis 1 appears twice"):
+        ops.slice(x, [0, 1], [3, 4], [1, -1])
+    with pytest.raises(ValueError, match="Slice.*differ in length"):
+        ops.slice(x, [0, 1], [3])
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+@pytest.mark.parametrize("pads_begin, pads_end", [([1, 2], [3, 0]), ([2, -1], [7, 1]), ([-1, 0], [2, -2]),
+                                                  ([0, 9], [0, 11])])
+def test_pad(mode, pads_begin, pads_end):
+    x = placeholder((5, 4), name="x")
+    xv = rand((5, 4))
+    y = ops.pad(x, pads_begin, pads_end, mode, 1.5)
+    crop = tuple(slice(max(-b, 0), n - max(-e, 0)) for b, e, n in zip(pads_begin, pads_end, (5, 4)))
+    widths = [(max(b, 0), max(e, 0)) for b, e in zip(pads_begin, pads_end)]
+    extra = {"constant_values": 1.5} if mode == "constant" else {}
+    check(y, {x: xv}, np.pad(xv[crop], widths, mode=mode, **extra), template="injective", rtol=0, atol=0)
+
+
+def test_pad_ints_bools_and_bad_arguments():
+    x = placeholder((3,), "int32", name="x")
+    check(ops.pad(x, [2], [1], value=7), {x: np.arange(3, dtype="int32")}, [7, 7, 0, 1, 2, 7])
+    b = placeholder((2,), "bool", name="b")
+    check(ops.pad(b, [1], [0], value=1), {b: np.array([False, False])}, [True, False, False])
+    with pytest.raises(ValueError, match="Pad: attribute mode"):
+        ops.pad(x, [1], [1], mode="symmetric")
+    with pytest.raises(ValueError, match="Pad.*crop more"):
+        ops.pad(x, [-2], [-2])
+    with pytest.raises(ValueError, match="Pad: mode edge cannot pad an empty dimension"):
+        ops.pad(x, [-3], [1], mode="edge")
+    with pytest.raises(ValueError, match="Pad: attribute pads_begin"):
+        ops.pad(x, [1, 1], [1])
+
+
+@pytest.mark.parametrize("shape, target", [((7, 1, 13), [2, 1, 5, 1]), ((7, 13), [7, 13]), ((1,), [3, 37])])
+def test_expand(shape, target):
+    x = placeholder(shape, name="x")
+    xv = rand(shape)
+    y = ops.expand(x, target)
+    check(y, {x: xv}, np.broadcast_to(xv, np.broadcast_shapes(shape, tuple(target))), template="injective",
+          rtol=0, atol=0)
+    with pytest.raises(ValueError, match="Expand.*do not broadcast"):
+        ops.expand(placeholder((3,)), [2, 4])

@@ -1,0 +1,630 @@
+"""ONNX models as graphs: ``from_onnx(path_or_model) -> Graph``.
+
+How a model becomes a graph:
+
+* graph inputs become variable logical tensors; their shapes must be static (a symbolic dim is
+  a GraphError unless ``input_shapes`` gives it);
+* initializers become constant logical tensors whose values are bound (``Graph.bind_constant``);
+* ``Constant`` nodes, and every node whose inputs are all known when the model is imported
+  (``Shape`` of a static shape, ``ConstantOfShape``, the Gather/Concat/Unsqueeze chains that
+  exporters use to compute shapes, ...), are evaluated at import and disappear;
+* every other node is mapped onto our op kinds by ``graph_api.onnx_ops`` (its table
+  ``ONNX_OPS`` lists the ONNX ops, opsets 13 and later, older ones where their semantics are
+  the same or the difference is handled); output shapes come from our shape rules, checked
+  against onnx's shape inference;
+* a node the mapping does not cover (an unknown op, or attributes it does not handle) becomes a
+  Wildcard carrying the ONNX node, with a warning naming it; the reference interpreter runs it
+  through onnx's reference implementation (``graph_api.onnx_node``), so the model still runs.
+
+Operands that fix a shape (Reshape's shape, Slice's starts, Pad's pads, a reduction's axes, ...)
+must be known at import; one computed from a graph input is a dynamic shape, a GraphError
+(``OnnxInputValueNeeded`` names the input: pass its value with ``constant_inputs``).
+
+Example:
+    >>> import numpy as np
+    >>> import pytest; onnx = pytest.importorskip("onnx")   # the example needs onnx
+    >>> from onnx import TensorProto, helper, numpy_helper
+    >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    >>> w = numpy_helper.from_array(np.ones((3, 4), np.float32), "w")
+    >>> nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
+    >>> model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w]))
+    >>> g = from_onnx(model)
+    >>> [op.kind.value for op in g.ops], g.get_output_ports()[0].shape
+    (['MatMul', 'ReLU'], (2, 4))
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import reference
+from .graph import Graph
+from .logical_tensor import DataType, GraphError, LogicalTensor, PropertyType
+from .op import Op, OpKind
+from .schema import validate_op
+from .shape_inference import infer_op_shapes
+
+__all__ = ["from_onnx", "import_onnx", "OnnxImport", "OnnxDynamicShape", "OnnxInputValueNeeded", "OnnxUnsupported",
+           "ONNX_DTYPES"]
+
+# ONNX TensorProto element types -> our data types
+ONNX_DTYPES = {1: DataType.f32, 10: DataType.f16, 16: DataType.bf16, 6: DataType.s32, 7: DataType.s64,
+               3: DataType.s8, 2: DataType.u8, 9: DataType.boolean}
+_ONNX_TYPE_NAMES = {1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64", 8: "STRING",
+                    9: "BOOL", 10: "FLOAT16", 11: "DOUBLE", 12: "UINT32", 13: "UINT64", 14: "COMPLEX64",
+                    15: "COMPLEX128", 16: "BFLOAT16"}
+# nodes never evaluated at import, even with constant inputs: their values differ from run to run
+_RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                         "Bernoulli"})
+
+
+class OnnxUnsupported(Exception):
+    """A node the mapping does not cover (the reason is the message); it becomes a Wildcard."""
+
+
+class OnnxDynamicShape(GraphError):
+    """An operand that fixes a shape (Reshape's shape, Pad's pads, ...) is computed at run time."""
+
+
+class OnnxInputValueNeeded(OnnxDynamicShape):
+    """An operand that fixes a shape comes from a graph input: a dynamic shape. ``input_name``
+    names the input; ``import_onnx(..., constant_inputs={name: value})`` specializes the model
+    for that value."""
+
+    def __init__(self, message: str, input_name: str):
+        super().__init__(message)
+        self.input_name = input_name
+
+
+def _type_name(elem_type: int) -> str:
+    return _ONNX_TYPE_NAMES.get(elem_type, f"type {elem_type}")
+
+
+def data_type(elem_type: int, what: str) -> DataType:
+    """Our data type of an ONNX element type; GraphError naming ``what`` for one we lack.
+
+    Example:
+        >>> data_type(7, "input 'n'")
+        <DataType.s64: 's64'>
+    """
+    try:
+        return ONNX_DTYPES[elem_type]
+    except KeyError:
+        supported = ", ".join(_type_name(k) for k in ONNX_DTYPES)
+        raise GraphError(f"{what} has data type {_type_name(elem_type)}, which tilefuse does not support "
+                         f"(supported: {supported})") from None
+
+
+@dataclass
+class Node:
+    """One ONNX node as the converters see it: inputs and outputs by name ('' for an absent
+    optional one), attributes as Python values, and the opset of its domain.
+
+    Example:
+        >>> import pytest; onnx = pytest.importorskip("onnx")   # the example needs onnx
+        >>> from onnx import helper
+        >>> n = Node.of(helper.make_node("Flatten", ["x"], ["y"], axis=2), 13)
+        >>> n.op_type, n.attrs, n.label
+        ('Flatten', {'axis': 2}, "Flatten node 'y'")
+    """
+    op_type: str
+    name: str
+    inputs: list
+    outputs: list
+    attrs: dict
+    opset: int
+    proto: object = None
+
+    @staticmethod
+    def of(proto, opset: int) -> "Node":
+        from onnx import helper
+        attrs = {}
+        for a in proto.attribute:
+            value = helper.get_attribute_value(a)
+            if isinstance(value, bytes):
+                value = value.decode("utf-8")
+            elif isinstance(value, list) and value and isinstance(value[0], bytes):
+                value = [v.decode("utf-8") for v in value]
+            attrs[a.name] = value
+        return Node(proto.op_type, proto.name, list(proto.input), list(proto.output), attrs, opset, proto)
+
+    @property
+    def label(self) -> str:
+        name = self.name or (self.outputs[0] if self.outputs else "")
+        return f"{self.op_type} node {name!r}"
+
+    def input(self, i: int) -> str:
+        """The name of input ``i``, '' when absent."""
+        return self.inputs[i] if i < len(self.inputs) else ""
+
+    def attr(self, name: str, default=None):
+        return self.attrs.get(name, default)
+
+    def required(self, name: str):
+        """Attribute ``name``; GraphError naming the node when it is missing."""
+        if name not in self.attrs:
+            raise GraphError(f"{self.label} has no attribute {name!r}, which it needs")
+        return self.attrs[name]
+
+
+class Builder:
+    """The graph under construction: ONNX names bound to logical tensors (or to values known
+    at import), fresh tensor and op ids, and the ops of the node being converted (committed to
+    the graph only when the whole node converts).
+
+    Example:
+        >>> b = Builder(13, {})
+        >>> b.values["w"] = np.zeros((2, 3), np.float32)             # an initializer
+        >>> y = b.op(OpKind.ReLU, [b.tensor("w")])
+        >>> y.shape, y.dtype.value, b.shape("w"), b.op(OpKind.Slice, [y], {"starts": [0], "ends": [0]}).shape
+        ((2, 3), 'f32', (2, 3), (0, 3))
+        >>> b.commit(); [op.kind.value for op in b.graph.ops]
+        ['ReLU']
+        >>> b.value("x", "the shape of a Reshape node")
+        Traceback (most recent call last):
+        ...
+        graph_api.onnx_import.OnnxDynamicShape: the shape of a Reshape node ('x') is computed at run time ...
+    """
+
+    def __init__(self, opset: int, onnx_types: dict):
+        self.opset = opset
+        self.onnx_types = onnx_types            # name -> (elem type, shape or None) from onnx's inference
+        self.graph = Graph()
+        self.tensors: dict[str, LogicalTensor] = {}
+        self.values: dict[str, np.ndarray] = {}
+        self.graph_inputs: set[str] = set()
+        self.bound: dict[int, np.ndarray] = {}
+        self._pending: list[Op] = []
+        self._next_tensor = 0
+        self._next_op = 0
+
+    # ---- names -------------------------------------------------------------------------------
+
+    def has_value(self, name: str) -> bool:
+        return name in self.values
+
+    def value(self, name: str, what: str) -> np.ndarray:
+        """The value of ``name`` known at import (an initializer, a Constant, a folded node);
+        OnnxInputValueNeeded / GraphError when it is computed at run time."""
+        if name in self.values:
+            return self.values[name]
+        if name in self.graph_inputs:
+            raise OnnxInputValueNeeded(f"{what} comes from graph input {name!r} (a dynamic shape); tilefuse needs "
+                                       f"it when the model is imported: pass constant_inputs={{{name!r}: value}}",
+                                       name)
+        raise OnnxDynamicShape(f"{what} ({name!r}) is computed at run time (a dynamic shape); tilefuse needs it "
+                               f"when the model is imported")
+
+    def tensor(self, name: str) -> LogicalTensor:
+        """The logical tensor of ``name`` (a value known at import becomes a bound constant)."""
+        if name in self.tensors:
+            return self.tensors[name]
+        if name in self.values:
+            t = self.constant(self.values[name], what=f"tensor {name!r}")
+            self.tensors[name] = t
+            return t
+        raise GraphError(f"tensor {name!r} is used before any node produces it and is no graph input or "
+                         f"initializer")
+
+    def shape(self, name: str) -> tuple:
+        """The static shape of ``name``; OnnxUnsupported when it is unknown."""
+        if name in self.values:
+            return tuple(self.values[name].shape)
+        t = self.tensor(name)
+        if not t.is_known():
+            raise OnnxUnsupported(f"the shape of {name!r} is unknown")
+        return t.shape
+
+    def dtype(self, name: str) -> DataType:
+        if name in self.values:
+            return DataType.of_numpy(self.values[name].dtype)
+        return self.tensor(name).dtype
+
+    # ---- emission ----------------------------------------------------------------------------
+
+    def _tensor_id(self) -> int:
+        self._next_tensor += 1
+        return self._next_tensor - 1
+
+    def new_tensor(self, dtype: DataType, shape, constant: bool = False) -> LogicalTensor:
+        prop = PropertyType.constant if constant else PropertyType.variable
+        return LogicalTensor(self._tensor_id(), dtype, None if shape is None else tuple(shape), property_type=prop)
+
+    def constant(self, array, dtype: DataType | None = None, what: str = "a constant") -> LogicalTensor:
+        """A new constant logical tensor bound to ``array``."""
+        array = np.asarray(array)
+        if not array.flags.c_contiguous:                  # kernels read C-contiguous arrays
+            array = np.ascontiguousarray(array)
+        if dtype is not None:
+            array = array.astype(dtype.numpy)
+        try:
+            dt = DataType.of_numpy(array.dtype)
+        except GraphError:
+            raise GraphError(f"{what} has numpy dtype {array.dtype}, which tilefuse does not support") from None
+        t = self.new_tensor(dt, array.shape, constant=True)
+        self.bound[t.id] = array
+        return t
+
+    def as_tensor(self, x) -> LogicalTensor:
+        return x if isinstance(x, LogicalTensor) else self.constant(x)
+
+    def op(self, kind: OpKind, inputs, attrs: dict | None = None, dtypes=None, n_out: int = 1):
+        """Add an op of ``kind`` on ``inputs`` (logical tensors or arrays); its outputs (one
+        tensor, or a list when ``n_out > 1``) have our inferred shapes and ``dtypes`` (default:
+        input 0's). An output of zero elements is returned as its (empty) value instead."""
+        inputs = [self.as_tensor(x) for x in inputs]
+        if dtypes is None:
+            dtypes = [inputs[0].dtype] * n_out
+        elif isinstance(dtypes, DataType):
+            dtypes = [dtypes] * n_out
+        self._next_op += 1
+        op = Op(self._next_op, kind, inputs, [self.new_tensor(d, None) for d in dtypes], attrs or {})
+        validate_op(op)
+        shapes = infer_op_shapes(op, [t.shape for t in inputs])
+        outs = [self.new_tensor(d, s) for d, s in zip(dtypes, shapes)]
+        op = Op(op.id, kind, inputs, outs, op.attrs)
+        results = [np.empty(t.shape, t.dtype.numpy) if t.is_known() and 0 in t.shape else t for t in outs]
+        if any(isinstance(r, LogicalTensor) for r in results):
+            self._pending.append(op)
+        return results if n_out > 1 else results[0]
+
+    def wildcard(self, node: Node, attrs: dict, implicit=()) -> list:
+        """A Wildcard op for ``node`` (reading also the ``implicit`` names its subgraphs use);
+        output types and shapes from onnx's shape inference."""
+        ins = [self.tensor(n) for n in node.inputs if n] + [self.tensor(n) for n in implicit]
+        outs = []
+        for name in node.outputs:
+            if not name:
+                continue
+            elem, shape = self.onnx_types.get(name, (None, None))
+            dt = DataType.undef if elem is None else data_type(elem, f"output {name!r} of {node.label}")
+            outs.append(self.new_tensor(dt, shape))
+        self._next_op += 1
+        self._pending.append(Op(self._next_op, OpKind.Wildcard, ins, outs, attrs, name=node.name or None))
+        it = iter(outs)
+        return [next(it) if name else None for name in node.outputs]
+
+    def discard(self) -> list[Op]:
+        ops, self._pending = self._pending, []
+        return ops
+
+    def commit(self) -> None:
+        for op in self.discard():
+            self.graph.add_op(op)
+
+
+def _load(model):
+    import onnx
+    if isinstance(model, (str, os.PathLike)):
+        if not os.path.exists(model):
+            raise GraphError(f"no ONNX model file {os.fspath(model)!r}")
+        return onnx.load(os.fspath(model))
+    if isinstance(model, (bytes, bytearray)):
+        return onnx.load_from_string(bytes(model))
+    if isinstance(model, onnx.ModelProto):
+        return model
+    raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
+
+
+def _default_opset(model) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    raise GraphError("the model imports no version of the default ONNX opset (domain '')")
+
+
+def _onnx_types(model) -> dict:
+    """name -> (elem type, static shape or None) from onnx's shape inference (with data
+    propagation); what it cannot infer is missing."""
+    import onnx
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as e:      # onnx raises several kinds; the import goes on without its shapes
+        warnings.warn(f"onnx shape inference failed ({e}); using tilefuse's shape rules only", stacklevel=3)
+        inferred = model
+    types = {}
+    g = inferred.graph
+    for vi in list(g.value_info) + list(g.output) + list(g.input):
+        if not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        shape = None
+        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            shape = tuple(int(d.dim_value) for d in tt.shape.dim)
+        types[vi.name] = (tt.elem_type or None, shape)
+    return types
+
+
+def _input_shape(vi, input_shapes: dict) -> tuple:
+    if vi.name in input_shapes:
+        return tuple(int(d) for d in input_shapes[vi.name])
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        raise GraphError(f"graph input {vi.name!r} has no shape (unknown rank); give it with "
+                         f"input_shapes={{{vi.name!r}: (...)}}")
+    dims = []
+    for k, d in enumerate(tt.shape.dim):
+        if not d.HasField("dim_value"):
+            what = repr(d.dim_param) if d.dim_param else "unknown"
+            raise GraphError(f"graph input {vi.name!r} has a dynamic dim {k} ({what}); tilefuse compiles static "
+                             f"shapes: give it with input_shapes={{{vi.name!r}: (...)}}")
+        dims.append(int(d.dim_value))
+    return tuple(dims)
+
+
+@dataclass(frozen=True)
+class OnnxImport:
+    """An imported model: the graph and how the model's named inputs and outputs map to it.
+
+    ``inputs``: (name, tensor id) of the graph inputs fed at run time, in the model's order
+    (initializers and ``constant_inputs`` excluded; an input no node reads has id None).
+    ``outputs``: (name, tensor id) in the model's order; the id is None for an output known at
+    import with no element (its value is in ``constant_outputs``). ``wildcards``: the ONNX
+    nodes that became Wildcards.
+
+    Example:
+        >>> # imp = import_onnx("model.onnx"); imp.inputs, imp.outputs
+    """
+    graph: Graph
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    constant_outputs: dict = field(default_factory=dict)
+    wildcards: list = field(default_factory=list)
+
+
+def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict | None = None) -> OnnxImport:
+    """Import an ONNX model (a path, serialized bytes or an ``onnx.ModelProto``) as a finalized
+    graph with its input and output names (see the module docstring and ``OnnxImport``).
+    ``constant_inputs`` maps graph input names to values the model is specialized for (they
+    become bound constants); ``input_shapes`` gives the shapes of graph inputs whose dims are
+    symbolic. Raises GraphError for a model tilefuse cannot take (a data type it lacks, a
+    dynamic shape, a tensor used before it is produced); an op it does not map is a Wildcard.
+
+    Example:
+        >>> # imp = import_onnx("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
+    """
+    import onnx
+    from .onnx_node import wildcard_attrs
+    from .onnx_ops import ONNX_OPS
+    model = _load(model)
+    if model.functions:
+        from onnx import inliner
+        model = inliner.inline_local_functions(model)
+    opset = _default_opset(model)
+    constant_inputs = dict(constant_inputs or {})
+    input_shapes = dict(input_shapes or {})
+    graph_proto = model.graph
+    initializers = {t.name: t for t in graph_proto.initializer}
+    known_inputs = {vi.name for vi in graph_proto.input}
+    for name in list(constant_inputs) + list(input_shapes):
+        if name not in known_inputs:
+            raise GraphError(f"{name!r} is not a graph input of the model (inputs: {sorted(known_inputs)})")
+    b = Builder(opset, _onnx_types(model))
+    for name, t in initializers.items():
+        b.values[name] = onnx.numpy_helper.to_array(t)
+    for sparse in graph_proto.sparse_initializer:
+        b.values[sparse.values.name] = _dense(sparse)
+    inputs = []
+    for vi in graph_proto.input:
+        if vi.name in initializers:
+            continue
+        if not vi.type.HasField("tensor_type"):
+            raise GraphError(f"graph input {vi.name!r} is not a tensor (sequences, maps and optionals are not "
+                             f"supported)")
+        dt = data_type(vi.type.tensor_type.elem_type, f"graph input {vi.name!r}")
+        if vi.name in constant_inputs:
+            value = np.asarray(constant_inputs[vi.name], dt.numpy)
+            b.values[vi.name] = value
+            continue
+        b.tensors[vi.name] = b.new_tensor(dt, _input_shape(vi, input_shapes))
+        b.graph_inputs.add(vi.name)
+        inputs.append(vi.name)
+    domains = {imp.domain: int(imp.version) for imp in model.opset_import}
+    wildcards = []
+    for proto in graph_proto.node:
+        node_opset = domains.get(proto.domain, opset) if proto.domain not in ("", "ai.onnx") else opset
+        node = Node.of(proto, node_opset)
+        if proto.op_type == "Constant" and proto.domain in ("", "ai.onnx"):
+            b.values[node.outputs[0]] = _constant_value(node)
+            continue
+        convert = ONNX_OPS.get(node.op_type) if proto.domain in ("", "ai.onnx") else None
+        implicit = [n for n in dict.fromkeys(_outer_names(proto)) if n not in node.inputs]
+        present = [n for n in node.inputs if n] + implicit
+        for n in present:
+            if n not in b.values and n not in b.tensors:
+                raise GraphError(f"{node.label} reads {n!r}, which is no graph input, initializer or output of an "
+                                 f"earlier node (missing input, or nodes out of order)")
+        if proto.op_type not in _RANDOM_OPS and all(n in b.values for n in present) and \
+                not (proto.op_type == "Dropout" and _training(node, b)):
+            _fold(b, node, convert, wildcard_attrs(proto, node_opset, _typed(b, implicit)), implicit)
+            continue
+        results = None
+        if convert is not None:
+            try:
+                results = convert(b, node)
+            except (OnnxUnsupported, GraphError, ValueError, TypeError, KeyError, IndexError) as e:
+                b.discard()
+                if isinstance(e, OnnxDynamicShape):
+                    raise
+                warnings.warn(f"ONNX {node.label}: {e}; it runs as a Wildcard (onnx's reference implementation)",
+                              stacklevel=2)
+        else:
+            where = node.op_type if proto.domain in ("", "ai.onnx") else f"{proto.domain}.{node.op_type}"
+            warnings.warn(f"ONNX op {where} ({node.label}) is not mapped to tilefuse ops; it runs as a Wildcard "
+                          f"(onnx's reference implementation)", stacklevel=2)
+        if results is None:
+            results = b.wildcard(node, wildcard_attrs(proto, node_opset, _typed(b, implicit)), implicit)
+            wildcards.append(node.label)
+        b.commit()
+        _bind_outputs(b, node, results)
+    return _finish(b, graph_proto, inputs, wildcards)
+
+
+def _dense(sparse) -> np.ndarray:
+    import onnx
+    values = onnx.numpy_helper.to_array(sparse.values)
+    indices = onnx.numpy_helper.to_array(sparse.indices)
+    dense = np.zeros(tuple(sparse.dims), values.dtype)
+    if indices.ndim == 1:
+        dense.reshape(-1)[indices] = values
+    else:
+        dense[tuple(indices.T)] = values
+    return dense
+
+
+def _training(node: Node, b: Builder) -> bool:
+    mode = node.input(2)
+    return bool(mode) and mode in b.values and bool(np.asarray(b.values[mode]).reshape(-1)[0])
+
+
+def _constant_value(node: Node) -> np.ndarray:
+    import onnx
+    a = node.attrs
+    if "value" in a:
+        return onnx.numpy_helper.to_array(a["value"])
+    if "sparse_value" in a:
+        return _dense(a["sparse_value"])
+    for name, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
+                        ("value_ints", np.int64)):
+        if name in a:
+            return np.asarray(a[name], dtype)
+    raise GraphError(f"{node.label}: Constant with attributes {sorted(a)} is not supported (strings are not)")
+
+
+def _outer_names(proto) -> list[str]:
+    """The names the subgraphs of a node (If, Loop, Scan) read from the enclosing graph."""
+    from onnx import AttributeProto
+
+    def used(graph, defined: set) -> list[str]:
+        defined = defined | {v.name for v in graph.input} | {t.name for t in graph.initializer}
+        names = []
+        for n in graph.node:
+            names += [i for i in n.input if i and i not in defined]
+            for a in n.attribute:
+                for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
+                    names += used(g, defined)
+            defined = defined | set(n.output)
+        return names
+    names = []
+    for a in proto.attribute:
+        for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
+            names += used(g, set())
+    return names
+
+
+_ELEM_TYPES = {dt: elem for elem, dt in ONNX_DTYPES.items()}
+
+
+def _typed(b: Builder, names) -> list:
+    """(name, ONNX element type, shape) of each name, for a Wildcard's implicit inputs."""
+    out = []
+    for n in names:
+        if n in b.values:
+            v = b.values[n]
+            out.append((n, _ELEM_TYPES.get(DataType.of_numpy(v.dtype), 0), tuple(v.shape)))
+        else:
+            t = b.tensor(n)
+            out.append((n, _ELEM_TYPES.get(t.dtype, 0), t.shape))
+    return out
+
+
+def _fold(b: Builder, node: Node, convert, attrs: dict, implicit=()) -> None:
+    """Evaluate a node whose inputs are all known now, with our reference interpreter on the
+    ops it maps to (or onnx's reference implementation for an op we do not map)."""
+    outs = None
+    if convert is not None and not implicit:
+        try:
+            results = convert(b, node)
+            env = dict(b.bound)
+            for op in b.discard():
+                for t, v in zip(op.outputs, reference.evaluate(op, [env[t.id] for t in op.inputs])):
+                    env[t.id] = v
+            outs = [env[r.id] if isinstance(r, LogicalTensor) else r for r in results]
+        except (OnnxUnsupported, GraphError, ValueError, TypeError, KeyError, IndexError):
+            b.discard()
+    if outs is None:
+        from .onnx_node import run_onnx_node
+        values = run_onnx_node(attrs, [b.values[n] for n in node.inputs if n] + [b.values[n] for n in implicit])
+        it = iter(values)
+        outs = [next(it) if n else None for n in node.outputs]
+    for name, v in zip(node.outputs, outs):
+        if name and v is not None:
+            b.values[name] = np.asarray(v)
+
+
+def _bind_outputs(b: Builder, node: Node, results) -> None:
+    if len(results) < len([n for n in node.outputs if n]):
+        raise AssertionError(f"the converter of {node.op_type} returned {len(results)} outputs")
+    for name, r in zip(node.outputs, results):
+        if not name:
+            continue
+        if r is None:
+            raise GraphError(f"{node.label}: output {name!r} is not supported")
+        if isinstance(r, LogicalTensor):
+            _check_against_onnx(b, node, name, r)
+            b.tensors[name] = r
+        else:
+            b.values[name] = np.asarray(r)
+
+
+def _check_against_onnx(b: Builder, node: Node, name: str, t: LogicalTensor) -> None:
+    """The data type must be onnx's; shapes are ours: onnx's shape inference and its reference
+    implementation disagree at times (MaxPool's ceil_mode), ours follows the reference."""
+    elem, _ = b.onnx_types.get(name, (None, None))
+    if elem in ONNX_DTYPES and t.dtype is not DataType.undef and ONNX_DTYPES[elem] is not t.dtype:
+        raise GraphError(f"{node.label}: output {name!r} has data type {t.dtype.value} here but onnx infers "
+                         f"{_type_name(elem)}")
+
+
+def _finish(b: Builder, graph_proto, inputs: list, wildcards: list) -> OnnxImport:
+    consumed = {t.id for op in b.graph.ops for t in op.inputs}
+    outputs, constant_outputs, done = [], {}, {}
+    for vi in graph_proto.output:
+        name = vi.name
+        if name in done:
+            outputs.append((name, done[name]))
+            continue
+        if name in b.values and b.values[name].size == 0:       # nothing to compute
+            constant_outputs[name] = b.values[name]
+            outputs.append((name, None))
+            done[name] = None
+            continue
+        t = b.tensor(name)
+        if b.graph.producer(t.id) is None or t.id in consumed or t.id in {i for _, i in outputs if i is not None}:
+            t = b.op(OpKind.Identity, [t])        # a graph output must be produced and read by no op
+            b.commit()
+        outputs.append((name, t.id))
+        done[name] = t.id
+    graph = b.graph
+    needed = {tid for _, tid in outputs if tid is not None}
+    live = []
+    for op in reversed(graph.topological_ops()):     # ops no graph output depends on are dropped
+        if any(t.id in needed for t in op.outputs):
+            live.append(op)
+            needed.update(t.id for t in op.inputs)
+    if len(live) < len(graph.ops):
+        graph = graph.rebuilt(live[::-1])
+    for tid, value in b.bound.items():
+        if tid in graph.tensors and graph.producer(tid) is None:
+            graph.bind_constant(tid, value)
+    graph.finalize()
+    ids = [(name, b.tensors[name].id if b.tensors[name].id in graph.tensors else None) for name in inputs]
+    return OnnxImport(graph, ids, outputs, constant_outputs, wildcards)
+
+
+def from_onnx(model, constant_inputs: dict | None = None, input_shapes: dict | None = None) -> Graph:
+    """The finalized graph of an ONNX model (a path, serialized bytes or an ``onnx.ModelProto``);
+    see ``import_onnx`` for the arguments (and for the model's input and output names as tensor
+    ids) and the module docstring for the mapping. The inputs to feed are the input ports that
+    have no bound value.
+
+    Example:
+        >>> # g = from_onnx("resnet.onnx")
+        >>> # x_port, = [t for t in g.get_input_ports() if t.id not in g.constant_values]
+        >>> # compile_graph(g).run({x_port.id: x})
+    """
+    return import_onnx(model, constant_inputs, input_shapes).graph

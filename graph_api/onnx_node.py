@@ -1,0 +1,89 @@
+"""One ONNX node carried by a Wildcard op, and its evaluation by onnx's reference implementation.
+
+The ONNX importer maps every ONNX op it knows onto our op kinds; an op it does not know becomes
+a Wildcard whose attributes hold the node itself (``wildcard_attrs``). The reference interpreter
+runs such a Wildcard with ``run_onnx_node``, through ``onnx.reference.ReferenceEvaluator`` (onnx
+is imported only then).
+
+Example:
+    >>> import numpy as np
+    >>> import pytest; onnx = pytest.importorskip("onnx")   # the example needs onnx
+    >>> from onnx import helper
+    >>> attrs = wildcard_attrs(helper.make_node("Softsign", ["x"], ["y"]), 13)
+    >>> attrs["onnx_op_type"], run_onnx_node(attrs, [np.array([1.0, -3.0], np.float32)])[0].tolist()
+    ('Softsign', [0.5, -0.75])
+"""
+from __future__ import annotations
+
+import base64
+import functools
+
+import numpy as np
+
+from .logical_tensor import GraphError
+
+
+def wildcard_attrs(node, opset: int, implicit=()) -> dict:
+    """The attributes of a Wildcard standing for the ONNX NodeProto ``node`` of a model whose
+    opset (for the node's domain) is ``opset``: the serialized node (base64 text, so graphs stay
+    JSON-serializable), its domain, its op type and the opset. ``implicit`` lists (name, ONNX
+    element type, shape) of the enclosing graph's tensors the node's subgraphs read (If, Loop,
+    Scan): the Wildcard takes them after the node's own inputs, and the attributes then hold a
+    one-node model that declares them as inputs.
+
+    Example:
+        >>> import pytest; onnx = pytest.importorskip("onnx")   # the example needs onnx
+        >>> from onnx import helper
+        >>> sorted(wildcard_attrs(helper.make_node("LRN", ["x"], ["y"], size=3), 9))
+        ['onnx_domain', 'onnx_node', 'onnx_op_type', 'onnx_opset']
+    """
+    attrs = {"onnx_node": base64.b64encode(node.SerializeToString()).decode("ascii"),
+             "onnx_domain": node.domain or "", "onnx_op_type": node.op_type, "onnx_opset": int(opset)}
+    if implicit:
+        from onnx import helper
+        names = [n for n in node.input if n]
+        inputs = [helper.make_empty_tensor_value_info(n) for n in dict.fromkeys(names)]
+        inputs += [helper.make_tensor_value_info(n, elem, shape) for n, elem, shape in implicit if n not in names]
+        graph = helper.make_graph([node], "wildcard", inputs,
+                                  [helper.make_empty_tensor_value_info(n) for n in node.output if n])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(node.domain or "", int(opset))])
+        attrs["onnx_model"] = base64.b64encode(model.SerializeToString()).decode("ascii")
+        attrs["onnx_implicit_inputs"] = [n for n, _, _ in implicit]
+    return attrs
+
+
+@functools.lru_cache(maxsize=256)
+def _evaluator(node_text: str, domain: str, opset: int, model_text: str | None = None):
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+    node = onnx.NodeProto()
+    node.ParseFromString(base64.b64decode(node_text))
+    if model_text is None:
+        return node, ReferenceEvaluator(node, opsets={domain: opset})
+    model = onnx.ModelProto()
+    model.ParseFromString(base64.b64decode(model_text))
+    return node, ReferenceEvaluator(model)
+
+
+def run_onnx_node(attrs: dict, inputs: list) -> list:
+    """Run the ONNX node of a Wildcard's ``attrs`` (see ``wildcard_attrs``) on ``inputs`` (the
+    arrays of the node's present inputs, in order, then of its implicit inputs); returns its
+    present outputs. GraphError when onnx is missing or its reference implementation fails.
+
+    Example:
+        >>> # run_onnx_node(op.attrs, [x])  -> [y]
+    """
+    try:
+        node, evaluator = _evaluator(attrs["onnx_node"], attrs.get("onnx_domain", ""), int(attrs["onnx_opset"]),
+                                     attrs.get("onnx_model"))
+    except ImportError:
+        raise GraphError(f"ONNX op {attrs.get('onnx_op_type')} needs the onnx package to run") from None
+    names = [n for n in node.input if n] + list(attrs.get("onnx_implicit_inputs", ()))
+    if len(names) != len(inputs):
+        raise GraphError(f"ONNX node {node.op_type} takes {len(names)} inputs, got {len(inputs)}")
+    try:
+        outs = evaluator.run(None, dict(zip(names, inputs)))
+    except Exception as e:      # onnx's implementations raise anything
+        raise GraphError(f"onnx's reference implementation of {node.op_type} failed: {e}") from None
+    present = [k for k, n in enumerate(node.output) if n]
+    return [np.asarray(outs[k]) for k in present]

@@ -1,0 +1,446 @@
+"""graph_api.onnx_import: every mapped ONNX op on a tiny model against onnxruntime (onnx's
+ReferenceEvaluator when onnxruntime is missing), both compiled (inputs fed at run time) and
+folded at import (all inputs initializers: evaluated by our reference interpreter); constant
+folding of shape computations; unknown ops as Wildcards; and the errors for models we cannot
+take."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from graph_api import GraphError, OpKind, compile_graph, from_onnx, reference  # noqa: E402
+from graph_api.onnx_backend import prepare  # noqa: E402
+from graph_api.onnx_import import OnnxInputValueNeeded, import_onnx  # noqa: E402
+from graph_api.onnx_ops import ONNX_OPS  # noqa: E402
+
+RNG = np.random.default_rng(7)
+
+
+def f32(*shape, low=-2.0, high=2.0):
+    return RNG.uniform(low, high, shape).astype(np.float32)
+
+
+def i64(values):
+    return np.asarray(values, np.int64)
+
+
+@dataclass
+class Case:
+    """One ONNX node: ``inputs`` (name, array; None: an absent optional input), attributes,
+    opset, the inputs that must be initializers (shape operands), the output count."""
+    id: str
+    op: str
+    inputs: list
+    attrs: dict = field(default_factory=dict)
+    opset: int = 17
+    constants: tuple = ()
+    outputs: int = 1
+    rtol: float = 1e-5
+    atol: float = 1e-6
+
+
+X = f32(2, 3, 5)
+POS = f32(2, 3, 5, low=0.1, high=3.0)
+IMG = f32(1, 4, 7, 6)
+CASES = [Case(op, op, [("x", X)]) for op in ("Relu", "Sigmoid", "Tanh", "Exp", "Abs", "Neg", "Erf", "HardSwish",
+                                              "Round", "Identity", "Softplus")]
+CASES += [Case(op, op, [("x", POS)]) for op in ("Log", "Sqrt", "Reciprocal")]
+CASES += [
+    Case("Mish", "Mish", [("x", X)], opset=18),
+    Case("LeakyRelu", "LeakyRelu", [("x", X)], {"alpha": 0.2}),
+    Case("Elu", "Elu", [("x", X)], {"alpha": 0.7}),
+    Case("HardSigmoid", "HardSigmoid", [("x", X)], {"alpha": 0.3, "beta": 0.4}),
+    Case("Gelu-tanh", "Gelu", [("x", X)], {"approximate": "tanh"}, opset=20),
+    Case("Gelu", "Gelu", [("x", X)], opset=20),
+    Case("PRelu", "PRelu", [("x", X), ("slope", f32(5))]),
+    Case("Add-broadcast", "Add", [("a", X), ("b", f32(3, 1))]),
+    Case("Sub", "Sub", [("a", X), ("b", f32(5))]),
+    Case("Mul", "Mul", [("a", X), ("b", f32(2, 1, 1))]),
+    Case("Div", "Div", [("a", X), ("b", POS)]),
+    Case("Pow-constant-exponent", "Pow", [("x", POS), ("y", np.array(1.5, np.float32))], constants=("y",)),
+    Case("Pow-tensor-exponent", "Pow", [("x", POS), ("y", f32(5))]),
+    Case("Pow-int64-exponent", "Pow", [("x", X), ("y", i64([[1], [2], [3]]))]),
+    Case("Min", "Min", [("a", X), ("b", f32(5)), ("c", f32(3, 1))]),
+    Case("Max", "Max", [("a", X), ("b", f32(5))]),
+    Case("Max-one-input", "Max", [("a", X)]),
+    Case("Sum", "Sum", [("a", X), ("b", f32(5)), ("c", X)]),
+    Case("Mean", "Mean", [("a", X), ("b", f32(3, 5))]),
+    Case("Clip-constant", "Clip", [("x", X), ("lo", np.array(-0.5, np.float32)), ("hi", np.array(1, np.float32))],
+         constants=("lo", "hi")),
+    Case("Clip-tensors", "Clip", [("x", X), ("lo", np.array(-0.5, np.float32)), ("hi", np.array(1, np.float32))]),
+    Case("Clip-max-only", "Clip", [("x", X), ("lo", None), ("hi", np.array(0.3, np.float32))], constants=("hi",)),
+    Case("Clip-min-above-max", "Clip", [("x", X), ("lo", np.array(1, np.float32)), ("hi", np.array(0, np.float32))],
+         constants=("lo", "hi")),
+    Case("Clip-opset6", "Clip", [("x", X)], {"min": -0.25, "max": 0.5}, opset=6),
+    Case("Where", "Where", [("c", RNG.random((2, 3, 5)) > 0.5), ("a", f32(5)), ("b", f32(3, 1))]),
+    Case("MatMul", "MatMul", [("a", X), ("b", f32(5, 4))]),
+    Case("MatMul-1d", "MatMul", [("a", f32(5)), ("b", f32(2, 5, 3))]),
+    Case("Gemm", "Gemm", [("a", f32(5, 3)), ("b", f32(4, 5)), ("c", f32(4))],
+         {"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0}),
+    Case("Gemm-bias", "Gemm", [("a", f32(3, 5)), ("b", f32(5, 4)), ("c", f32(3, 1))]),
+    Case("Gemm-no-c", "Gemm", [("a", f32(3, 5)), ("b", f32(5, 4))], {"alpha": 3.0}),
+    Case("Conv-same-lower-groups", "Conv", [("x", IMG), ("w", f32(6, 2, 3, 2)), ("b", f32(6))],
+         {"auto_pad": "SAME_LOWER", "strides": [2, 1], "group": 2}, rtol=1e-4, atol=1e-5),
+    Case("Conv-pads-dilations-1d", "Conv", [("x", f32(2, 3, 11)), ("w", f32(4, 3, 3))],
+         {"pads": [2, 1], "strides": [2], "dilations": [2]},
+         rtol=1e-4, atol=1e-5),
+    Case("ConvTranspose-output-shape", "ConvTranspose", [("x", IMG), ("w", f32(4, 3, 3, 3)), ("b", f32(3))],
+         {"strides": [2, 2], "output_shape": [16, 13]}, rtol=1e-4, atol=1e-5),
+    Case("ConvTranspose-group-pads", "ConvTranspose", [("x", IMG), ("w", f32(4, 1, 2, 3))],
+         {"group": 2, "pads": [1, 0, 0, 1], "output_padding": [1, 0], "strides": [2, 1]}, rtol=1e-4, atol=1e-5),
+    Case("ConvTranspose-same-upper", "ConvTranspose", [("x", IMG), ("w", f32(4, 2, 3, 3))],
+         {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, rtol=1e-4, atol=1e-5),
+    Case("BatchNormalization", "BatchNormalization",
+         [("x", IMG), ("s", f32(4)), ("b", f32(4)), ("m", f32(4)), ("v", f32(4, low=0.5, high=2))],
+         {"epsilon": 1e-3}, rtol=1e-4, atol=1e-5),
+    Case("LayerNormalization-stats", "LayerNormalization", [("x", X), ("s", f32(3, 5)), ("b", f32(3, 5))],
+         {"axis": 1}, outputs=3, rtol=1e-4, atol=1e-5),
+    Case("LayerNormalization-broadcast-scale", "LayerNormalization", [("x", X), ("s", f32(5))], {"axis": -2},
+         rtol=1e-4, atol=1e-5),
+    Case("Softmax", "Softmax", [("x", X)], {"axis": 1}, opset=13),
+    Case("Softmax-opset11", "Softmax", [("x", X)], {"axis": 1}, opset=11),
+    Case("LogSoftmax", "LogSoftmax", [("x", X)], {"axis": 0}, opset=13, rtol=1e-4, atol=1e-5),
+    Case("ReduceSum", "ReduceSum", [("x", X), ("axes", i64([0, -1]))], opset=13, constants=("axes",)),
+    Case("ReduceSum-empty-axes", "ReduceSum", [("x", X), ("axes", i64([]))], {"keepdims": 0}, opset=13,
+         constants=("axes",)),
+    Case("ReduceSum-noop", "ReduceSum", [("x", X), ("axes", i64([]))], {"noop_with_empty_axes": 1}, opset=13,
+         constants=("axes",)),
+    Case("ReduceMean", "ReduceMean", [("x", X), ("axes", i64([1]))], {"keepdims": 0}, opset=18, constants=("axes",)),
+    Case("ReduceMax-opset13", "ReduceMax", [("x", X)], {"axes": [2]}, opset=13),
+    Case("ReduceMin", "ReduceMin", [("x", X)], {"axes": [0, 1], "keepdims": 0}, opset=13),
+    Case("ReduceL2", "ReduceL2", [("x", X)], {"axes": [-1]}, opset=13),
+    Case("ReduceL1", "ReduceL1", [("x", X)], {"axes": [1]}, opset=13),
+    Case("ReduceProd", "ReduceProd", [("x", POS)], {"axes": [1]}, opset=13),
+    Case("ReduceSum-empty-set", "ReduceSum", [("x", np.zeros((2, 0, 3), np.float32)), ("axes", i64([1]))],
+         opset=13, constants=("axes",)),
+    Case("GlobalAveragePool", "GlobalAveragePool", [("x", IMG)]),
+    Case("GlobalMaxPool", "GlobalMaxPool", [("x", IMG)]),
+    Case("MaxPool-ceil", "MaxPool", [("x", IMG)], {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 0, 1],
+                                                    "ceil_mode": 1}),
+    Case("MaxPool-same-upper", "MaxPool", [("x", IMG)], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                         "auto_pad": "SAME_UPPER"}),
+    Case("AveragePool-include-pad-ceil", "AveragePool", [("x", IMG)],
+         {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 0], "ceil_mode": 1, "count_include_pad": 1}),
+    Case("AveragePool-exclude-pad", "AveragePool", [("x", IMG)],
+         {"kernel_shape": [2, 3], "pads": [1, 1, 0, 1]}),
+    Case("AveragePool-dilations", "AveragePool", [("x", IMG)],
+         {"kernel_shape": [2, 2], "dilations": [2, 2], "pads": [1, 0, 1, 1]}, opset=19),
+    Case("LRN", "LRN", [("x", IMG)], {"size": 3, "alpha": 0.01, "beta": 0.6, "bias": 1.5}, rtol=1e-4, atol=1e-5),
+    Case("Transpose", "Transpose", [("x", X)], {"perm": [2, 0, 1]}),
+    Case("Transpose-default", "Transpose", [("x", X)]),
+    Case("Reshape", "Reshape", [("x", X), ("shape", i64([0, -1]))], constants=("shape",)),
+    Case("Flatten", "Flatten", [("x", X)], {"axis": -1}),
+    Case("Squeeze", "Squeeze", [("x", f32(2, 1, 3, 1)), ("axes", i64([-1]))], opset=13, constants=("axes",)),
+    Case("Squeeze-opset11-all", "Squeeze", [("x", f32(2, 1, 3, 1))], opset=11),
+    Case("Unsqueeze", "Unsqueeze", [("x", X), ("axes", i64([0, -1]))], opset=13, constants=("axes",)),
+    Case("Unsqueeze-opset11", "Unsqueeze", [("x", X)], {"axes": [1]}, opset=11),
+    Case("Concat", "Concat", [("a", X), ("b", f32(2, 1, 5)), ("c", np.zeros((2, 0, 5), np.float32))], {"axis": 1}),
+    Case("Split-num-outputs", "Split", [("x", f32(7, 3))], {"num_outputs": 3}, opset=18, outputs=3),
+    Case("Split-sizes", "Split", [("x", X), ("split", i64([1, 4]))], {"axis": -1}, opset=13, constants=("split",),
+         outputs=2),
+    Case("Split-opset11", "Split", [("x", X)], {"axis": 1, "split": [2, 1]}, opset=11, outputs=2),
+    Case("Slice", "Slice", [("x", X), ("s", i64([-1, 1])), ("e", i64([-100, 9])), ("a", i64([2, 1])),
+                            ("t", i64([-2, 1]))], constants=("s", "e", "a", "t")),
+    Case("Slice-opset9", "Slice", [("x", X)], {"starts": [1], "ends": [3], "axes": [1]}, opset=9),
+    Case("Gather-runtime", "Gather", [("x", X), ("i", i64([[2, -1], [0, 1]]))], {"axis": 2}),
+    Case("Gather-constant-scalar", "Gather", [("x", X), ("i", np.array(-1, np.int64))], {"axis": 1},
+         constants=("i",)),
+    Case("Gather-constant-descending", "Gather", [("x", X), ("i", i64([4, 2, 0]))], {"axis": 2}, constants=("i",)),
+    Case("Gather-constant-any", "Gather", [("x", X), ("i", i64([1, 1, 0]))], {"axis": 1}, constants=("i",)),
+    Case("Expand", "Expand", [("x", f32(3, 1)), ("shape", i64([2, 1, 4]))], constants=("shape",)),
+    Case("Pad-reflect", "Pad", [("x", X), ("p", i64([0, 1, 2, 0, 2, -1]))], {"mode": "reflect"}, opset=13,
+         constants=("p",)),
+    Case("Pad-constant-axes", "Pad", [("x", X), ("p", i64([1, 2])), ("v", np.array(0.5, np.float32)),
+                                      ("a", i64([-1]))], opset=18, constants=("p", "v", "a")),
+    Case("Pad-opset2", "Pad", [("x", X)], {"pads": [0, 0, 1, 0, 1, 0], "mode": "edge"}, opset=2),
+    Case("Cast-float-to-int", "Cast", [("x", X * 3)], {"to": TensorProto.INT32}),
+    Case("Cast-int-to-float", "Cast", [("x", i64([[-3, 0, 7]]))], {"to": TensorProto.FLOAT}),
+    Case("CastLike", "CastLike", [("x", X), ("like", np.zeros(1, np.int64))]),
+    Case("Dropout-mask", "Dropout", [("x", X)], opset=13, outputs=2),
+    Case("Shape", "Shape", [("x", X)], {"start": 1}, opset=15),
+    Case("Size", "Size", [("x", X)]),
+    Case("ConstantOfShape", "ConstantOfShape", [("s", i64([2, 3]))],
+         {"value": numpy_helper.from_array(np.array([1.5], np.float32))}, constants=("s",)),
+]
+
+
+def _value_info(name, array):
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape)
+
+
+def make_model(case: Case, fold: bool = False):
+    present = [(n, a) for n, a in case.inputs if a is not None]
+    constant = {n for n, _ in present} if fold else set(case.constants)
+    node = helper.make_node(case.op, [n if a is not None else "" for n, a in case.inputs],
+                            [f"y{k}" for k in range(case.outputs)], **case.attrs)
+    graph = helper.make_graph([node], case.id, [_value_info(n, a) for n, a in present if n not in constant],
+                              [helper.make_empty_tensor_value_info(f"y{k}") for k in range(case.outputs)],
+                              [numpy_helper.from_array(a, n) for n, a in present if n in constant])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
+    model.ir_version = 8
+    feeds = {n: a for n, a in present if n not in constant}
+    return onnx.shape_inference.infer_shapes(model), feeds
+
+
+def expected_outputs(model, feeds):
+    try:
+        import onnxruntime
+    except ImportError:
+        from onnx.reference import ReferenceEvaluator
+        return ReferenceEvaluator(model).run(None, feeds)
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3          # no warnings about old opsets on stderr
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def test_every_mapped_op_has_a_case():
+    assert set(ONNX_OPS) == {c.op for c in CASES}
+
+
+@pytest.mark.parametrize("fold", [False, True], ids=["compiled", "folded-at-import"])
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_op_matches_onnxruntime(case, fold):
+    model, feeds = make_model(case, fold)
+    want = expected_outputs(model, feeds)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rep = prepare(model)
+        got = rep.run([feeds[vi.name] for vi in model.graph.input])
+    assert not [str(w.message) for w in caught if "Wildcard" in str(w.message) or "reference" in str(w.message)]
+    if fold:
+        assert all(op.kind is OpKind.Identity for imp, _ in rep._built.values() for op in imp.graph.ops)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol)
+
+
+# ---------------------------------------------------------------------------- folding, structure
+
+def _model(nodes, inputs, outputs, initializers=(), opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _float_input(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def test_shape_computations_fold_into_a_static_reshape():
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Constant", [], ["zero"], value=numpy_helper.from_array(np.array(0, np.int64))),
+             helper.make_node("Gather", ["s", "zero"], ["n"]),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+             helper.make_node("Constant", [], ["minus1"], value_ints=[-1]),
+             helper.make_node("Concat", ["n1", "minus1"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    model = _model(nodes, [_float_input("x", [2, 3, 4])], [_float_input("y", None)],
+                   [numpy_helper.from_array(i64([0]), "axes")])
+    g = from_onnx(model)
+    assert [(op.kind, op.attrs["shape"]) for op in g.ops] == [(OpKind.StaticReshape, [2, -1])]
+    x = f32(2, 3, 4)
+    out, = compile_graph(g).run({g.get_input_ports()[0].id: x}).values()
+    np.testing.assert_array_equal(out, x.reshape(2, 12))
+
+
+def test_initializers_are_bound_constants_and_graph_outputs_are_produced_once():
+    w = f32(3, 4)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"]),
+             helper.make_node("Identity", ["x"], ["x_copy"])]
+    model = _model(nodes, [_float_input("x", [2, 3])],
+                   [_float_input("h", [2, 4]), _float_input("y", [2, 4]), _float_input("x_copy", [2, 3]),
+                    _float_input("y", [2, 4])], [numpy_helper.from_array(w, "w")])
+    imp = import_onnx(model)
+    g = imp.graph
+    (w_id,) = [tid for tid, v in g.constant_values.items() if v.shape == (3, 4)]
+    np.testing.assert_array_equal(g.constant_values[w_id], w)
+    assert g.tensor(w_id).property_type.value == "constant"
+    names = [n for n, _ in imp.outputs]
+    assert names == ["h", "y", "x_copy", "y"] and imp.outputs[1][1] == imp.outputs[3][1]
+    assert {t.id for t in g.get_output_ports()} == {tid for _, tid in imp.outputs}
+    x = f32(2, 3)
+    out = prepare(model).run([x])
+    np.testing.assert_allclose(out[0], x @ w, rtol=1e-5)
+    np.testing.assert_allclose(out[1], np.maximum(x @ w, 0), rtol=1e-5)
+    np.testing.assert_array_equal(out[2], x)
+
+
+def test_zero_size_outputs_are_known_at_import():
+    nodes = [helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=0)]
+    model = _model(nodes, [_float_input("x", [3, 2])], [_float_input("a", [3, 2]), _float_input("b", [0, 2])],
+                   [numpy_helper.from_array(i64([3, 0]), "sizes")])
+    imp = import_onnx(model)
+    assert imp.constant_outputs["b"].shape == (0, 2) and imp.outputs[1] == ("b", None)
+    a, b = prepare(model).run([np.ones((3, 2), np.float32)])
+    assert a.shape == (3, 2) and b.shape == (0, 2)
+
+
+# ---------------------------------------------------------------------------- Wildcards
+
+def test_an_unknown_op_becomes_a_wildcard_that_runs_through_onnx():
+    nodes = [helper.make_node("Softsign", ["x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    model = _model(nodes, [_float_input("x", [2, 5])], [_float_input("y", None)], opset=13)
+    with pytest.warns(UserWarning, match="ONNX op Softsign .* Wildcard"):
+        imp = import_onnx(model)
+    wildcard, relu = imp.graph.topological_ops()
+    assert wildcard.kind is OpKind.Wildcard and wildcard.attrs["onnx_op_type"] == "Softsign"
+    assert wildcard.outputs[0].shape == (2, 5) and relu.outputs[0].shape == (2, 5)
+    x = f32(2, 5)
+    with pytest.warns(UserWarning, match="reference interpreter: Wildcard"):
+        compiled = compile_graph(imp.graph)
+    (_, out_id), = imp.outputs
+    np.testing.assert_allclose(compiled.run({imp.inputs[0][1]: x})[out_id], np.maximum(x / (1 + np.abs(x)), 0),
+                               rtol=1e-6)
+    np.testing.assert_allclose(reference.evaluate(wildcard, [x])[0], x / (1 + np.abs(x)), rtol=1e-6)
+
+
+def test_unmapped_attributes_and_other_domains_become_wildcards():
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2]),
+             helper.make_node("Foo", ["y"], ["z"], domain="com.example")]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [_float_input("x", [1, 1, 4, 4])],
+        [_float_input("z", None), helper.make_tensor_value_info("idx", TensorProto.INT64, None)]),
+        opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.example", 1)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        imp = import_onnx(model)
+    messages = " | ".join(str(w.message) for w in caught)
+    assert "MaxPool node 'y': the Indices output is not mapped" in messages and "com.example.Foo" in messages
+    assert [op.kind for op in imp.graph.ops] == [OpKind.Wildcard, OpKind.Wildcard]
+    assert len(imp.wildcards) == 2
+
+
+def test_a_plain_wildcard_still_has_no_reference_semantics():
+    from graph_api import DataType, LogicalTensor, Op
+    x, y = LogicalTensor(0, DataType.f32, (2,)), LogicalTensor(1, DataType.f32, (2,))
+    with pytest.raises(GraphError, match="does not implement this op"):
+        reference.evaluate(Op(3, OpKind.Wildcard, [x], [y]), [np.zeros(2, np.float32)])
+
+
+# ---------------------------------------------------------------------------- bad models
+
+def test_a_node_reading_an_unknown_tensor_is_an_error():
+    model = _model([helper.make_node("Relu", ["nowhere"], ["y"])], [_float_input("x", [2])], [_float_input("y", None)])
+    with pytest.raises(GraphError, match="reads 'nowhere', which is no graph input"):
+        from_onnx(model)
+
+
+def test_an_unsupported_data_type_is_an_error():
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2])
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [x], [x])
+    with pytest.raises(GraphError, match="graph input 'x' has data type DOUBLE, which tilefuse does not support"):
+        from_onnx(model)
+
+
+def test_a_dynamic_input_shape_is_an_error_unless_given():
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_float_input("x", ["N", 3])], [_float_input("y", None)])
+    with pytest.raises(GraphError, match=r"graph input 'x' has a dynamic dim 0 \('N'\).*input_shapes"):
+        from_onnx(model)
+    g = from_onnx(model, input_shapes={"x": (4, 3)})
+    assert g.ops[0].outputs[0].shape == (4, 3)
+    with pytest.raises(GraphError, match="'y' is not a graph input"):
+        from_onnx(model, input_shapes={"y": (4, 3)})
+
+
+def test_a_shape_from_a_graph_input_needs_its_value():
+    shape = helper.make_tensor_value_info("shape", TensorProto.INT64, [2])
+    model = _model([helper.make_node("Reshape", ["x", "shape"], ["y"])], [_float_input("x", [2, 6]), shape],
+                   [_float_input("y", None)])
+    with pytest.raises(OnnxInputValueNeeded, match="graph input 'shape'.*constant_inputs") as err:
+        from_onnx(model)
+    assert err.value.input_name == "shape"
+    g = from_onnx(model, constant_inputs={"shape": [3, 4]})
+    assert g.ops[0].outputs[0].shape == (3, 4)
+
+
+def test_bad_arguments():
+    with pytest.raises(GraphError, match="no ONNX model file"):
+        from_onnx("/nonexistent/model.onnx")
+    with pytest.raises(TypeError, match="takes a path, bytes or an onnx.ModelProto"):
+        from_onnx(42)
+    model = helper.make_model(helper.make_graph([], "g", [], []), opset_imports=[helper.make_opsetid("x.y", 1)])
+    with pytest.raises(GraphError, match="imports no version of the default ONNX opset"):
+        from_onnx(model)
+
+
+def test_paths_and_bytes_load(tmp_path):
+    model = _model([helper.make_node("Neg", ["x"], ["y"])], [_float_input("x", [3])], [_float_input("y", None)])
+    path = tmp_path / "neg.onnx"
+    onnx.save(model, str(path))
+    for source in (path, str(path), model.SerializeToString()):
+        assert [op.kind for op in from_onnx(source).ops] == [OpKind.Neg]
+
+
+# ---------------------------------------------------------------------------- older opsets, control flow, dead code
+
+def _run(model, *inputs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return prepare(model).run(list(inputs))
+
+
+def test_opsets_before_7_broadcast_the_second_operand_at_axis():
+    x, bias = f32(2, 3, 4), f32(3)
+    model = _model([helper.make_node("Add", ["x", "b"], ["y"], broadcast=1, axis=1)],
+                   [_float_input("x", [2, 3, 4]), _float_input("b", [3])], [_float_input("y", [2, 3, 4])], opset=6)
+    np.testing.assert_allclose(_run(model, x, bias)[0], x + bias[None, :, None], rtol=1e-6)
+
+
+def test_opset_1_spellings_of_concat_pad_and_cast():
+    x = f32(2, 3)
+    nodes = [helper.make_node("Concat", ["x", "x"], ["c"]),                    # axis 1 by default before opset 4
+             helper.make_node("Pad", ["c"], ["p"], paddings=[0, 1, 0, 2], value=9.0),
+             helper.make_node("Cast", ["p"], ["y"], to="INT32")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [_float_input("x", [2, 3])],
+                                                [helper.make_tensor_value_info("y", TensorProto.INT32, [2, 9])]),
+                              opset_imports=[helper.make_opsetid("", 1)])
+    model.ir_version = 3
+    imp = import_onnx(model)
+    assert [op.kind for op in imp.graph.topological_ops()] == [OpKind.Concat, OpKind.Pad, OpKind.Cast]
+    expected = np.pad(np.concatenate([x, x], axis=1), [(0, 0), (1, 2)], constant_values=9).astype(np.int32)
+    np.testing.assert_array_equal(_run(model, x)[0], expected)
+
+
+def test_training_mode_dropout_and_batchnorm_of_old_opsets_become_wildcards():
+    for node, opset in ((helper.make_node("Dropout", ["x"], ["y"], is_test=0), 6),
+                        (helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], is_test=0), 6)):
+        inputs = [_float_input("x", [2, 3])] + [_float_input(n, [3]) for n in node.input[1:]]
+        model = _model([node], inputs, [_float_input("y", [2, 3])], opset=opset)
+        with pytest.warns(UserWarning, match="training mode.*Wildcard"):
+            imp = import_onnx(model)
+        assert [op.kind for op in imp.graph.ops] == [OpKind.Wildcard]
+    model = _model([helper.make_node("Dropout", ["x"], ["y"], is_test=1)], [_float_input("x", [2, 3])],
+                   [_float_input("y", [2, 3])], opset=6)
+    x = f32(2, 3)
+    np.testing.assert_array_equal(_run(model, x)[0], x)
+
+
+def test_a_control_flow_wildcard_reads_the_tensors_its_branches_use():
+    then_graph = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "then", [], [_float_input("t", [2, 3])])
+    else_graph = helper.make_graph([helper.make_node("Relu", ["x"], ["e"])], "else", [], [_float_input("e", [2, 3])])
+    nodes = [helper.make_node("Exp", ["x0"], ["x"]),
+             helper.make_node("If", ["cond"], ["y"], then_branch=then_graph, else_branch=else_graph)]
+    cond = helper.make_tensor_value_info("cond", TensorProto.BOOL, [])
+    model = _model(nodes, [_float_input("x0", [2, 3]), cond], [_float_input("y", [2, 3])], opset=13)
+    with pytest.warns(UserWarning, match="ONNX op If"):
+        imp = import_onnx(model)
+    wildcard = imp.graph.topological_ops()[-1]
+    assert wildcard.kind is OpKind.Wildcard and len(wildcard.inputs) == 2       # cond, and x from the branches
+    x0 = f32(2, 3)
+    np.testing.assert_allclose(_run(model, x0, np.array(True))[0], -np.exp(x0), rtol=1e-6)
+    np.testing.assert_allclose(_run(model, x0, np.array(False))[0], np.exp(x0), rtol=1e-6)
+
+
+def test_ops_no_graph_output_needs_are_dropped():
+    nodes = [helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),
+             helper.make_node("Exp", ["b"], ["unused"]), helper.make_node("Relu", ["a"], ["y"])]
+    model = _model(nodes, [_float_input("x", [2, 4])], [_float_input("y", [2, 2])], opset=18)
+    g = from_onnx(model)
+    assert [op.kind for op in g.topological_ops()] == [OpKind.Slice, OpKind.ReLU]
