@@ -59,11 +59,12 @@ class ComplexTemplate(Template):
         dividing = [t for t in TILE_J if t % lanes == 0 and t <= 4 * lanes and j_extent % t == 0]
         tile_j = max(dividing) if dividing else (2 * lanes if j_extent >= 2 * lanes else lanes)
         tile_j = tile_j if tile_j in TILE_J else 16
-        # i: up to 6 rows, preferring a height that divides the axis (4 or more), so no tile
-        # is a tail: a reshape after the anchor then keeps its bounds exact
+        # i: up to 6 rows; on short axes (where a tail tile is a large share) a height that
+        # divides the axis (4 or more), so no tile is a tail and a reshape after the anchor
+        # keeps its bounds exact
         i_extent = self.i_axis.dom_extent if self.i_axis is not None else 1
         fitting = [t for t in self.space.knobs["tile_i"].candidates if t <= max(min(i_extent, 6), 1)]
-        dividing_i = [t for t in fitting if i_extent % t == 0 and t >= 4]
+        dividing_i = [t for t in fitting if i_extent % t == 0 and t >= 4 and i_extent <= 64]
         tile_i = max(dividing_i) if dividing_i else max(fitting)
         return {"tile_i": tile_i, "tile_j": tile_j, "order": "ji", "pack": bool(self.packable)}
 
