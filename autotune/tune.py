@@ -187,7 +187,7 @@ def _tune_one(task, report, budget, seconds, deadline, database, log, tuner_name
         return (seconds is not None and now - started >= seconds) or (deadline is not None and now >= deadline)
     report.stopped = "trials"
     first = not math.isfinite(report.default_cost)
-    while report.resumed + report.trials < budget:
+    while (first and budget > 0) or report.resumed + report.trials < budget:   # the baseline always
         if out_of_time():
             report.stopped = "time budget"
             break

@@ -105,3 +105,16 @@ def test_templates_use_the_best_record_inside_apply_history_best():
         warnings.simplefilter("always")
         assert scale(64).template.chosen_config() == scale(64).template.default_config()
     assert any(issubclass(w.category, MissingRecordWarning) for w in caught)
+
+
+def test_the_default_is_measured_even_when_resumed_records_fill_the_budget(tmp_path):
+    path = tmp_path / "t.db"
+    task = scale(3000)
+    default = task.template.default_config()
+    others = [c for c in (task.space.get(i) for i in range(len(task.space))) if c != default][:3]
+    from autotune import Record
+    with Database(path) as db:
+        db.add_many(Record.create(task.key, task.name, task.template_name, dict(c.values), costs=[1e-5])
+                    for c in others)
+    (r,) = tune([task], trials=3, db=path, tuner="random")
+    assert r.resumed == 3 and r.trials == 1 and math.isfinite(r.default_cost)
