@@ -10,7 +10,7 @@ from autotune.dispatch import apply_history_best
 
 from . import reference
 from .logical_tensor import GraphError, PropertyType
-from .runtime import Engine, Stream
+from .runtime import Engine
 
 
 class CompiledGraph:
@@ -27,7 +27,6 @@ class CompiledGraph:
     def __init__(self, graph, engine: Engine | None = None):
         self.graph = graph
         self.engine = engine or Engine()
-        self.stream = Stream(self.engine)
         self.partitions = graph.get_partitions()
         # the partitions compute the graph after the passes: folded constants are its inputs too
         computed = self.partitions[0].graph if self.partitions else graph
