@@ -25,7 +25,7 @@ import numpy as np
 from schedule.space import Config
 
 from .database import Database
-from .features import FeatureError, features_of
+from .features import features_of
 from .log import append_records
 from .measure import MeasureError, MeasureOptions, measure_batch
 from .record import Record, config_key
@@ -123,10 +123,10 @@ def tune(tasks, trials: int = 64, db=None, log=None, tuner: str = "xgb", seed: i
             budget = int(round(planned[k] + carry_trials))
             seconds = None if time_shares[k] is None else time_shares[k] + carry_time
             started = time.monotonic()
-            _tune_one(task, report, budget, seconds, deadline, database, log, tuner, seed + k, executor,
-                      options, early_stopping, batch_size, resume, progress, target,
-                      done_by_template.get(_template_signature(task), []))
-            done_by_template.setdefault(_template_signature(task), []).append(task)
+            earlier = done_by_template.setdefault(_template_signature(task), [])
+            earlier.append(_tune_one(task, report, budget, seconds, deadline, database, log, tuner, seed + k,
+                                     executor, options, early_stopping, batch_size, resume, progress, target,
+                                     _transfer(earlier) if tuner == "xgb" else None))
             report.seconds = time.monotonic() - started
             carry_trials = max(0.0, planned[k] + carry_trials - report.trials - report.resumed)
             if seconds is not None:
@@ -148,28 +148,25 @@ def _record(task: Task, config: Config, result, target) -> Record:
                          build_seconds=result.build_seconds, target=target, timestamp=result.timestamp)
 
 
-def _transfer(earlier: list, database: Database, target):
-    """(features, costs, groups) of the measured records of ``earlier`` tasks, or None."""
+def _transfer(earlier: list):
+    """(features, costs, groups) of what the ``earlier`` xgb tuners measured (their cached
+    feature rows), one group per task, or None."""
     rows, costs, groups = [], [], []
-    for g, task in enumerate(earlier):
-        for r in database.records(task.key, target.key):
-            try:
-                rows.append(features_of(task.template, Config(r.config)))
-            except (FeatureError, ValueError):
-                continue
-            costs.append(r.mean_cost)
-            groups.append(g)
+    for g, tuner in enumerate(earlier):
+        x, c = tuner.training_set()
+        rows += x
+        costs += c
+        groups += [g] * len(x)
     if not rows:
         return None
     return np.array(rows), np.array(costs), np.array(groups)
 
 
 def _tune_one(task, report, budget, seconds, deadline, database, log, tuner_name, seed, executor, options,
-              early_stopping, batch_size, resume, progress, target, earlier):
+              early_stopping, batch_size, resume, progress, target, transfer):
+    """Tune one task; returns its tuner (an xgb tuner's measurements warm-start later tasks)."""
     database.add_workload(task.key, task.name, task.template_name, task.describe())
-    extra = {}
-    if tuner_name == "xgb":
-        extra["transfer"] = _transfer(earlier, database, target)
+    extra = {"transfer": transfer} if tuner_name == "xgb" else {}
     tuner = make_tuner(tuner_name, task.space, featurize=lambda cfg: features_of(task.template, cfg),
                        seed=seed, **extra)
     default = task.template.default_config()
@@ -229,6 +226,7 @@ def _tune_one(task, report, budget, seconds, deadline, database, log, tuner_name
             stopper.record_results(results)
         if progress is not None:
             progress(report, report.resumed + report.trials, budget)
+    return tuner
 
 
 def _note_best(report: TaskReport, records, default: Config) -> None:

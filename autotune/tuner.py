@@ -297,7 +297,13 @@ class XGBTuner(Tuner):
         return out
 
     # ------------------------------------------------------------------ training and planning
-    def _training_set(self):
+    def training_set(self):
+        """(feature rows, costs) of the measured configs whose features could be computed;
+        a later task of the same template takes them as transfer records.
+
+        Example:
+            >>> # rows, costs = tuner.training_set()
+        """
         rows, costs = [], []
         for index, cost in self.history:
             row = self.features(index)
@@ -314,7 +320,7 @@ class XGBTuner(Tuner):
         fresh = self._trained_on is None or own - self._trained_on >= self.retrain_every
         if not fresh and self.model.is_trained:
             return True
-        rows, costs = self._training_set()
+        rows, costs = self.training_set()
         groups = [0] * len(rows)
         if self.transfer is not None:
             t_x, t_costs, t_groups = self.transfer

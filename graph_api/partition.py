@@ -119,22 +119,23 @@ class Partition:
                 raise GraphError(f"partition {self.id}: compile is missing output logical tensor {port.id}")
         inputs = [given[p.id] for p in self.input_ports]
         history = current_history()
-        config, dag = None, None
+        config, lowered = None, None
         if history is not None:             # inside autotune.apply_history_best: the tuned config
             env, outs = self._lower(inputs)
-            config = history.config_for(Task(outs))
-            dag = env, outs
+            task = Task(outs)
+            config = history.config_for(task)
+            lowered = env, outs, task.template
         key = (self._signature(inputs), None if config is None else config.to_json())
         built = _compiled_cache.get(key)
         if config is None:
-            built = built or self._build(inputs, config, dag)
+            built = built or self._build(inputs, config, lowered)
         else:                                    # tuned kernels are kept in the database too
             stored_key = _stored_key(key, history.target.key)
             blob = history.db.cached_kernel(stored_key)
             if built is None and blob is not None:
                 built = _thaw(blob)
                 blob = None if built is None else blob     # unusable: replaced below
-            built = built or self._build(inputs, config, dag)
+            built = built or self._build(inputs, config, lowered)
             if blob is None:
                 history.db.cache_kernel(stored_key, _freeze(built))
         _compiled_cache[key] = built
@@ -189,9 +190,14 @@ class Partition:
                 env[t.id] = out
         return env, [env[p.id] for p in self.output_ports]
 
-    def _build(self, inputs, config=None, dag=None):
-        env, out_tensors = self._lower(inputs) if dag is None else dag
-        template = template_for(out_tensors)
+    def _build(self, inputs, config=None, lowered=None):
+        """(kernel, argument positions, output shapes); ``lowered``: (env, outputs, template)
+        when the caller has them already."""
+        if lowered is None:
+            env, out_tensors = self._lower(inputs)
+            template = template_for(out_tensors)
+        else:
+            env, out_tensors, template = lowered
         config = template.default_config() if config is None else config
         kernel = template.build(config, name=f"partition_{self.id}")   # constant inputs prepacked
         # arguments as port positions, so a cached kernel serves any partition of this shape

@@ -63,6 +63,7 @@ def fold_constants(graph: Graph) -> Graph:
                 if t.property_type is PropertyType.constant and graph.producer(tid) is None}
     retyped: dict[int, LogicalTensor] = {}
     folded: set[int] = set()
+    folded_outputs: list[int] = []
     for op in graph.topological_ops():
         if op.kind in _NEVER_FOLDED or not op.inputs or not all(t.id in constant for t in op.inputs):
             continue
@@ -77,17 +78,15 @@ def fold_constants(graph: Graph) -> Graph:
                 continue
             folded.add(op.id)
             values.update({t.id: v for t, v in zip(op.outputs, results)})
+            folded_outputs += [t.id for t in op.outputs]
 
     def tensor(t):
         return retyped.get(t.id, graph.tensor(t.id))
     ops = [clone_op(op, inputs=[tensor(t) for t in op.inputs], outputs=[tensor(t) for t in op.outputs])
            for op in graph.ops if op.id not in folded]
-    result = Graph(graph.engine_kind, graph.fpmath_mode, graph.fpmath_mode_apply_to_int)
-    for op in ops:
-        result.add_op(op)
+    result = graph.rebuilt(ops)              # keeps the bound inputs still read
     present = result.tensors
-    for tid, value in values.items():
-        if tid in present and result.producer(tid) is None:
-            result.bind_constant(tid, value)
-    result.finalize()
+    for tid in folded_outputs:
+        if tid in present:
+            result.bind_constant(tid, values[tid])
     return result

@@ -65,10 +65,18 @@ def test_time_budget_stops_tuning():
     assert r.stopped == "time budget" and r.trials <= 8
 
 
-def test_xgb_tuner_warm_starts_from_an_earlier_task_of_the_same_template():
+def test_xgb_tuner_warm_starts_from_an_earlier_task_of_the_same_template(monkeypatch):
+    import sys
+    tune_module = sys.modules["autotune.tune"]      # the package's ``tune`` is the function
     a, b = matmul(12, 20, 32), matmul(14, 20, 48)
     assert _template_signature(a) == _template_signature(b)
+    given = []
+    real = tune_module.make_tuner
+    monkeypatch.setattr(tune_module, "make_tuner", lambda *args, **kw: given.append(kw.get("transfer")) or real(*args, **kw))
     reports = tune([a, b], trials=20, tuner="xgb", seed=0)
+    assert given[0] is None
+    rows, costs, groups = given[1]
+    assert len(rows) == len(costs) == len(groups) == 10 and set(groups.tolist()) == {0}
     assert [r.trials for r in reports] == [10, 10]
     assert all(math.isfinite(r.best_cost) for r in reports)
 
