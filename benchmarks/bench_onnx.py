@@ -14,7 +14,8 @@ ONNX issue is tuned tilefuse within 1.5x of onnxruntime; a model above it (or ev
 ``CompiledGraph`` timed alone, the largest first, so the time can be traced to a partition.
 
 Run: ``python benchmarks/bench_onnx.py [--trials 32] [--db /tmp/tilefuse_bench_onnx.db]
-[--no-tune] [--profile] [--models resnet_block transformer_encoder]``. The database persists
+[--no-tune] [--profile] [--models resnet_block transformer_encoder]``; ``--models`` also takes
+the light real models the onnx package ships (``--no-tune --models shufflenet densenet121``). The database persists
 between runs, so a second run resumes and only re-times.
 """
 from common import median_seconds, unset_openblas_overrides
@@ -235,10 +236,10 @@ def partition_profile(compiled, feeds: dict) -> list:
     values = dict(compiled.bound)
     values.update({k: np.asarray(v) for k, v in feeds.items()})
     for step in compiled.steps:                  # one run in order gives every step its inputs
-        values.update(step.run(values, compiled.engine, compiled.stream))
+        values.update(step.run(values))
     rows = []
     for step in compiled.steps:
-        step_seconds = median_seconds(lambda: step.run(values, compiled.engine, compiled.stream),
+        step_seconds = median_seconds(lambda: step.run(values),
                                       repeat=7, min_seconds=0.1)
         kernel_seconds = math.nan
         arg_ports = getattr(step.compiled, "_arg_ports", None)
@@ -261,11 +262,36 @@ def _describe(partition) -> str:
 
 # ---------------------------------------------------------------------------- one model
 
+def light_models() -> list:
+    """The names of the ``light`` models the installed onnx package ships (alexnet, resnet50,
+    densenet121, ... with made-up weights), or [] without onnx.
+
+    Example:
+        >>> "resnet50" in light_models() or light_models() == []
+        True
+    """
+    try:
+        import onnx
+    except ImportError:
+        return []
+    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    return sorted(p.name[len("light_"):-len(".onnx")] for p in folder.glob("light_*.onnx"))
+
+
+def model_path(name: str) -> Path:
+    """A bundled example (``examples/NAME.onnx``), else a light model of the onnx package."""
+    path = EXAMPLES / f"{name}.onnx"
+    if path.exists():
+        return path
+    import onnx
+    return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"light_{name}.onnx"
+
+
 def bench_model(name: str, args) -> dict:
     """Time one bundled model on every engine; returns {engine: seconds}."""
     import onnx
     import onnxruntime
-    path = EXAMPLES / f"{name}.onnx"
+    path = model_path(name)
     model = onnx.load(str(path))
     rng = np.random.default_rng(0)
     constant = {i.name for i in model.graph.initializer}
@@ -353,7 +379,8 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", action="store_true", help="per-partition times even within the floor")
     parser.add_argument("--top", type=int, default=12, help="partitions shown in a profile (default 12)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds, best kept (default 5)")
-    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    parser.add_argument("--models", nargs="+", choices=list(MODELS) + light_models(), default=list(MODELS),
+                        help="bundled examples (default) or light models of the onnx package (e.g. shufflenet)")
     args = parser.parse_args(argv)
     others = busy_cpus()
     print(f"{os.cpu_count()} CPUs ({others:.1f} kept busy by other processes); ratios are latency over "

@@ -62,7 +62,7 @@ class _Lowering:
         self.bodies: dict[int, E.Expr] = {}       # id(stage) -> body with inlined stages substituted
         inlined: dict[int, tuple] = {}
         for st in sch.stages:
-            body = _inline(st.body, inlined)
+            body = _simplified_over_domain(_inline(st.body, inlined), st)
             if st.attach_type == "inline":
                 inlined[id(st.op)] = (st.axis, body)
             else:
@@ -264,6 +264,16 @@ def _inline(body: E.Expr, inlined: dict) -> E.Expr:
             return substitute(definition, dict(zip(axis, n.indices)))
         return n
     return rewrite(body, replace)
+
+
+def _simplified_over_domain(body: E.Expr, st: Stage) -> E.Expr:
+    """``body`` simplified with each root axis of ``st`` in its domain: index arithmetic that
+    inlined reshapes compose (``(c*W + w) % W``) folds back to the axes while they are whole
+    variables, before splits make them ``outer*factor + inner`` (whose tail exceeds the
+    extent, so the folds no longer hold for bound inference)."""
+    ranges = {ax.uid: (ax.dom_min, ax.dom_extent) for ax in st.axis}
+    ranges.update({r.uid: (r.dom_min, r.dom_extent) for r in st.reduce_axis})
+    return simplify(body, ranges)
 
 
 def _to_buffers(e: E.Expr, env: dict) -> E.Expr:

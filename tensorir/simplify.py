@@ -141,21 +141,35 @@ class Linear:
 
 
 def _merge_div_mod(lin: Linear) -> Linear:
-    """Replace ``k*c*(x // c) + k*(x % c)`` by ``k*x`` wherever both terms are present."""
+    """Replace ``k*c*(x // c) + k*(x % c)`` by ``k*x`` wherever both terms are present; the
+    remainder's operand may differ from ``x`` by a multiple of ``c`` (``(x + c*y) % c``, as
+    the floormod rule leaves ``(64*i + j) % 28`` as ``(8*i + j) % 28``)."""
     changed = True
     while changed:
         changed = False
         for atom, k in list(lin.terms.items()):
-            if isinstance(atom, E.FloorMod) and _is_const(atom.b) and atom.b.value > 0:
-                c = atom.b.value
-                div = E.FloorDiv(atom.a, atom.b, atom.dtype)
-                if lin.terms.get(div) == k * c:
+            if not (isinstance(atom, E.FloorMod) and _is_const(atom.b) and atom.b.value > 0):
+                continue
+            c = atom.b.value
+            for div, kd in lin.terms.items():
+                if kd == k * c and isinstance(div, E.FloorDiv) and _is_const(div.b) and div.b.value == c \
+                        and _congruent(div.a, atom.a, c):
                     rest = Linear({a: v for a, v in lin.terms.items() if not (same(a, atom) or same(a, div))},
                                   lin.const, lin.dtype)
-                    lin = rest.add(Linear.of(atom.a).scale(k))
+                    lin = rest.add(Linear.of(div.a).scale(k))
                     changed = True
                     break
+            if changed:
+                break
     return lin
+
+
+def _congruent(x: E.Expr, y: E.Expr, c: int) -> bool:
+    """Whether integer expressions ``x`` and ``y`` differ by a multiple of ``c`` term by term."""
+    if same(x, y):
+        return True
+    d = Linear.of(x).add(Linear.of(y), -1)
+    return d.const % c == 0 and all(k % c == 0 for k in d.terms.values())
 
 
 def linear_coefficient(e: E.Expr, v: E.Var):
@@ -367,6 +381,11 @@ class _Simplifier:
         lo, hi = bound(rest_expr, self.ranges)
         if lo != -INF and hi != INF and lo // c == hi // c:
             return self._linear(quotient.add(Linear({}, lo // c, lin.dtype)).to_expr())
+        blocked = self._blocks(rest, c)
+        if blocked is not None:        # (g*a + b) // c = a // (c/g) for b in [0, g)
+            high, g = blocked
+            inner = self.visit(E.FloorDiv(high.to_expr(), make_const(c // g, e.dtype), e.dtype))
+            return self._linear(E.Add(quotient.to_expr(), inner, e.dtype))
         if quotient.terms or quotient.const:
             inner = E.FloorDiv(rest_expr, e.b, e.dtype)
             return self._linear(E.Add(quotient.to_expr(), inner, e.dtype))
@@ -390,7 +409,30 @@ class _Simplifier:
         lo, hi = bound(rest_expr, self.ranges)
         if lo != -INF and hi != INF and lo // c == hi // c:
             return self._linear(E.Sub(rest_expr, make_const((lo // c) * c, e.dtype), e.dtype))
+        blocked = self._blocks(rest, c)
+        if blocked is not None:        # (g*a + b) % c = (a % (c/g))*g + b for b in [0, g)
+            high, g = blocked
+            low = rest.add(high.scale(g), -1).to_expr()
+            inner = self.visit(E.FloorMod(high.to_expr(), make_const(c // g, e.dtype), e.dtype))
+            return self._linear(E.Add(E.Mul(inner, make_const(g, e.dtype), e.dtype), low, e.dtype))
         return E.FloorMod(rest_expr, e.b, e.dtype) if not same(rest_expr, e.a) else e
+
+    def _blocks(self, lin: "Linear", c: int):
+        """Split ``lin`` as ``g*high + low`` with ``g`` a proper divisor of ``c`` (> 1) and
+        ``low`` provably in [0, g): then ``lin // c`` and ``lin % c`` depend on ``high`` only
+        through ``high // (c/g)`` and ``high % (c/g)``, as when a reshape flattens
+        ``(c, h, w)`` to ``c*H*W + h*W + w`` and splits it again. (high, g), or None."""
+        for g in sorted({math.gcd(k, c) for k in lin.terms.values()}, reverse=True):
+            if g <= 1 or g == c:
+                continue
+            high = Linear({a: k // g for a, k in lin.terms.items() if k % g == 0}, 0, lin.dtype)
+            low = Linear({a: k for a, k in lin.terms.items() if k % g != 0}, lin.const, lin.dtype)
+            if not high.terms:
+                continue
+            lo, hi = bound(low.to_expr(), self.ranges)
+            if lo >= 0 and hi < g:
+                return high, g
+        return None
 
     def _minmax(self, e):
         if _is_const(e.a) and _is_const(e.b):

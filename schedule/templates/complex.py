@@ -8,14 +8,20 @@ accumulator lives in vector registers for the whole reduction. The epilogue is i
 the output, which is written once per tile, vectorized. A constant operand read along j is
 repacked into tile_j-wide panels (pack) so the reduction reads it contiguously. The outer
 tile loops (in the order of the "order" knob) and any leading axes are fused and parallel.
+
+With several outputs, one of them is tiled as above (the output every other one reads the
+anchor's values through, e.g. relu when the DAG returns relu and relu squared); the others
+are computed after it from its result as injective loops (fused, vectorized, parallel), so
+the anchor is computed once.
 """
 from __future__ import annotations
 
 from tensorir.expr import IterVar, TensorLoad
-from tensorir.tensor import PlaceholderOp
+from tensorir.tensor import ComputeOp, PlaceholderOp
 from tensorir.visit import walk
 
 from .base import Template, fuse_all, lanes_for
+from .injective import PARALLEL_MIN_ELEMENTS, extent, schedule_elementwise
 
 TILE_I = [1, 2, 4, 6, 8, 12, 16]
 TILE_J = [8, 16, 32, 48, 64]
@@ -26,12 +32,35 @@ class ComplexTemplate(Template):
 
     def __init__(self, dag):
         self.anchor = dag.of_class("complex")[0]
-        self.out = dag.outputs[0].op
+        self.out = self._tiled_output(dag)
+        self.others = [t.op for t in dag.outputs if t.op is not self.out]
         axes = self.out.axis
         self.i_axis = axes[-2] if len(axes) >= 2 else None
         self.j_axis = axes[-1]
         self.packable = self._packable()
         super().__init__(dag)
+
+    def _tiled_output(self, dag):
+        """The output whose tiles hold the anchor's accumulator: one that every other output
+        reads the anchor's values through (ValueError if there is none)."""
+        outputs = [t.op for t in dag.outputs]
+        for candidate in outputs:
+            if all(other is candidate or not self._reads_anchor_around(other, candidate) for other in outputs):
+                return candidate
+        raise ValueError("no output of the DAG carries all others' reads of the anchor")
+
+    def _reads_anchor_around(self, op, through) -> bool:
+        """Whether ``op`` reads the anchor on a path that does not pass through ``through``."""
+        seen, frontier = set(), [op]
+        while frontier:
+            current = frontier.pop()
+            if current is through or id(current) in seen:
+                continue
+            if current is self.anchor:
+                return True
+            seen.add(id(current))
+            frontier += [t.op for t in current.input_tensors if isinstance(t.op, ComputeOp)]
+        return False
 
     def _packable(self):
         """(tensor, dim) of a constant input the anchor reads with index exactly j in dimension
@@ -71,8 +100,11 @@ class ComplexTemplate(Template):
     def schedule(self, s, cfg):
         dag = self.dag
         for op in dag.downstream(self.anchor):
-            if op is not self.out:
+            if not dag.is_output(op):
                 s[op].compute_inline()
+        for op in self.others:   # computed from the tiled output's result, as injective ops are
+            size = extent(op.output(0).shape)
+            schedule_elementwise(s[op], dag, lanes_for(op.output(0).dtype), 4, size >= PARALLEL_MIN_ELEMENTS)
         out = s[self.out]
         local = s[s.cache_write(self.out.output(0), "local")] if self.anchor is self.out else s[self.anchor]
         tj, ti = cfg["tile_j"], cfg["tile_i"]
@@ -101,3 +133,4 @@ class ComplexTemplate(Template):
         if li is not None:
             local.unroll(li)
         local.vectorize(lj)
+

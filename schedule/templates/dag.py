@@ -126,11 +126,11 @@ class Dag:
         complex_ops, reductions = self.of_class("complex"), self.of_class("reduction")
         if not complex_ops and not reductions:
             return "injective"
-        if len(complex_ops) == 1 and not reductions and len(self.outputs) == 1:
+        if len(complex_ops) == 1 and not reductions:
             anchor = complex_ops[0]
             epilogue = self.downstream(anchor)
             if all(self.classes[id(op)] == "injective" for op in epilogue) and \
-                    (self.is_output(anchor) or self.outputs[0].op in epilogue):
+                    all(t.op is anchor or t.op in epilogue for t in self.outputs):
                 return "complex"
         if reductions and not complex_ops and len(self.outputs) == 1:
             return "reduction"

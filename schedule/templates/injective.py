@@ -1,10 +1,22 @@
 """Injective DAGs (elementwise, broadcast, index maps): inline every intermediate, then per
-output fuse all axes, split by the vector width, vectorize, unroll a few vectors, parallel."""
+output fuse the inner axes, split by the vector width, vectorize, unroll a few vectors, and
+run the leading axes (or the vectors, when there are few rows) in parallel.
+
+The inner axes are the shortest suffix of at least ``INNER_MIN_ELEMENTS`` elements: a vector's
+elements are then neighbours in memory and their index folds back to one affine offset (a
+contiguous load, not a gather), however many dimensions the tensor has.
+
+An output that is a concat (or elementwise after one) keeps the concat axis as a loop of its
+own, outside the fused inner axes and parallel: loop partitioning then cuts it at the inputs'
+boundaries, so each piece copies from one input without a select per element.
+"""
 from __future__ import annotations
 
 from .base import Template, fuse_all, lanes_for
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this a parallel launch costs more than it saves
+INNER_MIN_ELEMENTS = 256          # the vectorized inner loop runs over at least this many
+PARALLEL_MIN_ROWS = 8             # leading iterations enough to share among the threads
 
 
 class InjectiveTemplate(Template):
@@ -17,24 +29,83 @@ class InjectiveTemplate(Template):
 
     def default(self):
         out = self.outputs[0]
-        size = 1
-        for n in out.shape:
-            size *= n
-        return {"vector": lanes_for(out.dtype), "unroll": 4, "parallel": size >= PARALLEL_MIN_ELEMENTS}
+        return {"vector": lanes_for(out.dtype), "unroll": 4, "parallel": extent(out.shape) >= PARALLEL_MIN_ELEMENTS}
 
     def schedule(self, s, cfg):
         for op in self.dag.ops:
             if not self.dag.is_output(op):
                 s[op].compute_inline()
         for out in self.outputs:
-            stage = s[out]
-            if not out.shape:
-                continue
-            fused = fuse_all(stage, out.op.axis)
-            outer, lanes = stage.split(fused, factor=cfg["vector"])
-            stage.vectorize(lanes)
-            if cfg["unroll"] > 1:
-                outer, unrolled = stage.split(outer, factor=cfg["unroll"])
-                stage.unroll(unrolled)
-            if cfg["parallel"]:
-                stage.parallel(outer)
+            schedule_elementwise(s[out], self.dag, cfg["vector"], cfg["unroll"], cfg["parallel"])
+
+
+def schedule_elementwise(stage, dag, vector: int, unroll: int, parallel: bool) -> None:
+    """Schedule one injective output stage of ``dag``: inner axes fused and vectorized by
+    ``vector`` lanes (``unroll`` vectors unrolled), leading axes fused, ``parallel`` over the
+    rows, the concat axis or the vectors.
+
+    Example:
+        >>> from tensorir import placeholder, compute
+        >>> from schedule import create_schedule
+        >>> from schedule.templates import Dag
+        >>> A = placeholder((3, 40, 50), name="A"); B = compute(A.shape, lambda *i: A[i] + 1.0, name="B")
+        >>> s = create_schedule(B); schedule_elementwise(s[B], Dag.of([B]), 16, 2, True)
+        >>> [iv.name for iv in s[B].leaf_iter_vars]
+        ['ax0', 'ax1.ax2.fused.outer.outer', 'ax1.ax2.fused.outer.inner', 'ax1.ax2.fused.inner']
+    """
+    op = stage.op
+    if not op.axis:
+        return
+    lead, split_axis, inner = _loop_nest(op, dag)
+    outer, lanes = stage.split(fuse_all(stage, inner), factor=vector)
+    stage.vectorize(lanes)
+    if unroll > 1:
+        outer, unrolled = stage.split(outer, factor=unroll)
+        stage.unroll(unrolled)
+    rows = fuse_all(stage, lead) if lead else None
+    if parallel:
+        if split_axis is not None:
+            stage.parallel(split_axis)
+        elif rows is not None and extent(op.output(0).shape[:len(lead)]) >= PARALLEL_MIN_ROWS:
+            stage.parallel(rows)
+        else:
+            stage.parallel(outer)
+
+
+def _loop_nest(op, dag):
+    """(leading axes, the concat axis or None, inner axes)."""
+    axes, shape = list(op.axis), op.output(0).shape
+    at = _concat_axis(op, dag)
+    if at is not None:
+        return axes[:at], axes[at], axes[at + 1:]
+    k = len(axes) - 1
+    while k > 0 and extent(shape[k:]) < INNER_MIN_ELEMENTS:
+        k -= 1
+    return axes[:k], None, axes[k:]
+
+
+def _concat_axis(op, dag):
+    """The axis along which a concat under ``op`` joins its inputs, when that is not the last
+    axis (which the vector lanes run along) and ``op`` has the concat's shape."""
+    shape = tuple(op.output(0).shape)
+    for producer in dag.upstream(op) + [op]:
+        if producer.tag != "concat" or tuple(producer.output(0).shape) != shape:
+            continue
+        for t in producer.input_tensors:
+            axis = next((d for d, (a, b) in enumerate(zip(t.shape, shape)) if a != b), None)
+            if axis is not None and axis < len(shape) - 1:
+                return axis
+    return None
+
+
+def extent(shape) -> int:
+    """The number of elements of ``shape``.
+
+    Example:
+        >>> extent((2, 3, 4))
+        24
+    """
+    size = 1
+    for n in shape:
+        size *= n
+    return size

@@ -4,6 +4,9 @@ sometimes-false, so the main part carries no guard and only a short tail keeps i
 ``for io in [0, 7): for ii in [0, 16): if (io*16 + ii < 100) body`` becomes
 ``for io in [0, 6): for ii ...: body`` followed by the guarded tail ``io = 6``.
 Vectorized loops are left whole: their guards become masked accesses in codegen.
+
+A select between reads of different buffers (a concat: ``select(c < 64, A[c], B[c - 64])``)
+splits its loop the same way, so each piece reads one buffer and carries no select.
 """
 from __future__ import annotations
 
@@ -83,11 +86,25 @@ def _as_negative(cond: E.Expr):
     return d.to_expr()
 
 
+def _buffers_read(e: E.Expr) -> set:
+    return {n.buffer.uid for n in walk(e) if isinstance(n, E.BufferLoad)}
+
+
+def _splits_at(node) -> bool:
+    """A guard without else, or a select choosing between reads of different buffers."""
+    if isinstance(node, S.IfThenElse):
+        return node.else_body is None
+    if isinstance(node, E.Select):
+        a, b = _buffers_read(node.true_value), _buffers_read(node.false_value)
+        return bool(a) and bool(b) and a != b
+    return False
+
+
 def _split(loop: S.For, ranges: dict):
     lo, hi = loop.min.value, loop.min.value + loop.extent.value
     inner = _inner_ranges(loop.body, ranges)
     for node in walk(loop.body):
-        if not (isinstance(node, S.IfThenElse) and node.else_body is None):
+        if not _splits_at(node):
             continue
         d = _as_negative(node.cond)
         if d is None:
@@ -112,15 +129,20 @@ def _split(loop: S.For, ranges: dict):
             continue
         if t_lo <= lo and t_hi >= hi:
             continue
-        guarded = node
-        unguarded_body = rewrite(loop.body, lambda n: n.then_body if isinstance(n, S.IfThenElse)
-                                 and n.else_body is None and same(n.cond, guarded.cond) else n)
+        # the guard (or select) is decided in pieces where it always or never holds
+        decided = node
+        unguarded_body = rewrite(loop.body, lambda n: (n.then_body if isinstance(n, S.IfThenElse) else n.true_value)
+                                 if _splits_at(n) and same(n.cond, decided.cond) else n)
         cuts = sorted({lo, hi} | {p for p in (t_lo, t_hi, f_lo, f_hi) if lo < p < hi})
         pieces = []
         for p_lo, p_hi in zip(cuts, cuts[1:]):
             always = t_lo <= p_lo and p_hi <= t_hi
-            piece = S.For(loop.var, E.Const(p_lo, "int64"), E.Const(p_hi - p_lo, "int64"), loop.kind,
-                          unguarded_body if always else loop.body)
+            never = f_lo <= p_lo and p_hi <= f_hi
+            body = unguarded_body if always else loop.body
+            if never and isinstance(decided, E.Select):
+                body = rewrite(loop.body, lambda n: n.false_value if isinstance(n, E.Select)
+                               and _splits_at(n) and same(n.cond, decided.cond) else n)
+            piece = S.For(loop.var, E.Const(p_lo, "int64"), E.Const(p_hi - p_lo, "int64"), loop.kind, body)
             piece = simplify_stmt(piece, ranges)   # a piece where the guard never holds vanishes
             if not S.is_noop(piece):
                 pieces.append(piece)

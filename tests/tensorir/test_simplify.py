@@ -23,6 +23,12 @@ R = {i: (0, 4), j: (0, 16), k: (0, 100), f: (0, 1000)}
     (lambda: (i + 1) * 3 - 3, "i * 3"),
     (lambda: (i * 16 + j) // 64, "0"),
     (lambda: i - i, "0"),
+    # a reshape's flatten-then-split: the low terms stay inside one block of the divisor
+    (lambda: (k * 64 + i * 16 + j) // 128, "k // 2"),
+    (lambda: (k * 64 + i * 16 + j) % 128, "k % 2 * 64 + i * 16 + j"),
+    # the floormod rule rewrites the remainder's operand modulo 28; the pair still merges
+    (lambda: (k * 64 + j) // 28 * 28 + (k * 64 + j) % 28, "k * 64 + j"),
+    (lambda: ((k * 64 + j) // 28 * 28 + (k * 64 + j) % 28) * 2, "k * 128 + j * 2"),
 ])
 def test_index_rules(before, after):
     assert str(simplify(before(), R)) == after
@@ -73,3 +79,18 @@ def test_linear_coefficient():
     assert c == 1 and str(rest) == "0"
     c, rest = linear_coefficient(i + 3, j)
     assert c == 0 and str(rest) == "i + 3"
+
+
+def test_block_rules_need_the_low_terms_inside_one_block():
+    # j spans 16, which does not fit a block of 8: no rewrite to k // ...
+    assert str(simplify((k * 8 + j) // 16, R)) != "k // 2"
+    # (k*8 + j) // 16 == k // 2 would be wrong for k=1, j=8
+    e = simplify((k * 8 + j) // 16, R)
+    from tensorir.visit import substitute
+    assert simplify(substitute(e, {k: Const(1, "int64"), j: Const(8, "int64")})).value == 1
+
+
+def test_a_remainder_merges_only_with_a_congruent_quotient():
+    # (k*64 + j) % 28 and (k*64 + j + 1) // 28 are not a pair: nothing merges
+    e = simplify((k * 64 + j + 1) // 28 * 28 + (k * 64 + j) % 28, R)
+    assert "//" in str(e) and "%" in str(e)

@@ -2,8 +2,13 @@
 shapes that do not divide the tile sizes."""
 import numpy as np
 
-from schedule import template_for
+from schedule import lower, template_for
+from tensorir.expr import Select
+from tensorir.ops import transform
+from tensorir.stmt import Allocate, BufferStore
+from tensorir.visit import walk
 from tensorir import compute, exp, if_then_else, placeholder, reduce_axis, rsqrt, sum as rsum, tanh
+from tensorir.expr import Const, Max
 from tensorir import max as rmax
 
 RNG = np.random.default_rng(3)
@@ -17,10 +22,12 @@ def check_all_configs(outputs, reference, expected_template, rtol=1e-5, atol=1e-
     expected = reference(*inputs)
     configs = t.space.sample(SAMPLE, seed=0)
     assert t.default_config() in configs or len(configs) == SAMPLE
+    expected = expected if isinstance(expected, tuple) else (expected,)
     for cfg in configs:
-        out = np.full(t.outputs[0].shape, np.nan, t.outputs[0].dtype)
-        t.build(cfg)(*inputs, out)
-        np.testing.assert_allclose(out, expected, rtol=rtol, atol=atol, err_msg=f"config {cfg}")
+        outs = [np.full(o.shape, np.nan, o.dtype) for o in t.outputs]
+        t.build(cfg)(*inputs, *outs)
+        for out, want in zip(outs, expected):
+            np.testing.assert_allclose(out, want, rtol=rtol, atol=atol, err_msg=f"config {cfg}")
     return t
 
 
@@ -130,3 +137,75 @@ def test_opaque_default_is_correct():
     B = compute((8,), lambda i: rsum(A[i, r], axis=r), name="B")
     C = compute((8, 9), lambda i, j: A[i, j] - B[i], name="C", tag="opaque")
     check_all_configs(C, lambda a: a - a.sum(1, keepdims=True), "opaque")
+
+
+def _conv1x1(ci, co, h, w):
+    X, W = placeholder((1, ci, h, w), name="X"), placeholder((co, ci), name="W")
+    r = reduce_axis((0, ci), name="r")
+    return X, W, compute((1, co, h, w), lambda n, c, y, x: rsum(X[n, r, y, x] * W[c, r], axis=r), name="conv")
+
+
+def _conv1x1_ref(x, wt):
+    return np.einsum("nrhw,cr->nchw", x, wt)
+
+
+def test_complex_conv_with_a_channel_shuffle_epilogue():
+    # ShuffleNet's block: 1x1 conv, relu, then reshape/transpose/reshape across channel groups
+    c, g, h, w = 12, 3, 5, 19
+    X, W, C = _conv1x1(7, c, h, w)
+    R = compute(C.shape, lambda *i: tanh(C[i]), name="R")
+    S = transform.reshape(transform.transpose(transform.reshape(R, (1, g, c // g, h, w)), (0, 2, 1, 3, 4)),
+                          (1, c, h, w))
+
+    def shuffled(x, wt):
+        return np.tanh(_conv1x1_ref(x, wt)).reshape(1, g, c // g, h, w).transpose(0, 2, 1, 3, 4).reshape(1, c, h, w)
+    t = check_all_configs(S, shuffled, "complex", rtol=1e-4, atol=1e-4)
+    # the shuffle's index arithmetic folds back to the channel: the accumulator is one tile
+    cfg = t.default_config()
+    local = [n.buffer for n in walk(lower(t.apply(cfg), t.args).body) if isinstance(n, Allocate)
+             and n.buffer.name.startswith("conv")]
+    assert [b.shape for b in local] == [(1, 1, cfg["tile_i"], cfg["tile_j"])]
+
+
+def test_complex_with_two_outputs_computes_the_anchor_once():
+    # zfnet's conv + relu feeding local response normalization: relu, and relu squared reshaped
+    X, W, C = _conv1x1(6, 10, 7, 13)
+    R = compute(C.shape, lambda *i: tmaximum(C[i], 0.0), name="R")
+    Q = transform.reshape(compute(C.shape, lambda *i: R[i] * R[i], name="Q"), (1, 1, 10, 7 * 13))
+
+    def both(x, wt):
+        r = np.maximum(_conv1x1_ref(x, wt), 0)
+        return r, (r * r).reshape(1, 1, 10, 91)
+    t = check_all_configs([R, Q], both, "complex", rtol=1e-4, atol=1e-4)
+    assert t.out is R.op
+    body = lower(t.apply(t.default_config()), t.args).body
+    assert sum(1 for n in walk(body) if isinstance(n, BufferStore) and n.buffer.name.startswith("conv")) == 2  # init, update
+
+
+def test_complex_with_an_output_that_reads_the_anchor_itself_falls_back_to_opaque():
+    X, W, C = _conv1x1(6, 10, 7, 13)
+    R = compute(C.shape, lambda *i: tmaximum(C[i], 0.0), name="R")
+    S = compute(C.shape, lambda *i: C[i] * 2.0, name="S")      # reads conv, not through R
+    assert template_for([R, S]).name == "opaque"
+
+
+def test_injective_concat_on_channels():
+    xs = [placeholder((2, n, 3, 7), name=f"x{k}") for k, n in enumerate([5, 1, 4])]
+    cat = transform.concat(xs, axis=1)
+    Y = compute(cat.shape, lambda *i: cat[i] * 2.0 + 1.0, name="Y")
+    t = check_all_configs(Y, lambda *a: np.concatenate(a, axis=1) * 2 + 1, "injective")
+    # each input is copied by a loop of its own: no select is left
+    assert not any(isinstance(n, Select) for n in walk(lower(t.apply(t.default_config()), t.args).body))
+
+
+def test_injective_vectors_are_contiguous_on_4d_tensors():
+    X = placeholder((2, 9, 28, 28), name="X")
+    Y = compute(X.shape, lambda *i: X[i] * 2.0, name="Y")
+    t = check_all_configs(Y, lambda x: x * 2, "injective")
+    text = t.build(t.default_config()).source("llvm")
+    assert "<16 x float>" in text and "masked.gather" not in text and "masked.scatter" not in text
+
+
+def tmaximum(v, c: float):
+    """max(v, c) of a compute body's value (relu for c = 0)."""
+    return Max(v, Const(c, v.dtype), v.dtype)

@@ -55,3 +55,46 @@ def test_partitioned_kernel_matches_numpy():
         a = np.zeros(n, "float32")
         f(a)
         np.testing.assert_array_equal(a, np.ones(n, "float32"))
+
+
+def _concat_loop(kind="parallel"):
+    """out[c, x] = select(c < 3, P[c, x], select(c < 7, Q[c - 3, x], R[c - 7, x])) for c < 9."""
+    from tensorir.expr import BufferLoad, Select
+    P, Q, R = Buffer("P", (3, 5), "float32"), Buffer("Q", (4, 5), "float32"), Buffer("R", (2, 5), "float32")
+    out = Buffer("out", (9, 5), "float32")
+    c, x = var("c"), var("x")
+    value = Select(c < 3, BufferLoad(P, (c, x), "float32"),
+                   Select(c < 7, BufferLoad(Q, (c - 3, x), "float32"), BufferLoad(R, (c - 7, x), "float32"),
+                          "float32"), "float32")
+    loop = For(c, const(0), const(9), kind, For(x, const(0), const(5), "vectorized",
+                                                 BufferStore(out, value, (c, x))))
+    return (P, Q, R, out), loop
+
+
+def test_a_select_between_buffers_splits_its_loop_into_one_piece_per_buffer():
+    from tensorir.expr import BufferLoad, Select
+    _, loop = _concat_loop()
+    out = simplify_stmt(partition_loops(loop))
+    pieces = [n for n in walk(out) if isinstance(n, For) and n.kind == "parallel"]
+    assert [(p.min.value, p.extent.value) for p in pieces] == [(0, 3), (3, 4), (7, 2)]
+    assert not any(isinstance(n, Select) for n in walk(out))
+    assert [{n.buffer.name for n in walk(p) if isinstance(n, BufferLoad)} for p in pieces] == [{"P"}, {"Q"}, {"R"}]
+
+
+def test_a_select_against_a_constant_leaves_its_loop_whole():
+    from tensorir.expr import BufferLoad, Select
+    A, out = Buffer("A", (6,), "float32"), Buffer("out", (9,), "float32")
+    i = var("i")
+    padded = Select(i < 6, BufferLoad(A, (i,), "float32"), const(0.0), "float32")   # a pad, not a concat
+    loop = For(i, const(0), const(9), "serial", BufferStore(out, padded, (i,)))
+    assert partition_loops(loop) == loop
+
+
+def test_concat_pieces_compute_the_concatenation():
+    buffers, loop = _concat_loop("serial")
+    f = build_prim_func(PrimFunc("cat", buffers, simplify_stmt(partition_loops(loop))))
+    rng = np.random.default_rng(0)
+    p, q, r = (rng.standard_normal(b.shape).astype("float32") for b in buffers[:3])
+    out = np.zeros((9, 5), "float32")
+    f(p, q, r, out)
+    np.testing.assert_array_equal(out, np.concatenate([p, q, r]))
