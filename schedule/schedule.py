@@ -353,10 +353,13 @@ class Schedule:
         return stage
 
     # ------------------------------------------------------------------ new stages
-    def cache_write(self, tensor: Tensor, scope: str = "local") -> Tensor:
+    def cache_write(self, tensor: Tensor, scope: str = "local", order=None) -> Tensor:
         """Compute ``tensor`` into a new stage ``<name>.<scope>`` and make ``tensor`` a copy of
         it. Computed at a tile of ``tensor``, the new stage accumulates in a small local
         buffer (registers, once unrolled and vectorized) that is written back once.
+        ``order`` (a permutation of the dimensions) lays the new stage out with its dimensions
+        in that order, e.g. ``(0, 2, 3, 1)`` keeps an NCHW result channels-last, so that a
+        vector along the channels is contiguous in the buffer.
 
         Example:
             >>> from tensorir import placeholder, compute, reduce_axis, sum
@@ -372,10 +375,15 @@ class Schedule:
         if stage.relations or stage.attach_type != "root":
             raise ScheduleError(f"stage {stage.op.name}: cache_write must come before the stage is split, "
                                 f"fused or moved")
+        order = tuple(range(len(stage.axis))) if order is None else tuple(order)
+        if sorted(order) != list(range(len(stage.axis))):
+            raise ScheduleError(f"stage {stage.op.name}: cache_write order {order} is not a permutation of its "
+                                f"{len(stage.axis)} dimensions")
         body = stage.body
-        cached = _new_compute(f"{stage.op.name}.{scope}", stage.op.shape, stage.axis,
-                              lambda *idx: substitute(body, dict(zip(stage.axis, idx))))
-        stage.body = TensorLoad(cached, tuple(stage.axis), stage.op.dtype)
+        axes = [stage.axis[d] for d in order]
+        cached = _new_compute(f"{stage.op.name}.{scope}", tuple(stage.op.shape[d] for d in order), axes,
+                              lambda *idx: substitute(body, dict(zip(axes, idx))))
+        stage.body = TensorLoad(cached, tuple(axes), stage.op.dtype)
         stage.reduce_axis = ()
         stage._reset_loops()
         self._insert(cached, before=stage)

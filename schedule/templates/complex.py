@@ -9,6 +9,12 @@ the output, which is written once per tile, vectorized. A constant operand read 
 repacked into tile_j-wide panels (pack) so the reduction reads it contiguously. The outer
 tile loops (in the order of the "order" knob) and any leading axes are fused and parallel.
 
+A convolution in NCHW has a second layout ("layout" knob): its tile rows run along the
+image's width and its vectors along the output channels, the axis only the weights are read
+along. The accumulator is kept channels-last (``cache_write(..., order=...)``), the weights are
+packed into channel panels, the input is broadcast one pixel at a time, and the output is
+written once per tile with a strided store. The GEMM micro-kernel, with C's rows being pixels.
+
 With several outputs, one of them is tiled as above (the output every other one reads the
 anchor's values through, e.g. relu when the DAG returns relu and relu squared); the others
 are computed after it from its result as injective loops (fused, vectorized, parallel), so
@@ -34,11 +40,35 @@ class ComplexTemplate(Template):
         self.anchor = dag.of_class("complex")[0]
         self.out = self._tiled_output(dag)
         self.others = [t.op for t in dag.outputs if t.op is not self.out]
-        axes = self.out.axis
-        self.i_axis = axes[-2] if len(axes) >= 2 else None
-        self.j_axis = axes[-1]
-        self.packable = self._packable()
+        nd = len(self.out.axis)
+        # layout -> (i dim, j dim) of the tiled output: "rows" tiles its last two axes; "channels"
+        # (an NCHW convolution) vectorizes the axis the weights are read along, with the last
+        # axis as rows, and keeps the accumulator channels-last
+        self.layouts = {"rows": (nd - 2 if nd >= 2 else None, nd - 1)}
+        channel = self._channel_dim()
+        if channel is not None:
+            self.layouts["channels"] = (nd - 1, channel)
+        self.i_axis, self.j_axis = self._axes("rows")
         super().__init__(dag)
+
+    def _axes(self, layout):
+        i, j = self.layouts[layout]
+        return (self.out.axis[i] if i is not None else None), self.out.axis[j]
+
+    def _channel_dim(self):
+        """The dim (not the last) of the anchor that a constant input of rank > 1 is read along,
+        as a convolution's weights are along the output channels, when the tiled output has the
+        anchor's shape and the last axis is long enough for rows; else None."""
+        if tuple(self.out.output(0).shape) != tuple(self.anchor.output(0).shape) or len(self.anchor.axis) < 3:
+            return None
+        loads = [n for n in walk(self.anchor.body) if isinstance(n, TensorLoad)]
+        for d, axis in enumerate(self.anchor.axis[:-1]):
+            readers = [n for n in loads if any(isinstance(v, IterVar) and v.uid == axis.uid
+                                               for index in n.indices for v in walk(index))]
+            if readers and all(n.tensor.op.tag == "constant" and n.tensor.ndim > 1 for n in readers) and \
+                    any(isinstance(index, IterVar) and index.uid == axis.uid for n in readers for index in n.indices):
+                return d
+        return None
 
     def _tiled_output(self, dag):
         """The output whose tiles hold the anchor's accumulator: one that every other output
@@ -62,40 +92,67 @@ class ComplexTemplate(Template):
             frontier += [t.op for t in current.input_tensors if isinstance(t.op, ComputeOp)]
         return False
 
-    def _packable(self):
-        """(tensor, dim) of a constant input the anchor reads with index exactly j in dimension
-        dim: repacking it into j-panels makes its reads contiguous."""
-        j = self.anchor.axis[-1]
-        for n in walk(self.anchor.body):
-            if isinstance(n, TensorLoad) and isinstance(n.tensor.op, PlaceholderOp):
-                for d, index in enumerate(n.indices):
-                    if isinstance(index, IterVar) and index.uid == j.uid and n.tensor.ndim > 1:
-                        return n.tensor, d
+    def _constant_read_along(self, axes):
+        """(tensor, its dim, the anchor's dim) of the first input of rank > 1 (the constant
+        weights first) that the anchor reads with index exactly one of ``axes``, or None."""
+        uids = {a.uid: d for d, a in enumerate(self.anchor.axis) if any(a is b for b in axes)}
+        loads = [n for n in walk(self.anchor.body) if isinstance(n, TensorLoad)
+                 and isinstance(n.tensor.op, PlaceholderOp) and n.tensor.ndim > 1]
+        for n in sorted(loads, key=lambda n: n.tensor.op.tag != "constant"):
+            for d, index in enumerate(n.indices):
+                if isinstance(index, IterVar) and index.uid in uids:
+                    return n.tensor, d, uids[index.uid]
         return None
 
+    def packable(self, layout: str = "rows"):
+        """(tensor, dim) of an input the anchor reads with index exactly the layout's j axis
+        in dimension dim: repacking it into j-panels makes its reads contiguous; or None."""
+        # "channels" needs the output's shape to be the anchor's: its dims are the anchor's too
+        j = self.anchor.axis[self.layouts[layout][1] if layout == "channels" else -1]
+        found = self._constant_read_along([j])
+        return None if found is None else found[:2]
+
     def define(self, space):
+        if len(self.layouts) > 1:
+            space.define_knob("layout", list(self.layouts))
         space.define_knob("tile_i", TILE_I if self.i_axis is not None else [1])
         space.define_knob("tile_j", TILE_J)
         space.define_knob("order", ["ij", "ji"])
-        space.define_knob("pack", [False, True] if self.packable else [False])
+        space.define_knob("pack", [False, True] if any(self.packable(lay) for lay in self.layouts) else [False])
 
     def default(self):
         # 4 vectors wide and 6 rows: 24 accumulators of 32 registers, as wide as the axis allows
         # j: the widest multiple of the vector width (up to 4 vectors) that divides the axis,
         # else two vectors, so tails stay rare and vectors whole
         lanes = lanes_for(self.out.dtype)
-        j_extent = self.j_axis.dom_extent
+        layout = "channels" if "channels" in self.layouts and \
+            self._axes("channels")[1].dom_extent >= lanes else "rows"
+        return self.default_for(layout)
+
+    def default_for(self, layout: str) -> dict:
+        """The default knob values with ``layout`` (see ``default``).
+
+        Example:
+            >>> # t.default_for("rows") -> {"layout": "rows", "tile_i": 6, ...}
+        """
+        lanes = lanes_for(self.out.dtype)
+        i_axis, j_axis = self._axes(layout)
+        j_extent = j_axis.dom_extent
         dividing = [t for t in TILE_J if t % lanes == 0 and t <= 4 * lanes and j_extent % t == 0]
         tile_j = max(dividing) if dividing else (2 * lanes if j_extent >= 2 * lanes else lanes)
         tile_j = tile_j if tile_j in TILE_J else 16
         # i: up to 6 rows; on short axes (where a tail tile is a large share) a height that
         # divides the axis (4 or more), so no tile is a tail and a reshape after the anchor
         # keeps its bounds exact
-        i_extent = self.i_axis.dom_extent if self.i_axis is not None else 1
-        fitting = [t for t in self.space.knobs["tile_i"].candidates if t <= max(min(i_extent, 6), 1)]
+        i_extent = i_axis.dom_extent if i_axis is not None else 1
+        candidates = self.space.knobs["tile_i"].candidates
+        fitting = [t for t in candidates if t <= max(min(i_extent, 6), 1)]
         dividing_i = [t for t in fitting if i_extent % t == 0 and t >= 4 and i_extent <= 64]
         tile_i = max(dividing_i) if dividing_i else max(fitting)
-        return {"tile_i": tile_i, "tile_j": tile_j, "order": "ji", "pack": bool(self.packable)}
+        if layout == "channels":     # rows along the image's width: 6, or one tile for short rows
+            tile_i = min(t for t in candidates if t >= i_extent) if i_extent <= 8 else 6
+        config = {"tile_i": tile_i, "tile_j": tile_j, "order": "ji", "pack": self.packable(layout) is not None}
+        return {"layout": layout, **config} if len(self.layouts) > 1 else config
 
     def schedule(self, s, cfg):
         dag = self.dag
@@ -106,17 +163,28 @@ class ComplexTemplate(Template):
             size = extent(op.output(0).shape)
             schedule_elementwise(s[op], dag, lanes_for(op.output(0).dtype), 4, size >= PARALLEL_MIN_ELEMENTS)
         out = s[self.out]
-        local = s[s.cache_write(self.out.output(0), "local")] if self.anchor is self.out else s[self.anchor]
+        layout = cfg["layout"] if len(self.layouts) > 1 else "rows"
+        i_dim, j_dim = self.layouts[layout]
+        i_axis, j_axis = self._axes(layout)
+        nd = len(self.out.axis)
+        if layout == "rows":
+            local = s[s.cache_write(self.out.output(0), "local")] if self.anchor is self.out else s[self.anchor]
+        else:   # the accumulator channels-last: its vectors (along j) contiguous
+            order = [d for d in range(nd) if d not in (i_dim, j_dim)] + [i_dim, j_dim]
+            local = s[s.cache_write(self.anchor.output(0), "local", order=order)]
+            if self.anchor is not self.out:
+                s[self.anchor].compute_inline()
         tj, ti = cfg["tile_j"], cfg["tile_i"]
-        if cfg["pack"]:
-            tensor, dim = self.packable
+        packable = self.packable(layout)
+        if cfg["pack"] and packable is not None:
+            tensor, dim = packable
             packed = s.pack(tensor, axis=dim, block=tj, readers=[local])
             s[packed].vectorize(packed.op.axis[-1])
             s[packed].parallel(packed.op.axis[0])
-        jo, ji = out.split(self.j_axis, factor=tj)
-        lead = list(self.out.axis[:-2]) if self.i_axis is not None else list(self.out.axis[:-1])
-        if self.i_axis is not None:
-            io, ii = out.split(self.i_axis, factor=ti)
+        jo, ji = out.split(j_axis, factor=tj)
+        lead = [a for d, a in enumerate(self.out.axis) if d not in (i_dim, j_dim)]
+        if i_axis is not None:
+            io, ii = out.split(i_axis, factor=ti)
             tiles = [io, jo] if cfg["order"] == "ij" else [jo, io]
             out.reorder(*lead, *tiles, ii, ji)
         else:
@@ -126,11 +194,10 @@ class ComplexTemplate(Template):
         out.vectorize(ji)
         local.compute_at(out, outer)
         # the accumulator: reduce loops outside, tile rows unrolled, tile columns vectorized
-        li, lj = (local.axis[-2], local.axis[-1]) if self.i_axis is not None else (None, local.axis[-1])
+        li, lj = (local.axis[-2], local.axis[-1]) if i_axis is not None else (None, local.axis[-1])
         reduce_axes = list(local.reduce_axis)
         data_lead = [a for a in local.axis if a is not li and a is not lj]
         local.reorder(*data_lead, *reduce_axes, *([li] if li is not None else []), lj)
         if li is not None:
             local.unroll(li)
         local.vectorize(lj)
-

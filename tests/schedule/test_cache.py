@@ -50,6 +50,26 @@ def test_cache_write_must_come_first():
         s.cache_write(C, "local")
 
 
+
+def test_cache_write_with_an_order_lays_the_new_stage_out_transposed():
+    A, B, C, r = matmul(13, 9, 35)
+    s = create_schedule(C)
+    CT = s.cache_write(C, "local", order=(1, 0))
+    assert CT.shape == (35, 13)
+    io, jo, ii, ji = s[C].tile(*C.op.axis, 4, 16)
+    s[CT].compute_at(s[C], jo)
+    s[CT].vectorize(CT.op.axis[1])
+    text = str(lower(s, [A, B, C]))
+    assert "allocate C.local[16, 4]: float32, local" in text
+    a, b = rand((13, 9)), rand((9, 35))
+    np.testing.assert_allclose(run(s, [A, B, C], [a, b], (13, 35)), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_cache_write_order_must_be_a_permutation():
+    A, B, C, r = matmul(8, 8, 8)
+    with pytest.raises(ScheduleError, match=r"cache_write order \(0, 0\) is not a permutation"):
+        create_schedule(C).cache_write(C, "local", order=(0, 0))
+
 def test_cache_read_copies_a_tile_of_the_input():
     A = placeholder((32, 32), name="A")
     B = compute((32, 32), lambda i, j: A[i, j] * 2.0 + A[i, 31 - j], name="B")

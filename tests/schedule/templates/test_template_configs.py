@@ -3,6 +3,7 @@ shapes that do not divide the tile sizes."""
 import numpy as np
 
 from schedule import lower, template_for
+from schedule.space import Config
 from tensorir.expr import Select
 from tensorir.ops import transform
 from tensorir.stmt import Allocate, BufferStore
@@ -209,3 +210,45 @@ def test_injective_vectors_are_contiguous_on_4d_tensors():
 def tmaximum(v, c: float):
     """max(v, c) of a compute body's value (relu for c = 0)."""
     return Max(v, Const(c, v.dtype), v.dtype)
+
+
+def test_complex_nchw_conv_vectorizes_over_output_channels_by_default():
+    ci, co, h, w = 5, 37, 4, 11
+    X, W = placeholder((1, ci, h, w), name="X"), placeholder((co, ci, 3, 3), name="W", constant=True)
+    Y = transform_conv(X, W)
+    t = template_for(Y)
+    cfg = t.default_config()
+    assert list(t.space.knobs["layout"].candidates) == ["rows", "channels"]
+    assert cfg["layout"] == "channels" and cfg["pack"] and cfg["tile_i"] == 6
+    x, wt = RNG.standard_normal(X.shape).astype("float32"), RNG.standard_normal(W.shape).astype("float32")
+    want = _conv3x3_ref(x, wt)
+    for layout in ("rows", "channels"):
+        out = np.full(Y.shape, np.nan, "float32")
+        t.build(Config(t.default_for(layout)))(x, wt, out)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=layout)
+
+
+def test_complex_matmul_space_has_no_layout_knob():
+    A, B = placeholder((8, 4), name="A"), placeholder((4, 6), name="B", constant=True)
+    r = reduce_axis((0, 4), name="r")
+    C = compute((8, 6), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
+    assert "layout" not in template_for(C).space.knobs
+    Z = placeholder((3, 8, 4), name="Z")
+    r2 = reduce_axis((0, 4), name="r2")
+    D = compute((3, 8, 6), lambda b, i, j: rsum(Z[b, i, r2] * B[r2, j], axis=r2), name="D")
+    assert "layout" not in template_for(D).space.knobs     # the batch axis is read by the data too
+
+
+def transform_conv(X, W):
+    from tensorir.ops import window
+    return window.conv(X, W, [1, 1], [1, 1], [1, 1], [1, 1], data_format="NCX", weights_format="OIX")
+
+
+def _conv3x3_ref(x, wt):
+    h, w = x.shape[2:]
+    p = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((1, wt.shape[0], h, w), "float32")
+    for dy in range(3):
+        for dx in range(3):
+            out += np.einsum("nchw,fc->nfhw", p[:, :, dy:dy + h, dx:dx + w], wt[:, :, dy, dx])
+    return out
