@@ -56,9 +56,9 @@ class ComplexTemplate(Template):
         return (self.out.axis[i] if i is not None else None), self.out.axis[j]
 
     def _channel_dim(self):
-        """The dim (not the last) of the anchor that a constant input of rank > 1 is read along,
-        as a convolution's weights are along the output channels, when the tiled output has the
-        anchor's shape and the last axis is long enough for rows; else None."""
+        """The dim (not the last) of the anchor that only constant inputs of rank > 1 read, one
+        with exactly its index, as a convolution's weights read the output channels; None when
+        there is none or the tiled output's shape is not the anchor's."""
         if tuple(self.out.output(0).shape) != tuple(self.anchor.output(0).shape) or len(self.anchor.axis) < 3:
             return None
         loads = [n for n in walk(self.anchor.body) if isinstance(n, TensorLoad)]
