@@ -311,12 +311,17 @@ def _conv_pads(node: Node, in_sp, kernel, strides, dilations):
     return _explicit_pads(node, n)
 
 
-@_register("Conv")
-def _conv(b, node):
+def _conv_inputs(b, node):
+    """(data, weights, number of spatial dims) of a Conv or ConvTranspose node."""
     x, w = _x(b, node), _x(b, node, 1)
     if len(x.shape) < 3:
         raise OnnxUnsupported(f"input of rank {len(x.shape)}")
-    n = len(x.shape) - 2
+    return x, w, len(x.shape) - 2
+
+
+@_register("Conv")
+def _conv(b, node):
+    x, w, n = _conv_inputs(b, node)
     kernel = list(w.shape[2:])
     strides, dil = _spatial_attr(node, "strides", n, 1), _spatial_attr(node, "dilations", n, 1)
     pb, pe = _conv_pads(node, x.shape[2:], kernel, strides, dil)
@@ -328,10 +333,7 @@ def _conv(b, node):
 
 @_register("ConvTranspose")
 def _conv_transpose(b, node):
-    x, w = _x(b, node), _x(b, node, 1)
-    if len(x.shape) < 3:
-        raise OnnxUnsupported(f"input of rank {len(x.shape)}")
-    n = len(x.shape) - 2
+    x, w, n = _conv_inputs(b, node)
     in_sp, kernel = list(x.shape[2:]), list(w.shape[2:])
     strides, dil = _spatial_attr(node, "strides", n, 1), _spatial_attr(node, "dilations", n, 1)
     out_pad = _spatial_attr(node, "output_padding", n, 0)[:n]

@@ -391,7 +391,7 @@ def _bias_add_backward(op: Op, xs: list) -> list:
 
 # --------------------------------------------------------------------------- data movement
 
-@_register(OpKind.Reorder)
+@_register(OpKind.Reorder, OpKind.Identity)
 def _reorder(op: Op, xs: list) -> list:
     _nin(op, xs, {1})
     return [np.array(xs[0], copy=True)]
@@ -489,12 +489,6 @@ def _gen_index(op: Op, xs: list) -> list:
 
 
 # --------------------------------------------------------------------------- our own kinds (ONNX front end)
-
-@_register(OpKind.Identity)
-def _identity(op: Op, xs: list) -> list:
-    _nin(op, xs, {1})
-    return [np.array(xs[0], copy=True)]
-
 
 @_register(OpKind.Cast)
 def _cast_op(op: Op, xs: list) -> list:
