@@ -66,6 +66,7 @@ from .record import ERROR_KINDS
 from .target import current_target
 from .tune import tune
 from .tuner import TUNERS
+from tensorir.errors import TilefuseError
 
 EXIT_OK = 0
 EXIT_UNUSABLE = 1
@@ -79,7 +80,7 @@ DEFAULT_TIMEOUT = 10.0
 LOG_DIR = "tuning_logs"
 
 
-class BadInput(ValueError):
+class BadInput(TilefuseError, ValueError):
     """Input the command cannot use (a file, an option); ``main`` prints it and exits with 2.
 
     Example:

@@ -37,6 +37,7 @@ import sqlite_utils
 
 from autotune.record import Record, SCHEMA_VERSION, config_key
 from autotune.target import current_target
+from tensorir.errors import TilefuseError
 
 DB_SCHEMA_VERSION = 1
 BUSY_TIMEOUT_SECONDS = 60.0
@@ -59,7 +60,7 @@ WHERE r.error_kind IS NULL AND r.mean_cost IS NOT NULL AND r.id = (
 """
 
 
-class TuningDatabaseError(ValueError):
+class TuningDatabaseError(TilefuseError, ValueError):
     """The file given as a tuning database cannot be used: not sqlite, corrupt, or written by a
     newer tilefuse. The message names the file."""
 

@@ -22,9 +22,10 @@ from schedule.templates import config_source
 from .database import Database
 from .target import current_target
 from .task import Task
+from tensorir.errors import TilefuseError
 
 
-class MissingTuningRecord(LookupError):
+class MissingTuningRecord(TilefuseError, LookupError):
     """A workload has no tuning record for this CPU (strict mode)."""
 
 

@@ -39,13 +39,14 @@ from tensorir import stmt as S
 from tensorir.dtype import is_float, itemsize
 from tensorir.node import same
 from tensorir.simplify import bound
+from tensorir.errors import TilefuseError
 
 CACHE_LINE_BYTES = 64
 TOP_STORES = 3                  # stores with the most executions that get a slot of their own
 CHEAP_CALLS = frozenset({"abs", "floor", "ceil"})
 
 
-class FeatureError(ValueError):
+class FeatureError(TilefuseError, ValueError):
     """A candidate whose features cannot be computed (its schedule does not lower)."""
 
 

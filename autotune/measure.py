@@ -46,9 +46,10 @@ from tensorir.runtime.target import host_cpu
 from .executor import Executor, default_executor
 from .record import ERROR_KINDS
 from .task import Task, random_inputs
+from tensorir.errors import TilefuseError
 
 
-class MeasureError(RuntimeError):
+class MeasureError(TilefuseError, RuntimeError):
     """Measuring could not start: the task's default config, the reference that candidates
     are checked against, does not build."""
 

@@ -5,12 +5,13 @@ import enum
 from dataclasses import dataclass
 
 import numpy as np
+from tensorir.errors import TilefuseError
 
 INT64_MIN = -(1 << 63)
 UNKNOWN_DIM = -1
 
 
-class GraphError(ValueError):
+class GraphError(TilefuseError, ValueError):
     """A malformed graph or op, or a request the graph cannot serve; the message names the op
     (or tensor) id and the reason."""
 

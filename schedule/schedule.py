@@ -13,12 +13,13 @@ from tensorir.expr import IterVar, Reduce, TensorLoad, as_expr
 from tensorir.intrinsics import if_then_else
 from tensorir.tensor import ComputeOp, PlaceholderOp, Tensor, placeholder, post_order
 from tensorir.visit import rewrite, substitute, walk
+from tensorir.errors import TilefuseError
 
 MAX_VECTOR_LANES = 256
 MAX_UNROLL = 1024
 
 
-class ScheduleError(ValueError):
+class ScheduleError(TilefuseError, ValueError):
     """An illegal scheduling request; the message names the stage, the axis and the reason."""
 
 

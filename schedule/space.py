@@ -19,9 +19,10 @@ import itertools
 import json
 import random
 from dataclasses import dataclass
+from tensorir.errors import TilefuseError
 
 
-class ConfigError(ValueError):
+class ConfigError(TilefuseError, ValueError):
     """A knob defined twice, an empty knob, an index out of range or a config that is not a
     point of the space."""
 

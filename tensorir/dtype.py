@@ -7,6 +7,7 @@ float dtype). Index variables are ``int64``.
 from __future__ import annotations
 
 import numpy as np
+from .errors import TilefuseError
 
 DTYPES = ("float32", "float64", "int8", "uint8", "int32", "int64", "bool")
 FLOAT_DTYPES = ("float32", "float64")
@@ -14,7 +15,7 @@ INT_DTYPES = ("int8", "uint8", "int32", "int64")
 INDEX_DTYPE = "int64"
 
 
-class DTypeError(TypeError):
+class DTypeError(TilefuseError, TypeError):
     """Raised when dtypes meet without an explicit cast, or a dtype is not supported."""
 
 

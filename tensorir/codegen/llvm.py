@@ -27,6 +27,7 @@ from ..simplify import linear_coefficient, simplify
 from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARALLEL_FOR, PARAM_ALIGN, STATUS_BAD_ARGUMENT,
                            STATUS_NO_MEMORY, STATUS_OK)
 from ..visit import free_vars, walk
+from ..errors import TilefuseError
 
 ALLOC_ALIGN = 64
 STACK_LIMIT = 64 * 1024  # bytes; larger allocations go to the heap
@@ -37,7 +38,7 @@ _SCALAR = {"float32": ir.FloatType(), "float64": ir.DoubleType(), "int8": I8, "u
            "int32": I32, "int64": I64, "bool": I1}
 
 
-class CodegenError(RuntimeError):
+class CodegenError(TilefuseError, RuntimeError):
     """The loop IR holds something the code generator cannot emit."""
 
 
