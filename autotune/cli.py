@@ -57,7 +57,7 @@ import numpy as np
 import graph_api
 
 from .database import Database, TuningDatabaseError
-from .dispatch import MissingRecordWarning
+from .dispatch import HistoryBest, MissingRecordWarning
 from .executor import DaskExecutor, executor_from
 from .extract import extract_tasks
 from .log import export_log, import_log, read_log
@@ -786,7 +786,7 @@ def random_feeds(ports, seed: int = 0) -> dict:
 def _compile(graph, db=None):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        compiled = graph_api.compile_graph(graph, db=db)
+        compiled = graph_api.compile_graph(graph, configs=None if db is None else HistoryBest(db))
     missing = [w for w in caught if issubclass(w.category, MissingRecordWarning)]
     for w in caught:
         print(f"autotune: warning: {w.message}", file=sys.stderr)

@@ -1,28 +1,30 @@
 """Using tuning results: the best record of each workload decides its schedule.
 
-``apply_history_best(db)`` (a context manager) makes every compile inside it (``schedule``
-templates applied without a config, ``graph_api`` partitions) use the best config the
-database holds for the workload on this CPU. A workload without a record compiles with the
-template's default config and a warning that names it, once per workload, never silently;
-with ``strict=True`` it is an error instead.
+``HistoryBest(db)`` is a ``schedule.ConfigSource`` (the best config of a template's workload
+on this CPU) and a ``tensorir.runtime.KernelCache`` (compiled kernels kept in the database).
+Pass it to ``graph_api.compile_graph(graph, configs=...)``, or make it active for a block with
+``apply_history_best(db)``, where every template applied without a config uses it. A workload
+without a record compiles with the template's default config and a warning that names it,
+once per workload, never silently; with ``strict=True`` it is an error instead.
 
 Example:
+    >>> # compiled = graph_api.compile_graph(graph, configs=HistoryBest("tuning.db"))
     >>> # with apply_history_best("tuning.db"):
     >>> #     compiled = graph_api.compile_graph(graph)
 """
 from __future__ import annotations
 
 import contextlib
-import threading
+import hashlib
 import warnings
 
+from schedule.config_source import active_sources, using_configs
 from schedule.space import Config
-from schedule.templates import config_source
+from tensorir.errors import TilefuseError
 
 from .database import Database
 from .target import current_target
-from .task import Task
-from tensorir.errors import TilefuseError
+from .task import Task, canonical_text
 
 
 class MissingTuningRecord(TilefuseError, LookupError):
@@ -33,15 +35,29 @@ class MissingRecordWarning(UserWarning):
     """A workload compiles with its default config because the database has no record of it."""
 
 
-class HistoryBest:
-    """The best records of a database for this CPU, looked up per task.
+def workload_key(template) -> str:
+    """The key tuning records of ``template``'s workload are stored under (``Task.key``).
 
     Example:
         >>> from tensorir import placeholder, compute
+        >>> from schedule import template_for
+        >>> A = placeholder((8,), name="A"); B = compute((8,), lambda i: A[i] * 2.0, name="B")
+        >>> workload_key(template_for(B)) == Task(B).key
+        True
+    """
+    return hashlib.sha256(canonical_text(template.outputs, template.name).encode()).hexdigest()
+
+
+class HistoryBest:
+    """The best records of a database for this CPU: a ConfigSource and a KernelCache.
+
+    Example:
+        >>> from tensorir import placeholder, compute
+        >>> from schedule import template_for
         >>> A = placeholder((8,), name="A"); B = compute((8,), lambda i: A[i] * 2.0, name="B")
         >>> import warnings
         >>> with warnings.catch_warnings(record=True):
-        ...     HistoryBest(Database(":memory:")).config_for(Task(B)) is None
+        ...     HistoryBest(Database(":memory:")).config_for(template_for(B)) is None
         True
     """
 
@@ -52,47 +68,63 @@ class HistoryBest:
         self._warned: set[str] = set()
         self._cache: dict[str, Config | None] = {}
 
-    def config_for(self, task: Task) -> Config | None:
-        """The best config of ``task`` on this CPU, or None (with a warning, or
+    def config_for(self, template) -> Config | None:
+        """The best config of ``template``'s workload on this CPU, or None (with a warning, or
         MissingTuningRecord when strict) when the database has none.
 
         Example:
-            >>> # HistoryBest("tuning.db").config_for(Task(C))
+            >>> # HistoryBest("tuning.db").config_for(template_for(C))
         """
-        if task.key not in self._cache:
-            record = self.db.best(task.key, self.target.key)
+        key = workload_key(template)
+        if key not in self._cache:
+            record = self.db.best(key, self.target.key)
             config = None
             if record is not None:
                 config = Config(record.config)
                 try:
-                    task.space.index_of(config)
+                    template.space.index_of(config)
                 except ValueError:      # the template's knobs changed since: not a point any more
                     config = None
-            self._cache[task.key] = config
-        config = self._cache[task.key]
+            self._cache[key] = config
+        config = self._cache[key]
         if config is None:
-            message = (f"no tuning record for workload {task.name} (key {task.key[:16]}) on "
+            name = "+".join(op.name for op in template.dag.ops)
+            message = (f"no tuning record for workload {name} (key {key[:16]}) on "
                        f"{self.target.cpu} in {self.db.path}: it compiles with the default config")
             if self.strict:
                 raise MissingTuningRecord(message)
-            if task.key not in self._warned:
-                self._warned.add(task.key)
+            if key not in self._warned:
+                self._warned.add(key)
                 warnings.warn(message, MissingRecordWarning, stacklevel=3)
         return config
 
+    def cached_kernel(self, key: str) -> bytes | None:
+        """The database's compiled kernel under ``key`` (KernelCache), or None.
 
-_local = threading.local()
+        Example:
+            >>> HistoryBest(":memory:").cached_kernel("nothing") is None
+            True
+        """
+        return self.db.cached_kernel(key)
+
+    def cache_kernel(self, key: str, blob: bytes) -> None:
+        """Keep a compiled kernel in the database (KernelCache).
+
+        Example:
+            >>> h = HistoryBest(":memory:"); h.cache_kernel("k", b"code"); h.cached_kernel("k")
+            b'code'
+        """
+        self.db.cache_kernel(key, blob)
 
 
 def current_history() -> HistoryBest | None:
-    """The innermost active ``apply_history_best`` context of this thread, or None.
+    """The innermost active ``apply_history_best`` source of this thread, or None.
 
     Example:
         >>> current_history() is None
         True
     """
-    stack = getattr(_local, "stack", [])
-    return stack[-1] if stack else None
+    return next((s for s in reversed(active_sources()) if isinstance(s, HistoryBest)), None)
 
 
 @contextlib.contextmanager
@@ -105,16 +137,8 @@ def apply_history_best(db, strict: bool = False):
         ...     current_history() is history
         True
     """
-    history = HistoryBest(db, strict)
-    stack = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    stack.append(history)
-    try:
-        with config_source(lambda template: history.config_for(Task(template.outputs))):
-            yield history
-    finally:
-        stack.pop()
+    with using_configs(HistoryBest(db, strict)) as history:
+        yield history
 
 
 def best_config(task: Task, db=None) -> Config:
@@ -128,5 +152,5 @@ def best_config(task: Task, db=None) -> Config:
         True
     """
     history = HistoryBest(db) if db is not None else current_history()
-    config = history.config_for(task) if history is not None else None
+    config = history.config_for(task.template) if history is not None else None
     return task.template.default_config() if config is None else config

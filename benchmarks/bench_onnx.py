@@ -6,7 +6,7 @@
   (``TorchOnnxModule``, a small translation of the ops these models use; eager, no_grad);
 * tilefuse with the templates' default configs (``compile_graph(from_onnx(path))``);
 * tilefuse tuned: ``autotune.tune(extract_tasks(graph), ...)`` with ``--trials`` measurements
-  per task (xgb tuner) into a database under /tmp, then ``compile_graph(graph, db=...)``.
+  per task (xgb tuner) into a database under /tmp, then ``compile_graph(graph, configs=HistoryBest(db))``.
 
 Every engine's output is checked against onnxruntime's before it is timed. The floor of the
 ONNX issue is tuned tilefuse within 1.5x of onnxruntime; a model above it (or every model with
@@ -184,10 +184,11 @@ class TorchOnnxModule:
 # ---------------------------------------------------------------------------- tilefuse
 
 def _compile(graph, db=None):
+    import autotune
     import graph_api
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        compiled = graph_api.compile_graph(graph, db=db)
+        compiled = graph_api.compile_graph(graph, configs=None if db is None else autotune.HistoryBest(db))
     for w in caught:
         print(f"  warning: {str(w.message)[:200]}", file=sys.stderr)
     return compiled

@@ -6,8 +6,6 @@ import warnings
 
 import numpy as np
 
-from autotune.dispatch import apply_history_best
-
 from . import reference
 from .logical_tensor import GraphError, PropertyType
 from .runtime import Engine
@@ -24,7 +22,7 @@ class CompiledGraph:
         [[0.0, 2.0, 0.0], [4.0, 0.0, 6.0]]
     """
 
-    def __init__(self, graph, engine: Engine | None = None):
+    def __init__(self, graph, engine: Engine | None = None, configs=None, kernel_cache=None):
         self.graph = graph
         self.engine = engine or Engine()
         self.partitions = graph.get_partitions()
@@ -36,7 +34,7 @@ class CompiledGraph:
         for p in self.partitions:
             constant = all(t.property_type is PropertyType.constant for t in p.get_output_ports())
             if p.is_supported():
-                compiled = p.compile(p.get_input_ports(), p.get_output_ports(), self.engine)
+                compiled = p.compile(p.get_input_ports(), p.get_output_ports(), self.engine, configs, kernel_cache)
                 ports = ([compiled.query_logical_tensor(t.id) for t in p.get_input_ports()],
                          [compiled.query_logical_tensor(t.id) for t in p.get_output_ports()])
                 self.steps.append(_Step(p, compiled, ports, constant))
@@ -104,19 +102,19 @@ class _Step:
         return results
 
 
-def compile_graph(graph, engine: Engine | None = None, db=None, strict: bool = False) -> CompiledGraph:
-    """Compile every supported partition of a finalized graph. With a tuning database ``db``
-    (an ``autotune.Database`` or a path), each partition uses the best config recorded for its
-    workload on this CPU; one without a record warns and uses the default config (``strict``:
-    raises ``autotune.MissingTuningRecord`` instead). Inside ``autotune.apply_history_best``
-    the active database is used without passing ``db``.
+def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cache=None) -> CompiledGraph:
+    """Compile every supported partition of a finalized graph.
+
+    ``configs`` is a ``schedule.ConfigSource``: each partition's template gets the config it
+    chooses, or its default config where it has none. ``autotune.HistoryBest(db)`` chooses the
+    best config recorded for each workload on this CPU (warning about every workload without a
+    record; ``strict=True``: raising ``autotune.MissingTuningRecord`` instead) and keeps the
+    compiled kernels in the database. Without ``configs``, the source made active by
+    ``autotune.apply_history_best`` (``schedule.using_configs``) is used, else the defaults.
+    ``kernel_cache``: a ``tensorir.runtime.KernelCache`` (default: the config source when it is
+    one).
 
     Example:
-        >>> # outputs = compile_graph(load_json("mlp.json"), db="tuning.db").run({0: x})
+        >>> # outputs = compile_graph(load_json("mlp.json"), configs=autotune.HistoryBest("tuning.db")).run({0: x})
     """
-    if db is None:
-        if strict:
-            raise GraphError("strict needs a tuning database (db=...)")
-        return CompiledGraph(graph, engine)
-    with apply_history_best(db, strict=strict):
-        return CompiledGraph(graph, engine)
+    return CompiledGraph(graph, engine, configs, kernel_cache)

@@ -8,27 +8,16 @@ template of its class (default config) and returns a ``CompiledPartition``.
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
-import struct
 
-import llvmlite
-
-from autotune.dispatch import current_history
-from autotune.task import Task
-from schedule import template_for
-from schedule.hoist import kernel_from_bytes
-from tensorir.runtime.kernel import FORMAT_VERSION as KERNEL_FORMAT_VERSION
-
+from .build import build_partition, lower_partition
 from .fusion import dominant_class, group_ops
 from .logical_tensor import GraphError, LogicalTensor, PropertyType
-from .lowering import COMPILED_DTYPES, lower_op, op_class, placeholder_for
+from .lowering import COMPILED_DTYPES, op_class
 from .op import Op, OpKind
 from .runtime import Engine, Stream, Tensor
 
 _partition_ids = itertools.count(1)
-_compiled_cache: dict = {}
 NEVER_COMPILED = {OpKind.Wildcard, OpKind.End}
 
 
@@ -96,8 +85,11 @@ class Partition:
         return f"Partition({self.id}, {self.kind}, ops={[op.id for op in self.ops]})"
 
     def compile(self, inputs: list[LogicalTensor], outputs: list[LogicalTensor],
-                engine: Engine | None = None) -> "CompiledPartition":
+                engine: Engine | None = None, configs=None, kernel_cache=None) -> "CompiledPartition":
         """Compile for the given input and output logical tensors (matched to the ports by id).
+        ``configs``: a ``schedule.ConfigSource`` (default: the active one, else the template's
+        default config); ``kernel_cache``: a ``tensorir.runtime.KernelCache`` (see
+        ``graph_api.build.build_partition``).
 
         Example:
             >>> # cp = p.compile(p.get_input_ports(), p.get_output_ports(), Engine("cpu"))
@@ -117,32 +109,10 @@ class Partition:
         for port in self.output_ports:
             if port.id not in wanted:
                 raise GraphError(f"partition {self.id}: compile is missing output logical tensor {port.id}")
-        inputs = [given[p.id] for p in self.input_ports]
-        history = current_history()
-        config, lowered = None, None
-        if history is not None:             # inside autotune.apply_history_best: the tuned config
-            env, outs = self._lower(inputs)
-            task = Task(outs)
-            config = history.config_for(task)
-            lowered = env, outs, task.template
-        key = (self._signature(inputs), None if config is None else config.to_json())
-        built = _compiled_cache.get(key)
-        if config is None:
-            built = built or self._build(inputs, config, lowered)
-        else:                                    # tuned kernels are kept in the database too
-            stored_key = _stored_key(key, history.target.key)
-            blob = history.db.cached_kernel(stored_key)
-            if built is None and blob is not None:
-                built = _thaw(blob)
-                blob = None if built is None else blob     # unusable: replaced below
-            built = built or self._build(inputs, config, lowered)
-            if blob is None:
-                history.db.cache_kernel(stored_key, _freeze(built))
-        _compiled_cache[key] = built
-        kernel, arg_positions, shapes = built
+        ins = [given[p.id] for p in self.input_ports]
+        kernel, arg_positions, shapes, config = build_partition(self, ins, configs, kernel_cache)
         ports = {"in": self.input_ports, "out": self.output_ports}
         arg_ports = [(role, ports[role][k].id) for role, k in arg_positions]
-        ins = [given[p.id] for p in self.input_ports]
         outs = []
         for port, shape in zip(self.output_ports, shapes):
             t = wanted[port.id]
@@ -151,26 +121,8 @@ class Partition:
                                  f"not {list(t.shape)}")
             outs.append(t.with_shape(shape))
         compiled = CompiledPartition(self, kernel, arg_ports, ins, outs)
-        compiled.config = config           # the tuned config it was built with; None: the default
+        compiled.config = config           # the config a source chose; None: the default
         return compiled
-
-    def _signature(self, inputs):
-        """Structural key: op kinds, attributes, wiring with local tensor numbers and output data
-        types, and the input metadata (constant inputs are prepacked); the same partition
-        anywhere compiles once."""
-        local = {}
-        for p in self.input_ports:
-            local.setdefault(p.id, len(local))
-        for op in self.ops:
-            for t in op.outputs:
-                local.setdefault(t.id, len(local))
-        ops = tuple((op.kind.value, json.dumps(op.attrs, sort_keys=True, default=str),
-                     tuple(local[t.id] for t in op.inputs),
-                     tuple((local[t.id], t.dtype.value) for t in op.outputs))
-                    for op in self.ops)
-        outs = tuple(local[t.id] for t in self.output_ports)
-        return ops, outs, tuple((t.dtype.value, t.shape, p.property_type.value)
-                                for p, t in zip(self.input_ports, inputs))
 
     def compute_dag(self, inputs: list[LogicalTensor] | None = None) -> list:
         """The partition as a tensorir compute DAG: its output tensors (one per output port),
@@ -180,59 +132,7 @@ class Partition:
         Example:
             >>> # [t.shape for t in p.compute_dag()]
         """
-        return self._lower(self.input_ports if inputs is None else inputs)[1]
-
-    def _lower(self, inputs):
-        """(tensor by logical tensor id, the output tensors)."""
-        env = {port.id: placeholder_for(t) for port, t in zip(self.input_ports, inputs)}
-        for op in self.ops:
-            for t, out in zip(op.outputs, lower_op(op, [env[t.id] for t in op.inputs])):
-                env[t.id] = out
-        return env, [env[p.id] for p in self.output_ports]
-
-    def _build(self, inputs, config=None, lowered=None):
-        """(kernel, argument positions, output shapes); ``lowered``: (env, outputs, template)
-        when the caller has them already."""
-        if lowered is None:
-            env, out_tensors = self._lower(inputs)
-            template = template_for(out_tensors)
-        else:
-            env, out_tensors, template = lowered
-        config = template.default_config() if config is None else config
-        kernel = template.build(config, name=f"partition_{self.id}")   # constant inputs prepacked
-        # arguments as port positions, so a cached kernel serves any partition of this shape
-        position = {id(env[p.id].op): ("in", k) for k, p in enumerate(self.input_ports)}
-        position.update({id(t.op): ("out", k) for k, t in enumerate(out_tensors)})
-        return kernel, [position[id(t.op)] for t in template.args], [tuple(t.shape) for t in out_tensors]
-
-
-def _stored_key(key, target_key: str) -> str:
-    """The kernel cache key of a partition signature and config on a target (and this
-    version of the code generator)."""
-    text = repr((key, target_key, KERNEL_FORMAT_VERSION, llvmlite.__version__))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _freeze(built) -> bytes:
-    """A built partition as bytes: a JSON header (argument positions, output shapes) and the
-    kernel's ``to_bytes`` blob."""
-    kernel, arg_positions, shapes = built
-    header = json.dumps({"args": arg_positions, "shapes": shapes}).encode()
-    return struct.pack("<Q", len(header)) + header + kernel.to_bytes()
-
-
-def _thaw(blob: bytes | None):
-    """The built tuple from ``_freeze``'s bytes; None for no blob or an unusable one (it is
-    rebuilt then)."""
-    if blob is None:
-        return None
-    try:
-        (size,) = struct.unpack_from("<Q", blob)
-        header = json.loads(blob[8:8 + size])
-        kernel = kernel_from_bytes(blob[8 + size:], "cached kernel")
-        return kernel, [(role, k) for role, k in header["args"]], [tuple(s) for s in header["shapes"]]
-    except (ValueError, KeyError, TypeError, struct.error):
-        return None
+        return lower_partition(self, self.input_ports if inputs is None else inputs)[1]
 
 
 class CompiledPartition:

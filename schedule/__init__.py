@@ -11,10 +11,12 @@ Example:
     >>> f = build(s, [A, B])
 """
 from .build import build
+from .config_source import ConfigSource, FixedConfigs, chosen_config, using_configs
 from .lower import lower
 from .schedule import Schedule, ScheduleError, Stage, create_schedule
 from .space import Config, ConfigError, ConfigSpace
 from .templates import Template, template_for
 
-__all__ = ["build", "lower", "Schedule", "ScheduleError", "Stage", "create_schedule",
+__all__ = ["build", "lower", "Schedule", "ScheduleError", "Stage", "create_schedule", "ConfigSource", "FixedConfigs",
+           "chosen_config", "using_configs",
            "Config", "ConfigError", "ConfigSpace", "Template", "template_for"]

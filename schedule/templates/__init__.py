@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from tensorir.tensor import Tensor
 
-from .base import Template, config_source
+from .base import Template
 from .complex import ComplexTemplate
 from .dag import Dag, op_class
 from .injective import InjectiveTemplate
@@ -45,5 +45,5 @@ def template_for(outputs) -> Template:
         return OpaqueTemplate(dag)
 
 
-__all__ = ["template_for", "config_source", "Template", "Dag", "op_class", "ComplexTemplate", "InjectiveTemplate",
+__all__ = ["template_for", "Template", "Dag", "op_class", "ComplexTemplate", "InjectiveTemplate",
            "OpaqueTemplate", "ReductionTemplate", "TEMPLATES"]

@@ -2,43 +2,11 @@
 ``apply(config) -> Schedule``."""
 from __future__ import annotations
 
-import contextlib
-import threading
-
+from ..config_source import chosen_config
 from ..hoist import build_prepacked
 from ..schedule import Schedule, create_schedule
 from ..space import Config, ConfigSpace
 from .dag import Dag
-
-
-_sources = threading.local()
-
-
-@contextlib.contextmanager
-def config_source(choose):
-    """Inside the block, ``Template.apply()`` without a config uses ``choose(template)`` (a
-    Config, or None for the default config): how tuning results reach templates without this
-    package knowing about tuning (``autotune.apply_history_best`` installs one).
-
-    Example:
-        >>> from tensorir import placeholder, compute
-        >>> from schedule.templates import template_for
-        >>> A = placeholder((100,), name="A"); B = compute((100,), lambda i: A[i] * 2.0, name="B")
-        >>> t = template_for(B); other = t.space.get(len(t.space) - 1)
-        >>> with config_source(lambda template: other):
-        ...     t.chosen_config() == other
-        True
-        >>> t.chosen_config() == t.default_config()
-        True
-    """
-    stack = getattr(_sources, "stack", None)
-    if stack is None:
-        stack = _sources.stack = []
-    stack.append(choose)
-    try:
-        yield
-    finally:
-        stack.pop()
 
 
 class Template:
@@ -89,17 +57,13 @@ class Template:
         return cfg
 
     def chosen_config(self) -> Config:
-        """The config of the innermost ``config_source`` that has one for this template, else
-        ``default_config()``.
+        """The config of the innermost active ``ConfigSource`` (``schedule.using_configs``)
+        that has one for this template, else ``default_config()``.
 
         Example:
             >>> # t.chosen_config() -> the tuned config inside autotune.apply_history_best
         """
-        for choose in reversed(getattr(_sources, "stack", [])):
-            config = choose(self)
-            if config is not None:
-                return config
-        return self.default_config()
+        return chosen_config(self)
 
     def apply(self, config: Config | None = None) -> Schedule:
         """A schedule of the outputs with ``config`` (default: ``chosen_config()``) applied.

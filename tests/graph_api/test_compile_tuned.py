@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from autotune import Database, Record, apply_history_best, extract_tasks
+from autotune import Database, HistoryBest, Record, apply_history_best, extract_tasks
 from autotune.dispatch import MissingRecordWarning, MissingTuningRecord
 from graph_api import compile_graph, reference
 from graph_building import mlp
@@ -31,7 +31,7 @@ def test_best_record_is_used_and_results_stay_right():
                              costs=[2e-3]))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        cg = compile_graph(g, db=db)
+        cg = compile_graph(g, configs=HistoryBest(db))
     used = [step.compiled.config for step in cg.steps]
     assert used == [chosen[t.key] for t in tasks]
     feeds = b.feeds()
@@ -45,12 +45,12 @@ def test_missing_records_warn_once_per_workload_or_fail_when_strict():
     g = mlp(batch=3, sizes=(20, 30, 30, 30)).finalize()
     db = Database(":memory:")
     with pytest.warns(MissingRecordWarning, match="no tuning record") as caught:
-        cg = compile_graph(g, db=db)
+        cg = compile_graph(g, configs=HistoryBest(db))
     keys = {t.key for t in extract_tasks(g)}
     assert len([w for w in caught if issubclass(w.category, MissingRecordWarning)]) == len(keys)
     assert all(step.compiled.config is None for step in cg.steps)
     with pytest.raises(MissingTuningRecord, match="no tuning record"):
-        compile_graph(g, db=db, strict=True)
+        compile_graph(g, configs=HistoryBest(db, strict=True))
 
 
 def test_apply_history_best_context_applies_without_db_argument():
@@ -66,34 +66,34 @@ def test_apply_history_best_context_applies_without_db_argument():
 
 
 def test_second_compile_of_a_tuned_model_does_no_llvm_work(tmp_path, monkeypatch):
-    from graph_api import partition
+    from graph_api import build
     b = mlp(batch=6, sizes=(21, 40))
     g = b.finalize()
     (task,) = extract_tasks(g)
     path = tmp_path / "tuning.db"
     with Database(path) as db:
         db.add(Record.create(task.key, task.name, task.template_name, dict(non_default(task).values), costs=[1e-4]))
-    first = compile_graph(g, db=path)
-    partition._compiled_cache.clear()           # as in a new process
+    first = compile_graph(g, configs=HistoryBest(path))
+    build.clear_memory_cache()           # as in a new process
     from schedule.templates import base
     monkeypatch.setattr(base.Template, "build", lambda *a, **k: pytest.fail("built with LLVM"))
-    second = compile_graph(g, db=path)
+    second = compile_graph(g, configs=HistoryBest(path))
     feeds = b.feeds()
     out = next(iter(reference.run(g, feeds)))
     np.testing.assert_allclose(second.run(feeds)[out], first.run(feeds)[out], rtol=0, atol=0)
 
 
 def test_a_corrupt_cached_kernel_is_rebuilt(tmp_path):
-    from graph_api import partition
+    from graph_api import build
     g = mlp(batch=6, sizes=(21, 40)).finalize()
     (task,) = extract_tasks(g)
     path = tmp_path / "tuning.db"
     with Database(path) as db:
         db.add(Record.create(task.key, task.name, task.template_name, dict(non_default(task).values), costs=[1e-4]))
-    compile_graph(g, db=path)
+    compile_graph(g, configs=HistoryBest(path))
     with Database(path) as db:
         (key,) = [row["key"] for row in db._conn()["kernels"].rows]
         db.cache_kernel(key, b"\x05\x00\x00\x00\x00\x00\x00\x00junk!")
-    partition._compiled_cache.clear()
-    cg = compile_graph(g, db=path)
+    build.clear_memory_cache()
+    cg = compile_graph(g, configs=HistoryBest(path))
     assert cg.steps[0].compiled.config == non_default(task)

@@ -1,0 +1,154 @@
+"""Building a partition's kernel: lowering to a compute DAG, the template of its class, the
+config a ``ConfigSource`` chooses, and the caches in front of LLVM.
+
+``build_partition`` is the compile policy of ``Partition.compile``:
+- the config comes from ``configs`` (a ``schedule.ConfigSource``), else from the innermost
+  source made active with ``schedule.using_configs`` (``autotune.apply_history_best``), else
+  the template's default;
+- built kernels are kept in a bounded in-process LRU cache by partition signature and config,
+  and in a ``tensorir.runtime.KernelCache`` (``kernel_cache``, else the config source when it
+  is one, as ``autotune.HistoryBest`` is) so another process skips LLVM.
+
+Example:
+    >>> # kernel, arg_positions, shapes, config = build_partition(p, inputs, configs=None)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+
+import llvmlite
+
+from schedule import template_for
+from schedule.config_source import ConfigSource, active_sources
+from schedule.hoist import kernel_from_bytes
+from tensorir.runtime.kernel import FORMAT_VERSION as KERNEL_FORMAT_VERSION
+from tensorir.runtime.kernel_cache import KernelCache, LRUCache
+
+from .lowering import placeholder_for, lower_op
+
+MEMORY_CACHE_SIZE = 1024
+"""Built kernels kept in process (a model's distinct partitions fit many times over)."""
+
+_built = LRUCache(MEMORY_CACHE_SIZE)
+
+
+def clear_memory_cache() -> None:
+    """Forget the kernels built in this process (as a new process would start).
+
+    Example:
+        >>> clear_memory_cache()
+    """
+    _built.clear()
+
+
+def build_partition(partition, inputs, configs: ConfigSource | None = None,
+                    kernel_cache: KernelCache | None = None):
+    """(kernel, argument positions, output shapes, config) for ``partition`` compiled with the
+    input logical tensors ``inputs`` (in port order). ``config`` is the one a source chose, or
+    None for the template's default. Argument positions are ("in" | "out", port index).
+
+    Example:
+        >>> # kernel, args, shapes, config = build_partition(p, p.get_input_ports())
+    """
+    sources = [configs] if configs is not None else list(reversed(active_sources()))
+    if kernel_cache is None:
+        kernel_cache = next((s for s in sources if isinstance(s, KernelCache)), None)
+    signature = partition_signature(partition, inputs)
+    if not sources and kernel_cache is None:          # the default config: no lowering to look it up
+        built = _built.get((signature, None))
+        if built is not None:
+            return (*built, None)
+    env, outs = lower_partition(partition, inputs)
+    template = template_for(outs)
+    config = next((c for c in (s.config_for(template) for s in sources) if c is not None), None)
+    key = (signature, None if config is None else config.to_json())
+    built = _built.get(key)
+    if kernel_cache is not None:            # the persistent cache gets what this process built too
+        stored_key = _stored_key(key)
+        stored = _thaw(kernel_cache.cached_kernel(stored_key))
+        if stored is None:
+            built = built or _build(partition, env, outs, template, config)
+            kernel_cache.cache_kernel(stored_key, _freeze(built))
+        built = built or stored
+    built = built or _build(partition, env, outs, template, config)
+    _built.put(key, built)
+    return (*built, config)
+
+
+def lower_partition(partition, inputs):
+    """(tensor by logical tensor id, the output tensors): the partition's ops lowered to a
+    tensorir compute DAG over one placeholder per input port.
+
+    Example:
+        >>> # env, outs = lower_partition(p, p.get_input_ports())
+    """
+    env = {port.id: placeholder_for(t) for port, t in zip(partition.input_ports, inputs)}
+    for op in partition.ops:
+        for t, out in zip(op.outputs, lower_op(op, [env[t.id] for t in op.inputs])):
+            env[t.id] = out
+    return env, [env[p.id] for p in partition.output_ports]
+
+
+def partition_signature(partition, inputs):
+    """Structural key: op kinds, attributes, wiring with local tensor numbers and output data
+    types, and the input metadata (constant inputs are prepacked); the same partition
+    anywhere compiles once.
+
+    Example:
+        >>> # partition_signature(p, p.get_input_ports())
+    """
+    local = {}
+    for p in partition.input_ports:
+        local.setdefault(p.id, len(local))
+    for op in partition.ops:
+        for t in op.outputs:
+            local.setdefault(t.id, len(local))
+    ops = tuple((op.kind.value, json.dumps(op.attrs, sort_keys=True, default=str),
+                 tuple(local[t.id] for t in op.inputs),
+                 tuple((local[t.id], t.dtype.value) for t in op.outputs))
+                for op in partition.ops)
+    outs = tuple(local[t.id] for t in partition.output_ports)
+    return ops, outs, tuple((t.dtype.value, t.shape, p.property_type.value)
+                            for p, t in zip(partition.input_ports, inputs))
+
+
+def _build(partition, env, out_tensors, template, config):
+    """(kernel, argument positions, output shapes)."""
+    config = template.default_config() if config is None else config
+    kernel = template.build(config, name=f"partition_{partition.id}")   # constant inputs prepacked
+    # arguments as port positions, so a cached kernel serves any partition of this shape
+    position = {id(env[p.id].op): ("in", k) for k, p in enumerate(partition.input_ports)}
+    position.update({id(t.op): ("out", k) for k, t in enumerate(out_tensors)})
+    return kernel, [position[id(t.op)] for t in template.args], [tuple(t.shape) for t in out_tensors]
+
+
+def _stored_key(key) -> str:
+    """The persistent cache key of a partition signature and config on this target (and this
+    version of the code generator)."""
+    from tensorir.runtime.target import host_cpu
+    text = repr((key, host_cpu(), KERNEL_FORMAT_VERSION, llvmlite.__version__))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _freeze(built) -> bytes:
+    """A built partition as bytes: a JSON header (argument positions, output shapes) and the
+    kernel's ``to_bytes`` blob."""
+    kernel, arg_positions, shapes = built
+    header = json.dumps({"args": arg_positions, "shapes": shapes}).encode()
+    return struct.pack("<Q", len(header)) + header + kernel.to_bytes()
+
+
+def _thaw(blob: bytes | None):
+    """The built tuple from ``_freeze``'s bytes; None for no blob or an unusable one (it is
+    rebuilt then)."""
+    if blob is None:
+        return None
+    try:
+        (size,) = struct.unpack_from("<Q", blob)
+        header = json.loads(blob[8:8 + size])
+        kernel = kernel_from_bytes(blob[8 + size:], "cached kernel")
+        return kernel, [(role, k) for role, k in header["args"]], [tuple(s) for s in header["shapes"]]
+    except (ValueError, KeyError, TypeError, struct.error):
+        return None
