@@ -11,7 +11,8 @@ from .op import Op, OpKind
 from .schema import AttrSpec, OpSchema, get_attr, get_schema, validate_op
 from .graph import Graph
 from .shape_inference import INFERABLE_KINDS, broadcast_shapes, infer_shapes, with_inferred_shapes
-from .serialize import graph_to_json, load_json
+from .serialize import graph_to_json
+from .deserialize import load_json
 
 __all__ = ["DataType", "GraphError", "LayoutType", "LogicalTensor", "PropertyType", "Op", "OpKind"]
 __all__ += ["AttrSpec", "OpSchema", "get_attr", "get_schema", "validate_op", "Graph", "INFERABLE_KINDS",
@@ -20,7 +21,7 @@ from .runtime import Engine, Stream, Tensor
 from .partition import CompiledPartition, Partition
 from .compiled_graph import CompiledGraph, compile_graph
 from . import reference
-from .onnx_import import from_onnx
+from .onnx import from_onnx
 
 __all__ += ["Engine", "Stream", "Tensor", "Partition", "CompiledPartition", "CompiledGraph", "compile_graph",
             "reference", "from_onnx"]

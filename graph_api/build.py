@@ -14,17 +14,13 @@ Example:
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import struct
-
-import llvmlite
 
 from schedule import template_for
 from schedule.config_source import ConfigSource, active_sources
 from schedule.hoist import kernel_from_bytes
-from tensorir.runtime.kernel import FORMAT_VERSION as KERNEL_FORMAT_VERSION
-from tensorir.runtime.kernel_cache import KernelCache, LRUCache
+from tensorir.runtime.kernel_cache import KernelCache, LRUCache, cache_key
 
 from .lowering import placeholder_for, lower_op
 
@@ -66,7 +62,7 @@ def build_partition(partition, inputs, configs: ConfigSource | None = None,
     key = (signature, None if config is None else config.to_json())
     built = _built.get(key)
     if kernel_cache is not None:            # the persistent cache gets what this process built too
-        stored_key = _stored_key(key)
+        stored_key = cache_key(key)
         stored = _thaw(kernel_cache.cached_kernel(stored_key))
         if stored is None:
             built = built or _build(partition, env, outs, template, config)
@@ -122,14 +118,6 @@ def _build(partition, env, out_tensors, template, config):
     position = {id(env[p.id].op): ("in", k) for k, p in enumerate(partition.input_ports)}
     position.update({id(t.op): ("out", k) for k, t in enumerate(out_tensors)})
     return kernel, [position[id(t.op)] for t in template.args], [tuple(t.shape) for t in out_tensors]
-
-
-def _stored_key(key) -> str:
-    """The persistent cache key of a partition signature and config on this target (and this
-    version of the code generator)."""
-    from tensorir.runtime.target import host_cpu
-    text = repr((key, host_cpu(), KERNEL_FORMAT_VERSION, llvmlite.__version__))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _freeze(built) -> bytes:

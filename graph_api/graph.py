@@ -1,6 +1,10 @@
 """The Graph: ops added one by one (each checked against its schema and against the tensors seen
 so far), then finalized (checked for cycles) and queried: order, producers, consumers, ports.
 
+The Graph is the user's builder, a facade in the shape of oneDNN's graph API; what the
+pipeline compiles is its ``GraphIR`` (``Graph.ir()``, ``graph_api.ir``), which passes rewrite
+without going back through ``add_op``.
+
 Example:
     >>> from graph_api import DataType, LogicalTensor, Op, OpKind
     >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
@@ -13,13 +17,15 @@ Example:
 """
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
+from .dot import graph_to_dot
+from .ir import GraphIR, GraphSettings
 from .logical_tensor import GraphError, LayoutType, LogicalTensor, PropertyType
-from .op import Op, OpKind
+from .op import Op
+from .pipeline import partition_graph
 from .schema import validate_op
+from .serialize import graph_to_json
 
 ENGINE_KINDS = ("cpu", "gpu", "any")
 FPMATH_MODES = ("strict", "bf16", "f16", "tf32", "any")
@@ -58,6 +64,7 @@ class Graph:
         self._consumers: dict[int, list[Op]] = {}
         self._values: dict[int, np.ndarray] = {}
         self._finalized = False
+        self._ir: GraphIR | None = None
 
     # ---- building ------------------------------------------------------------------------------
 
@@ -100,6 +107,7 @@ class Graph:
                 raise GraphError(f"{where}: logical tensor {tid} is already produced by op {self._producer[tid].id}")
         self._tensors.update(merged)
         self._ops.append(op)
+        self._ir = None
         self._op_ids.add(op.id)
         for tid in out_ids:
             self._producer[tid] = op
@@ -134,6 +142,7 @@ class Graph:
                              f"the bound value {list(array.shape)}")
         array.setflags(write=False)
         self._values[tensor_id] = array
+        self._ir = None
 
     @property
     def constant_values(self) -> dict[int, np.ndarray]:
@@ -171,7 +180,7 @@ class Graph:
             True
         """
         if not self._finalized:
-            self.topological_ops()
+            self.ir()
             self._finalized = True
 
     # ---- queries -------------------------------------------------------------------------------
@@ -238,6 +247,19 @@ class Graph:
         """
         return list(self._consumers.get(tensor_id, ()))
 
+    def ir(self) -> GraphIR:
+        """The graph as the pipeline's IR (GraphError naming an op on a cycle when there is
+        one). Made again only after the graph changes.
+
+        Example:
+            >>> Graph().ir().ops
+            []
+        """
+        if self._ir is None:
+            settings = GraphSettings(self.engine_kind, self.fpmath_mode, self.fpmath_mode_apply_to_int)
+            self._ir = GraphIR(self._ops, self._tensors, self._values, settings)
+        return self._ir
+
     def topological_ops(self) -> list[Op]:
         """The ops with every producer before its consumers; among ready ops, insertion order
         decides. GraphError naming an op on a cycle when there is one.
@@ -246,37 +268,7 @@ class Graph:
             >>> Graph().topological_ops()
             []
         """
-        index = {id(op): i for i, op in enumerate(self._ops)}
-        preds = [{index[id(p)] for t in op.inputs if (p := self._producer.get(t.id)) is not None}
-                 for op in self._ops]
-        succs: list[list[int]] = [[] for _ in self._ops]
-        for i, ps in enumerate(preds):
-            for p in ps:
-                succs[p].append(i)
-        waiting = [len(ps) for ps in preds]
-        ready = [i for i, n in enumerate(waiting) if n == 0]
-        heapq.heapify(ready)
-        order = []
-        while ready:
-            i = heapq.heappop(ready)
-            order.append(self._ops[i])
-            for s in succs[i]:
-                waiting[s] -= 1
-                if waiting[s] == 0:
-                    heapq.heappush(ready, s)
-        if len(order) < len(self._ops):
-            raise GraphError(self._cycle_message(preds, {i for i, n in enumerate(waiting) if n > 0}))
-        return order
-
-    def _cycle_message(self, preds, left: set[int]) -> str:
-        path, node = [], min(left)
-        while node not in path:          # walk back through producers until a node repeats
-            path.append(node)
-            node = min(p for p in preds[node] if p in left)
-        cycle = path[path.index(node):][::-1]
-        op = self._ops[cycle[0]]
-        chain = " -> ".join(f"op {self._ops[i].id}" for i in cycle + cycle[:1])
-        return f"op {op.id} ({op.kind.value}): is on a cycle ({chain})"
+        return self.ir().topological_ops()
 
     def get_input_ports(self) -> list[LogicalTensor]:
         """Logical tensors consumed but produced by no op, in order of first use.
@@ -285,12 +277,7 @@ class Graph:
             >>> Graph().get_input_ports()
             []
         """
-        ports = {}
-        for op in self._ops:
-            for t in op.inputs:
-                if t.id not in self._producer:
-                    ports.setdefault(t.id, self._tensors[t.id])
-        return list(ports.values())
+        return self.ir().get_input_ports()
 
     def get_output_ports(self) -> list[LogicalTensor]:
         """Logical tensors produced and consumed by no op, plus the inputs of End ops, in op
@@ -300,15 +287,7 @@ class Graph:
             >>> Graph().get_output_ports()
             []
         """
-        ports = {}
-        for op in self._ops:
-            if op.kind is OpKind.End:
-                candidates = op.inputs
-            else:
-                candidates = [t for t in op.outputs if t.id not in self._consumers]
-            for t in candidates:
-                ports.setdefault(t.id, self._tensors[t.id])
-        return list(ports.values())
+        return self.ir().get_output_ports()
 
     def get_partitions(self, policy: str = "fusion") -> list:
         """The partitions of this finalized graph, in topological order (``policy`` "fusion"
@@ -322,7 +301,6 @@ class Graph:
             >>> g.finalize(); [[op.id for op in p.get_ops()] for p in g.get_partitions()]
             [[0, 1]]
         """
-        from .partition import partition_graph
         return partition_graph(self, policy)
 
     def to_dot(self, policy: str = "fusion") -> str:
@@ -332,7 +310,6 @@ class Graph:
             >>> Graph().to_dot().startswith("digraph")
             True
         """
-        from .dot import graph_to_dot
         return graph_to_dot(self, policy)
 
     def to_json(self) -> str:
@@ -342,7 +319,6 @@ class Graph:
             >>> '"engine_kind": "cpu"' in Graph().to_json()
             True
         """
-        from .serialize import graph_to_json
         return graph_to_json(self)
 
     def __len__(self) -> int:

@@ -8,7 +8,7 @@ from .logical_tensor import GraphError, LogicalTensor
 
 class OpKind(enum.Enum):
     """oneDNN graph op kinds (the value is oneDNN's spelling), plus a few kinds of our own that
-    the ONNX front end (``graph_api.onnx_import``) needs and oneDNN's op set lacks:
+    the ONNX front end (``graph_api.onnx``) needs and oneDNN's op set lacks:
 
     * ``Cast``: element type conversion to the data type ``to`` (its output's) from any other
       (numpy ``astype``; float to integer truncates); oneDNN's TypeCast converts only between

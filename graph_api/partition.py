@@ -1,19 +1,16 @@
-"""Partitions of a finalized graph, and their compilation to native kernels.
+"""Partitions of a graph and their compiled form.
 
-``partition_graph(graph, policy)`` infers the graph's shapes, classifies every op from its
-compute definition, groups ops by the fusion rules (``fusion.group_ops``) and returns the
-partitions in topological order. A partition is supported when every op lowers to tensorir
-and its data types are compiled; ``compile`` builds its compute DAG, schedules it with the
-template of its class (default config) and returns a ``CompiledPartition``.
+A ``Partition`` is a group of ops of the graph IR that ``graph_api.pipeline`` cut out; it is
+supported when its class is not opaque and its data types are compiled. ``compile`` checks
+the ports and builds its kernel (``graph_api.build``) into a ``CompiledPartition``.
 """
 from __future__ import annotations
 
 import itertools
 
 from .build import build_partition, lower_partition
-from .fusion import dominant_class, group_ops
-from .logical_tensor import GraphError, LogicalTensor, PropertyType
-from .lowering import COMPILED_DTYPES, op_class
+from .logical_tensor import GraphError, LogicalTensor
+from .lowering import COMPILED_DTYPES
 from .op import Op, OpKind
 from .runtime import Engine, Stream, Tensor
 
@@ -189,71 +186,3 @@ class CompiledPartition:
                 raise GraphError(f"compiled partition {self.partition.id}: missing {key[0]}put tensor {key[1]}")
             args.append(arrays[key])
         self.kernel(*args)
-
-
-def partition_graph(graph, policy: str = "fusion") -> list[Partition]:
-    """The partitions of a finalized graph, in topological order.
-
-    With ``policy="fusion"`` the graph first goes through the passes (``passes.DEFAULT``:
-    constant folding, algebraic simplification, CSE, dead-op elimination); the partitions hold
-    the rewritten ops and compile those, while ``get_ops()`` still names the user's ops: an op a
-    pass removed belongs to the partition of the nearest surviving op downstream of it (the
-    MatMul a transpose was folded into), else upstream. ``policy="debug"`` runs no pass and puts
-    each op alone.
-
-    Example:
-        >>> # graph.get_partitions("fusion")
-    """
-    if not graph.is_finalized:
-        raise GraphError("get_partitions needs a finalized graph; call finalize() first")
-    from .passes import run_passes
-    from .shape_inference import with_inferred_shapes
-    shaped = graph.rebuilt(with_inferred_shapes(graph).ops)
-    optimized = run_passes(shaped) if policy == "fusion" else shaped
-    ops = optimized.topological_ops()
-    classes = {id(op): op_class(op) for op in ops}
-
-    def rows_of(op):
-        return op.outputs[0].shape if op.outputs else None
-
-    def constant_of(op):
-        return bool(op.outputs) and all(t.property_type is PropertyType.constant for t in op.outputs)
-    groups = group_ops(ops, lambda op: classes[id(op)], optimized.producer, policy, rows_of, constant_of)
-    owners = _owners(graph, {op.id: k for k, group in enumerate(groups) for op in group})
-    user_ops = [[] for _ in groups]
-    for op in graph.topological_ops():
-        user_ops[owners[op.id]].append(op)
-    graph_outputs = {t.id for t in optimized.get_output_ports()}
-    return [Partition(optimized, group, dominant_class({classes[id(op)] for op in group}), graph_outputs,
-                      graph.engine_kind, user_ops=mine)
-            for group, mine in zip(groups, user_ops)]
-
-
-def _owners(graph, group_of: dict) -> dict:
-    """The group index of every op of the user's ``graph``: its own when a pass kept it (by op
-    id), else that of the nearest kept op downstream (breadth first), else upstream."""
-    owners = {}
-    for op in graph.topological_ops():
-        if op.id in group_of:
-            owners[op.id] = group_of[op.id]
-            continue
-        for step in (lambda o: [c for t in o.outputs for c in graph.consumers(t.id)],
-                     lambda o: [p for t in o.inputs if (p := graph.producer(t.id)) is not None]):
-            frontier, seen = [op], {op.id}
-            while frontier and op.id not in owners:
-                nxt = []
-                for o in frontier:
-                    for n in step(o):
-                        if n.id in group_of:
-                            owners[op.id] = group_of[n.id]
-                            break
-                        if n.id not in seen:
-                            seen.add(n.id)
-                            nxt.append(n)
-                    if op.id in owners:
-                        break
-                frontier = nxt
-            if op.id in owners:
-                break
-        owners.setdefault(op.id, 0)       # an island every pass removed: the first partition
-    return owners

@@ -586,7 +586,7 @@ def _wildcard(op: Op, xs: list) -> list:
     onnx's own reference implementation; any other Wildcard has no semantics here."""
     if "onnx_node" not in op.attrs:
         raise _err(op, "the reference interpreter does not implement this op")
-    from .onnx_node import run_onnx_node
+    from .onnx.node import run_onnx_node
     try:
         return run_onnx_node(op.attrs, [np.asarray(x) for x in xs])
     except GraphError as e:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import Graph
+from .ir import GraphIR
 from .logical_tensor import GraphError, LayoutType, LogicalTensor
 from .op import Op, OpKind
 from .schema import get_attr
@@ -22,7 +22,7 @@ class _ShapeError(Exception):
     """A shape rule failed; infer_shapes turns it into a GraphError naming the op."""
 
 
-def infer_shapes(graph: Graph) -> dict[int, LogicalTensor]:
+def infer_shapes(graph) -> dict[int, LogicalTensor]:
     """Every logical tensor of the graph (inputs included) by id, with output shapes filled in
     where an op's input shapes are known and its kind is in INFERABLE_KINDS. A given output
     shape that disagrees with the inferred one, or inputs the op cannot take, raise GraphError
@@ -81,9 +81,9 @@ def infer_op_shapes(op: Op, input_shapes) -> list:
     return [None if sh is None else tuple(int(d) for d in sh) for sh in shapes]
 
 
-def with_inferred_shapes(graph: Graph) -> Graph:
-    """A copy of the graph whose ops carry the tensors ``infer_shapes`` completes (finalized
-    when the input graph is).
+def with_inferred_shapes(graph) -> GraphIR:
+    """The graph (a ``Graph`` or its IR) as an IR whose ops carry the tensors ``infer_shapes``
+    completes.
 
     Example:
         >>> from graph_api import DataType, LogicalTensor, Op, OpKind, Graph
@@ -93,13 +93,9 @@ def with_inferred_shapes(graph: Graph) -> Graph:
         (2, 3)
     """
     tensors = infer_shapes(graph)
-    out = Graph(graph.engine_kind, graph.fpmath_mode, graph.fpmath_mode_apply_to_int)
-    for op in graph.ops:
-        out.add_op(Op(op.id, op.kind, [tensors[t.id] for t in op.inputs], [tensors[t.id] for t in op.outputs],
-                      op.attrs, op.name))
-    if graph.is_finalized:
-        out.finalize()
-    return out
+    ir = graph if isinstance(graph, GraphIR) else graph.ir()
+    return ir.with_ops([Op(op.id, op.kind, [tensors[t.id] for t in op.inputs], [tensors[t.id] for t in op.outputs],
+                           op.attrs, op.name) for op in ir.ops])
 
 
 # ---- helpers -----------------------------------------------------------------------------------------

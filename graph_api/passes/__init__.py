@@ -1,6 +1,6 @@
-"""Graph-to-graph passes over finalized graphs. Each pass is a function ``pass(graph) -> Graph``
-that returns a new finalized graph (the input is never modified) whose output ports keep their
-tensor ids and values.
+"""Graph-to-graph passes over the graph IR (``graph_api.ir.GraphIR``; a finalized ``Graph`` is
+taken as its IR). Each pass is a function ``pass(graph) -> GraphIR`` that returns a new IR (the
+input is never modified) whose output ports keep their tensor ids and values.
 
 Example:
     >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
@@ -23,7 +23,7 @@ DEFAULT = (fold_constants, simplify_algebra, eliminate_common_subexpressions, el
 
 
 def run_passes(graph, passes=DEFAULT):
-    """Apply ``passes`` (functions ``graph -> Graph``) in order and return the last result (the
+    """Apply ``passes`` (functions ``graph -> GraphIR``) in order and return the last result (the
     input graph itself when ``passes`` is empty).
 
     Example:

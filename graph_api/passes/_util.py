@@ -1,7 +1,8 @@
 """Helpers shared by the passes: copying ops and rebuilding graphs (never touching the input)."""
 from __future__ import annotations
 
-from ..graph import Graph
+from ..ir import GraphIR
+from ..logical_tensor import GraphError
 from ..op import Op
 
 
@@ -18,19 +19,19 @@ def clone_op(op: Op, *, kind=None, inputs=None, outputs=None, attrs=None) -> Op:
               copy_attrs(op.attrs if attrs is None else attrs), name=op.name)
 
 
-def build_graph(template: Graph, ops) -> Graph:
-    """A new finalized Graph with ``template``'s settings and bound constants holding ``ops``."""
-    g = template.rebuilt(ops)
-    g.finalize()
-    return g
+def as_ir(graph, pass_name: str) -> GraphIR:
+    """The IR a pass works on: ``graph`` itself, or the IR of a finalized ``Graph``."""
+    if not graph.is_finalized:
+        raise GraphError(f"{pass_name} needs a finalized graph")
+    return graph if isinstance(graph, GraphIR) else graph.ir()
 
 
-def output_ids(graph: Graph) -> list[int]:
+def output_ids(graph: GraphIR) -> list[int]:
     """The ids of the graph's output ports (unconsumed produced tensors and End inputs)."""
     return [t.id for t in graph.get_output_ports()]
 
 
-def substitute(graph: Graph, op: Op, subst: dict) -> Op:
+def substitute(graph: GraphIR, op: Op, subst: dict) -> Op:
     """A copy of ``op`` whose inputs are renamed through ``subst`` (tensor id -> tensor id)."""
     ins = [graph.tensor(subst[t.id]) if t.id in subst else t for t in op.inputs]
     return clone_op(op, inputs=ins)

@@ -29,15 +29,15 @@ Example:
 """
 from __future__ import annotations
 
-from ..graph import Graph
+from ..ir import GraphIR
 from ..logical_tensor import GraphError
 from ..op import Op, OpKind
 from ..schema import get_attr
-from ._util import build_graph, clone_op, output_ids, substitute
+from ._util import as_ir, clone_op, output_ids, substitute
 from .dead_code import eliminate_dead_ops
 
 
-def _perm(graph: Graph, op: Op) -> list[int] | None:
+def _perm(graph: GraphIR, op: Op) -> list[int] | None:
     """The transpose's order as a permutation of non-negative axes, or None when unknown/invalid."""
     order = list(get_attr(op, "order") or [])
     rank = len(order) if order else graph.tensor(op.inputs[0].id).ndim
@@ -49,7 +49,7 @@ def _perm(graph: Graph, op: Op) -> list[int] | None:
     return norm if sorted(norm) == list(range(rank)) else None
 
 
-def _identity(graph: Graph, op: Op, src, outs: set):
+def _identity(graph: GraphIR, op: Op, src, outs: set):
     """Rewrite making ``op`` (whose output equals ``src``) disappear: (replacements, subst)."""
     out = op.outputs[0]
     if out.id in outs:
@@ -57,7 +57,7 @@ def _identity(graph: Graph, op: Op, src, outs: set):
     return {op.id: None}, {out.id: src.id}
 
 
-def _transpose_rule(graph: Graph, op: Op, outs: set):
+def _transpose_rule(graph: GraphIR, op: Op, outs: set):
     p2 = _perm(graph, op)
     if p2 is None:
         return None
@@ -75,12 +75,12 @@ def _transpose_rule(graph: Graph, op: Op, outs: set):
     return {op.id: new}, {}
 
 
-def _same_known_shape(graph: Graph, a: int, b: int) -> bool:
+def _same_known_shape(graph: GraphIR, a: int, b: int) -> bool:
     ta, tb = graph.tensor(a), graph.tensor(b)
     return ta.is_known() and tb.is_known() and ta.shape == tb.shape
 
 
-def _reshape_rule(graph: Graph, op: Op, outs: set):
+def _reshape_rule(graph: GraphIR, op: Op, outs: set):
     out = graph.tensor(op.outputs[0].id)
     prod = graph.producer(op.inputs[0].id)
     if prod is None or prod.kind is not OpKind.StaticReshape:
@@ -100,7 +100,7 @@ def _reshape_rule(graph: Graph, op: Op, outs: set):
     return {op.id: new}, {}
 
 
-def _matmul_rule(graph: Graph, op: Op, outs: set):
+def _matmul_rule(graph: GraphIR, op: Op, outs: set):
     for idx in (0, 1):
         t = op.inputs[idx]
         prod = graph.producer(t.id)
@@ -127,7 +127,7 @@ _NEUTRAL = {OpKind.Add: (0, (0, 1)), OpKind.Subtract: (0, (1,)),
             OpKind.Multiply: (1, (0, 1)), OpKind.Divide: (1, (1,))}
 
 
-def _neutral_rule(graph: Graph, op: Op, outs: set):
+def _neutral_rule(graph: GraphIR, op: Op, outs: set):
     """x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1 -> x, when the neutral operand is a bound
     constant and broadcasting does not change x's shape or type."""
     neutral, positions = _NEUTRAL[op.kind]
@@ -147,7 +147,7 @@ _RULES = {OpKind.StaticTranspose: _transpose_rule, OpKind.StaticReshape: _reshap
           OpKind.MatMul: _matmul_rule, **{kind: _neutral_rule for kind in _NEUTRAL}}
 
 
-def _rewrite_once(graph: Graph, outs: set) -> Graph | None:
+def _rewrite_once(graph: GraphIR, outs: set) -> GraphIR | None:
     for op in graph.topological_ops():
         rule = _RULES.get(op.kind)
         found = rule(graph, op, outs) if rule is not None else None
@@ -159,11 +159,11 @@ def _rewrite_once(graph: Graph, outs: set) -> Graph | None:
             new = repl.get(old.id, old)
             if new is not None:
                 ops.append(substitute(graph, new, subst))
-        return eliminate_dead_ops(build_graph(graph, ops), outputs=outs)
+        return eliminate_dead_ops(graph.with_ops(ops), outputs=outs)
     return None
 
 
-def simplify_algebra(graph: Graph, max_steps: int = 10_000) -> Graph:
+def simplify_algebra(graph: GraphIR, max_steps: int = 10_000) -> GraphIR:
     """A new finalized graph with the rules of this module applied until none applies. Every
     output port of ``graph`` is still an output port with the same tensor id and the same
     values; ops that no longer reach an output are dropped. The input graph is not modified.
@@ -179,8 +179,7 @@ def simplify_algebra(graph: Graph, max_steps: int = 10_000) -> Graph:
         >>> [(op, op.attrs) for op in simplify_algebra(g).ops]
         [(Op(1, MatMul, in=[0, 2], out=[3]), {'transpose_a': True})]
     """
-    if not graph.is_finalized:
-        raise GraphError("simplify_algebra needs a finalized graph")
+    graph = as_ir(graph, "simplify_algebra")
     outs = set(output_ids(graph))
     current = eliminate_dead_ops(graph, outputs=outs)
     for _ in range(max_steps):

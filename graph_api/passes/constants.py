@@ -27,11 +27,13 @@ Example:
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import reference
-from ..graph import Graph
+from ..ir import GraphIR
 from ..logical_tensor import GraphError, LogicalTensor, PropertyType
 from ..op import OpKind
-from ._util import clone_op, output_ids
+from ._util import as_ir, clone_op, output_ids
 
 _NEVER_FOLDED = frozenset({OpKind.End, OpKind.Wildcard, OpKind.Dropout})
 
@@ -40,7 +42,7 @@ def _as_constant(t: LogicalTensor) -> LogicalTensor:
     return LogicalTensor(t.id, t.dtype, t.shape, t.layout_type, PropertyType.constant, t.strides)
 
 
-def fold_constants(graph: Graph) -> Graph:
+def fold_constants(graph: GraphIR) -> GraphIR:
     """A new finalized graph with constant subgraphs folded (bound values) or marked constant
     (unbound constant inputs); the input graph is not modified. An op the reference interpreter
     cannot evaluate is kept (and only marked).
@@ -55,8 +57,7 @@ def fold_constants(graph: Graph) -> Graph:
         >>> fold_constants(g).tensor(1).property_type.value
         'constant'
     """
-    if not graph.is_finalized:
-        raise GraphError("fold_constants needs a finalized graph")
+    graph = as_ir(graph, "fold_constants")
     outs = set(output_ids(graph))
     values = graph.constant_values
     constant = {tid for tid, t in graph.tensors.items()
@@ -84,9 +85,9 @@ def fold_constants(graph: Graph) -> Graph:
         return retyped.get(t.id, graph.tensor(t.id))
     ops = [clone_op(op, inputs=[tensor(t) for t in op.inputs], outputs=[tensor(t) for t in op.outputs])
            for op in graph.ops if op.id not in folded]
-    result = graph.rebuilt(ops)              # keeps the bound inputs still read
-    present = result.tensors
+    folded_values = {}
     for tid in folded_outputs:
-        if tid in present:
-            result.bind_constant(tid, values[tid])
-    return result
+        array = np.array(values[tid], dtype=graph.tensor(tid).dtype.numpy, order="C")   # kernels read row-major
+        array.setflags(write=False)
+        folded_values[tid] = array
+    return graph.with_ops(ops, folded_values)     # keeps the bound inputs still read

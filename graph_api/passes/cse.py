@@ -12,11 +12,11 @@ Example:
 """
 from __future__ import annotations
 
-from ..graph import Graph
+from ..ir import GraphIR
 from ..logical_tensor import GraphError
 from ..op import Op, OpKind
 from ..schema import get_attr, get_schema
-from ._util import build_graph, output_ids, substitute
+from ._util import as_ir, output_ids, substitute
 
 # End has no outputs; Wildcard's semantics are unknown; Dropout may be random.
 _NEVER_MERGED = frozenset({OpKind.End, OpKind.Wildcard, OpKind.Dropout})
@@ -28,7 +28,7 @@ def _freeze(v):
     return (type(v).__name__, v)
 
 
-def _key(graph: Graph, op: Op, subst: dict):
+def _key(graph: GraphIR, op: Op, subst: dict):
     """What makes two ops interchangeable: kind, attributes (schema defaults filled in), input
     ids (after earlier merges) and output data types and shapes."""
     names = sorted(set(get_schema(op.kind).attrs) | set(op.attrs))
@@ -38,7 +38,7 @@ def _key(graph: Graph, op: Op, subst: dict):
     return op.kind, attrs, ins, outs
 
 
-def eliminate_common_subexpressions(graph: Graph) -> Graph:
+def eliminate_common_subexpressions(graph: GraphIR) -> GraphIR:
     """A new finalized graph in which an op with the same kind, attributes (defaults resolved
     through the schema), input tensor ids and output types/shapes as an earlier op (in topological
     order) is dropped and its consumers read the earlier op's outputs. Chains collapse in one
@@ -57,8 +57,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         >>> [op.id for op in eliminate_common_subexpressions(g).ops]
         [0, 2]
     """
-    if not graph.is_finalized:
-        raise GraphError("eliminate_common_subexpressions needs a finalized graph")
+    graph = as_ir(graph, "eliminate_common_subexpressions")
     outs = set(output_ids(graph))
     first: dict = {}
     subst: dict[int, int] = {}
@@ -83,4 +82,4 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         for dup, keep in zip(op.outputs, earlier.outputs):
             subst[dup.id] = keep.id
     ops = [substitute(graph, op, subst) for op in graph.ops if op.id not in dropped]
-    return build_graph(graph, ops)
+    return graph.with_ops(ops)

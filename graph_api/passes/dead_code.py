@@ -12,13 +12,13 @@ Example:
 """
 from __future__ import annotations
 
-from ..graph import Graph
+from ..ir import GraphIR
 from ..logical_tensor import GraphError
 from ..op import OpKind
-from ._util import build_graph, clone_op
+from ._util import as_ir, clone_op
 
 
-def default_outputs(graph: Graph) -> list[int]:
+def default_outputs(graph: GraphIR) -> list[int]:
     """The tensor ids a graph is asked for: the inputs of its End ops when it has any, else all
     its output ports.
 
@@ -33,7 +33,7 @@ def default_outputs(graph: Graph) -> list[int]:
     return [t.id for t in graph.get_output_ports()]
 
 
-def eliminate_dead_ops(graph: Graph, outputs=None) -> Graph:
+def eliminate_dead_ops(graph: GraphIR, outputs=None) -> GraphIR:
     """A new finalized graph holding only the ops of ``graph`` that (transitively) produce one of
     the tensor ids ``outputs`` (default: ``default_outputs(graph)``). An End op is kept when its
     input is wanted; every other op is kept when one of its outputs is needed. Ops keep their ids,
@@ -54,8 +54,7 @@ def eliminate_dead_ops(graph: Graph, outputs=None) -> Graph:
         >>> [op.id for op in eliminate_dead_ops(g).ops]
         [0, 1, 2]
     """
-    if not graph.is_finalized:
-        raise GraphError("eliminate_dead_ops needs a finalized graph")
+    graph = as_ir(graph, "eliminate_dead_ops")
     wanted = set(default_outputs(graph) if outputs is None else outputs)
     for tid in wanted:
         graph.tensor(tid)                     # GraphError for an unknown id
@@ -69,4 +68,4 @@ def eliminate_dead_ops(graph: Graph, outputs=None) -> Graph:
         if alive:
             keep.add(op.id)
             live.update(t.id for t in op.inputs)
-    return build_graph(graph, [clone_op(op) for op in graph.ops if op.id in keep])
+    return graph.with_ops([clone_op(op) for op in graph.ops if op.id in keep])

@@ -14,9 +14,15 @@ Example:
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from typing import Protocol, runtime_checkable
+
+import llvmlite
+
+from .kernel import FORMAT_VERSION
+from .target import host_cpu
 
 
 @runtime_checkable
@@ -36,6 +42,19 @@ class KernelCache(Protocol):
 
     def cache_kernel(self, key: str, blob: bytes) -> None:
         ...
+
+
+def cache_key(workload) -> str:
+    """The key of compiled code for ``workload`` (any repr-able description of what is
+    compiled: a signature and a config) on this host, with this code generator: code cached
+    by another CPU or another version of the generator is never found.
+
+    Example:
+        >>> len(cache_key(("matmul", 64))), cache_key("a") == cache_key("a") != cache_key("b")
+        (64, True)
+    """
+    text = repr((workload, host_cpu(), FORMAT_VERSION, llvmlite.__version__))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class LRUCache:

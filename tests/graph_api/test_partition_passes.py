@@ -3,7 +3,7 @@ user's ops, and constant subgraphs are folded or computed once."""
 import numpy as np
 
 from graph_api import OpKind, PropertyType, compile_graph, reference
-from graph_api.partition import partition_graph
+from graph_api.pipeline import partition_graph
 from graph_building import Builder
 
 

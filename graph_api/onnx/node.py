@@ -20,7 +20,7 @@ import functools
 
 import numpy as np
 
-from .logical_tensor import GraphError
+from ..logical_tensor import GraphError
 
 
 def wildcard_attrs(node, opset: int, implicit=()) -> dict:

@@ -1,7 +1,7 @@
 """The ONNX op -> tilefuse op mapping: ``ONNX_OPS[op_type](builder, node) -> outputs``.
 
-Each converter reads one ONNX node (``onnx_import.Node``) and emits our ops through the
-``onnx_import.Builder``; it returns one entry per node output: a logical tensor, or a value
+Each converter reads one ONNX node (``onnx.builder.Node``) and emits our ops through the
+``onnx.builder.Builder``; it returns one entry per node output: a logical tensor, or a value
 known at import (an array). A node whose attributes the converter does not handle raises
 ``OnnxUnsupported`` (the importer then makes it a Wildcard). Semantics follow the ONNX operator
 specification (opset 13 and later; older opsets where noted) and onnx's reference
@@ -66,9 +66,9 @@ from typing import Callable
 
 import numpy as np
 
-from .logical_tensor import DataType, GraphError
-from .onnx_import import Builder, Node, OnnxUnsupported, data_type
-from .op import OpKind
+from ..logical_tensor import DataType, GraphError
+from ..op import OpKind
+from .builder import Builder, Node, OnnxUnsupported, data_type
 
 ONNX_OPS: dict[str, Callable] = {}
 

@@ -1,4 +1,4 @@
-"""graph_api.onnx_import: every mapped ONNX op on a tiny model against onnxruntime (onnx's
+"""graph_api.onnx: every mapped ONNX op on a tiny model against onnxruntime (onnx's
 ReferenceEvaluator when onnxruntime is missing), both compiled (inputs fed at run time) and
 folded at import (all inputs initializers: evaluated by our reference interpreter); constant
 folding of shape computations; unknown ops as Wildcards; and the errors for models we cannot
@@ -15,9 +15,9 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from graph_api import GraphError, OpKind, compile_graph, from_onnx, reference  # noqa: E402
-from graph_api.onnx_backend import prepare  # noqa: E402
-from graph_api.onnx_import import OnnxInputValueNeeded, import_onnx  # noqa: E402
-from graph_api.onnx_ops import ONNX_OPS  # noqa: E402
+from graph_api.onnx.backend import prepare  # noqa: E402
+from graph_api.onnx import OnnxInputValueNeeded, import_onnx  # noqa: E402
+from graph_api.onnx.ops import ONNX_OPS  # noqa: E402
 
 RNG = np.random.default_rng(7)
 

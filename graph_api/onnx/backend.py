@@ -4,7 +4,7 @@ compile with ``compile_graph``, run.
 The module itself is the backend, as onnx's backend test runner expects::
 
     import onnx.backend.test
-    from graph_api import onnx_backend
+    from graph_api.onnx import backend as onnx_backend
     globals().update(onnx.backend.test.BackendTest(onnx_backend, __name__).test_cases)
 
 ``prepare(model)`` imports and compiles the model once; ``rep.run(inputs)`` takes the inputs in
@@ -28,9 +28,10 @@ import numpy as np
 from onnx import helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
-from .compiled_graph import compile_graph
-from .logical_tensor import GraphError
-from .onnx_import import OnnxInputValueNeeded, import_onnx
+from ..compiled_graph import compile_graph
+from ..logical_tensor import GraphError
+from .builder import OnnxInputValueNeeded
+from .importer import import_onnx
 
 __all__ = ["TilefuseBackend", "TilefuseRep", "prepare", "run_model", "run_node", "supports_device", "is_compatible"]
 

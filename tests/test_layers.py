@@ -1,0 +1,121 @@
+"""The layer table, read from the source: tensorir <- schedule <- graph_api <- autotune.
+
+Each package imports only the packages below it; graph_api does not touch llvmlite (native
+code is the business of tensorir); and no two modules import each other, directly or around
+a longer circle, except the loop-IR printer (nodes print themselves through it, and it reads
+the nodes). Imports inside functions count: a lazy import that points up is still one.
+"""
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS = ["tensorir", "schedule", "graph_api", "autotune"]
+FORBIDDEN = {"graph_api": {"llvmlite"}}
+CIRCLES_ALLOWED = [{"tensorir.printer", "tensorir.expr", "tensorir.stmt"}]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """(absolute module name, line) of every import in the file, resolving relative ones."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            found.append((base, node.lineno))
+            found += [(f"{base}.{alias.name}", node.lineno) for alias in node.names]
+    return found
+
+
+def _sources():
+    return sorted(p for layer in LAYERS for p in (ROOT / layer).rglob("*.py"))
+
+
+def _upward_imports(path: Path, own: str) -> list[str]:
+    """What ``path``, a file of layer ``own``, imports from above its layer or from what
+    its layer must not touch."""
+    above = set(LAYERS[LAYERS.index(own) + 1:]) | FORBIDDEN.get(own, set())
+    return [f"{path.name}:{line} imports {name}, above or outside {own}"
+            for name, line in _imports(path) if name.split(".")[0] in above]
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_point_down(path):
+    assert _upward_imports(path, path.relative_to(ROOT).parts[0]) == []
+
+
+def _module_graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in _sources()}
+    graph = {}
+    for name, path in modules.items():
+        graph[name] = {m for m, _ in _imports(path) if m in modules and m != name}
+    return graph
+
+
+def _circles(graph) -> list[set[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v); on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop(); on_stack.discard(w); group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def _without_packages(graph) -> dict[str, set[str]]:
+    """A package's ``__init__`` re-exports its modules; an import of the package stands for
+    the modules it names, so edges into ``__init__`` files are left out of the circle test."""
+    packages = {name for name in graph if (ROOT / name.replace(".", "/") / "__init__.py").exists()}
+    return {name: deps - packages for name, deps in graph.items() if name not in packages}
+
+
+def test_no_import_circles_between_modules():
+    circles = [c for c in _circles(_without_packages(_module_graph())) if not any(c <= a for a in CIRCLES_ALLOWED)]
+    assert not circles, "modules that import each other: " + "; ".join(" <-> ".join(sorted(c)) for c in circles)
+
+
+def test_the_layer_check_sees_upward_and_lazy_imports(tmp_path, monkeypatch):
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    (tmp_path / "schedule").mkdir()
+    probe = tmp_path / "schedule" / "probe.py"
+    probe.write_text("import numpy\nfrom tensorir import expr\ndef f():\n    from graph_api.op import Op\n")
+    assert _upward_imports(probe, "schedule") == ["probe.py:4 imports graph_api.op, above or outside schedule",
+                                                  "probe.py:4 imports graph_api.op.Op, above or outside schedule"]
+    probe.write_text("import llvmlite.binding\n")
+    assert _upward_imports(probe, "graph_api") == ["probe.py:1 imports llvmlite.binding, above or outside graph_api"]
+
+
+def test_the_circle_check_finds_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(graph) == [{"a", "b", "c"}]
