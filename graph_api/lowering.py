@@ -5,7 +5,8 @@ inputs, reading attributes with oneDNN's defaults (``schema.get_attr``). Each op
 small lowering function in the ``_LOWERINGS`` table; ``LOWERED_KINDS`` lists them.
 ``op_class(op)`` derives the op's operator class from those compute bodies rather than from a
 table: the highest class among the stages it builds (complex > reduction > injective); an op
-that does not lower is opaque (and not compiled).
+whose lowering raises ``Unsupported`` (a kind, attribute value or data type without a compute
+definition) is opaque and runs in the reference interpreter. Any other error propagates.
 
 Example:
     >>> from graph_api import LogicalTensor
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from tensorir import ops as T
 from tensorir import placeholder
+from tensorir.errors import Unsupported
 from tensorir.tensor import ComputeOp, post_order
 
 from .fusion import dominant_class
@@ -263,8 +265,7 @@ def _interpolate(op, xs):
     if len(xs) == 2:    # a sizes tensor, read at run time: the output's known shape says the same
         out = op.outputs[0]
         if not out.is_known():
-            raise GraphError(f"op {op.id} (Interpolate): sizes come from an input tensor and the output shape is "
-                             f"unknown")
+            raise Unsupported("sizes come from an input tensor and the output shape is unknown")
         sizes, scales = list(out.shape[2:] if fmt == "NCX" else out.shape[1:-1]), None
     return T.interpolate(x, get_attr(op, "mode"), sizes=sizes, scales=scales,
                          coordinate_transformation_mode=get_attr(op, "coordinate_transformation_mode"),
@@ -290,7 +291,7 @@ def _dequantize(op, xs):
 def _dynamic_params(op, xs):
     _inputs(op, xs, 2, 3)
     if get_attr(op, "qtype") not in ("per_tensor", "per_channel"):
-        raise GraphError(f"op {op.id} ({op.kind.value}): qtype {get_attr(op, 'qtype')!r} is not compiled")
+        raise Unsupported(f"qtype {get_attr(op, 'qtype')!r} is not compiled")
     return dict(scales=xs[1], zps=xs[2] if len(xs) == 3 else None, qtype=get_attr(op, "qtype"),
                 axis=get_attr(op, "axis"))
 
@@ -319,14 +320,15 @@ def lower_op(op: Op, inputs: list) -> list:
         [(2, 3)]
     """
     lowering = _L.get(op.kind)
-    if lowering is None:
-        raise GraphError(f"op {op.id} ({op.kind.value}): no compute definition; it runs in the reference interpreter")
     try:
+        if lowering is None:
+            raise Unsupported("no compute definition; it runs in the reference interpreter")
         out = lowering(op, list(inputs))
-    except (ValueError, TypeError, KeyError) as err:
-        if isinstance(err, GraphError):
-            raise
-        raise GraphError(f"op {op.id} ({op.kind.value}): {err}") from None
+    except Unsupported as err:
+        raise Unsupported(f"op {op.id} ({op.kind.value}): {err}") from None
+    except Exception as err:             # a bug or bad input: it propagates, naming the op
+        err.add_note(f"while lowering op {op.id} ({op.kind.value})")
+        raise
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
     return outs[:len(op.outputs)]
 
@@ -340,9 +342,9 @@ def placeholder_for(t: LogicalTensor):
         't3'
     """
     if not t.is_known():
-        raise GraphError(f"logical tensor {t.id} has unknown shape {t.shape}")
+        raise Unsupported(f"logical tensor {t.id} has unknown shape {t.shape}")
     if t.dtype not in COMPILED_DTYPES:
-        raise GraphError(f"logical tensor {t.id}: data type {t.dtype.value} is not compiled")
+        raise Unsupported(f"logical tensor {t.id}: data type {t.dtype.value} is not compiled")
     return placeholder(t.shape, t.dtype.numpy.name, name=f"t{t.id}",
                        constant=t.property_type is PropertyType.constant)
 
@@ -358,9 +360,11 @@ def op_class(op: Op) -> str:
         'complex'
     """
     from schedule.templates import op_class as compute_class
+    if any(t.dtype not in COMPILED_DTYPES for t in op.outputs):
+        return "opaque"      # its lowering could not name the output's element type
     try:
         outs = lower_op(op, [placeholder_for(t) for t in op.inputs])
-    except GraphError:
+    except Unsupported:
         return "opaque"
     if len(outs) != len(op.outputs) or any(o.shape != t.shape for o, t in zip(outs, op.outputs) if t.is_known()):
         return "opaque"      # an output the lowering does not compute, or computes in another shape

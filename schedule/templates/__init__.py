@@ -13,6 +13,7 @@ Example:
 """
 from __future__ import annotations
 
+from tensorir.errors import Unsupported
 from tensorir.tensor import Tensor
 
 from .base import Template
@@ -41,7 +42,7 @@ def template_for(outputs) -> Template:
     kind = dag.kind()
     try:
         return TEMPLATES[kind](dag)
-    except ValueError:            # the DAG has the class but not a shape the template handles
+    except Unsupported:           # the DAG has the class but not a shape the template handles
         return OpaqueTemplate(dag)
 
 

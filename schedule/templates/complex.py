@@ -22,6 +22,7 @@ the anchor is computed once.
 """
 from __future__ import annotations
 
+from tensorir.errors import Unsupported
 from tensorir.expr import IterVar, TensorLoad
 from tensorir.tensor import ComputeOp, PlaceholderOp
 from tensorir.visit import walk
@@ -72,12 +73,12 @@ class ComplexTemplate(Template):
 
     def _tiled_output(self, dag):
         """The output whose tiles hold the anchor's accumulator: one that every other output
-        reads the anchor's values through (ValueError if there is none)."""
+        reads the anchor's values through (Unsupported if there is none)."""
         outputs = [t.op for t in dag.outputs]
         for candidate in outputs:
             if all(other is candidate or not self._reads_anchor_around(other, candidate) for other in outputs):
                 return candidate
-        raise ValueError("no output of the DAG carries all others' reads of the anchor")
+        raise Unsupported("no output of the DAG carries all others' reads of the anchor")
 
     def _reads_anchor_around(self, op, through) -> bool:
         """Whether ``op`` reads the anchor on a path that does not pass through ``through``."""

@@ -20,6 +20,7 @@ import math
 
 from .. import dtype as dt
 from .. import intrinsics as ti
+from ..errors import Unsupported
 from ..reduce import max as rmax
 from ..reduce import min as rmin
 from ..reduce import prod as rprod
@@ -400,7 +401,7 @@ def reduce(kind: str, x: Tensor, axes=(), keep_dims: bool = False, name: str | N
     op = "Reduce" + {"l1": "L1", "l2": "L2"}.get(kind, kind.capitalize())
     check_tensor(op, "src", x)
     if kind in ("mean", "l2") and not dt.is_float(x.dtype):
-        raise TypeError(f"{op}: src must have a float dtype, got {x.dtype}")
+        raise Unsupported(f"{op}: src must have a float dtype to be compiled, got {x.dtype}")
     try:
         axes = list(axes)
     except TypeError:

@@ -22,6 +22,7 @@ import numbers
 import numpy as np
 
 from .. import intrinsics as ti
+from ..errors import Unsupported
 from ..tensor import Tensor, compute
 from ._common import FORMATS, check_choice, check_float, check_ints, emax, emin, fconst, spatial_axes
 
@@ -95,7 +96,8 @@ def interpolate(x: Tensor, mode: str, sizes=None, scales=None, coordinate_transf
     if x.ndim < 3:
         raise ValueError(f"Interpolate: src must have spatial dimensions (rank >= 3), got shape {x.shape}")
     if mode == "nearest" and coordinate_transformation_mode != "half_pixel":
-        raise ValueError("Interpolate: mode='nearest' supports only coordinate_transformation_mode='half_pixel'")
+        raise Unsupported("Interpolate: mode='nearest' is compiled only with coordinate_transformation_mode="
+                          "'half_pixel'")
     axes = spatial_axes(data_format, x.ndim)
     in_sizes = [x.shape[a] for a in axes]
     out_sizes = interpolate_sizes(op, in_sizes, sizes, scales)

@@ -4,6 +4,7 @@ import pytest
 
 from graph_api import DataType, GraphError, LogicalTensor, Op, OpKind
 from graph_api.lowering import LOWERED_KINDS, lower_op, op_class, placeholder_for
+from tensorir.errors import Unsupported
 
 F32 = DataType.f32
 
@@ -53,18 +54,30 @@ def test_ops_that_do_not_lower_are_opaque():
     op = make(OpKind.MaxPoolBackward, [(1, 2, 4, 4), (1, 2, 2, 2)], [(1, 2, 4, 4)],
               {"kernel": [2, 2], "strides": [2, 2], "pads_begin": [0, 0], "pads_end": [0, 0]})
     assert op_class(op) == "opaque"
-    with pytest.raises(GraphError, match=r"op 7 \(MaxPoolBackward\): no compute definition"):
+    with pytest.raises(Unsupported, match=r"op 7 \(MaxPoolBackward\): no compute definition"):
         lower_op(op, [placeholder_for(t) for t in op.inputs])
 
 
-def test_bad_attributes_and_inputs_are_graph_errors_and_opaque():
+def test_bad_attributes_and_inputs_are_errors_not_opaque_ops():
     bad = make(OpKind.ConvTranspose, [(1, 4, 5, 5), (3, 3, 3, 3)], [(1, 3, 9, 9)], CONVT)   # 3 != 4 channels
-    assert op_class(bad) == "opaque"
-    with pytest.raises(GraphError, match=r"op 7 \(ConvTranspose\): ConvTranspose: weights .* input channels"):
+    with pytest.raises(ValueError, match=r"ConvTranspose: weights .* input channels") as caught:
+        op_class(bad)
+    assert "while lowering op 7 (ConvTranspose)" in caught.value.__notes__
+    with pytest.raises(ValueError, match=r"ConvTranspose: weights .* input channels"):
         lower_op(bad, [placeholder_for(t) for t in bad.inputs])
     one_input = make(OpKind.ReLUBackward, [(3, 4)], [(3, 4)])
     with pytest.raises(GraphError, match=r"op 7 \(ReLUBackward\): expected 2 inputs, got 1"):
-        lower_op(one_input, [placeholder_for(t) for t in one_input.inputs])
+        op_class(one_input)
+
+
+def test_a_bug_in_a_lowering_is_not_an_unsupported_op(monkeypatch):
+    from graph_api import lowering
+
+    def broken(op, xs):
+        raise KeyError("a typo in a lowering")
+    monkeypatch.setitem(lowering._L, OpKind.ReLU, broken)
+    with pytest.raises(KeyError, match="a typo"):
+        op_class(make(OpKind.ReLU, [(3, 4)], [(3, 4)]))
 
 
 def test_an_output_in_another_shape_or_dtype_is_opaque():
@@ -75,8 +88,10 @@ def test_an_output_in_another_shape_or_dtype_is_opaque():
 def test_interpolate_with_a_sizes_input_needs_the_output_shape():
     op = make(OpKind.Interpolate, [(1, 2, 5, 5), (2,)], [None], {"mode": "nearest", "data_format": "NCX"},
               in_dtypes=[F32, DataType.s32])
-    with pytest.raises(GraphError, match="output shape is unknown"):
+    with pytest.raises(Unsupported, match=r"^op 7 \(Interpolate\): sizes come from an input tensor and the output "
+                                          r"shape is unknown"):
         lower_op(op, [placeholder_for(t) for t in op.inputs])
+    assert op_class(op) == "opaque"
     known = make(OpKind.Interpolate, [(1, 2, 5, 5), (2,)], [(1, 2, 10, 3)], {"mode": "nearest", "data_format": "NCX"},
                  in_dtypes=[F32, DataType.s32])
     assert [t.shape for t in lower_op(known, [placeholder_for(t) for t in known.inputs])] == [(1, 2, 10, 3)]

@@ -7,6 +7,7 @@ from schedule.space import Config
 from schedule.templates import op_class
 from tensorir import compute, exp, placeholder, reduce_axis, sum as rsum
 from tensorir import max as rmax
+from tensorir.errors import Unsupported
 
 
 def matmul():
@@ -57,3 +58,20 @@ def test_args_are_inputs_then_outputs_and_the_build_runs():
     c = np.zeros((8, 6), "float32")
     t.build()(a, b, c)
     np.testing.assert_array_equal(c, a @ b)
+
+
+def test_only_unsupported_falls_back_to_opaque_a_bug_propagates(monkeypatch):
+    from schedule import templates
+    A = placeholder((64,), name="A")
+    B = compute((64,), lambda i: A[i] + 1.0, name="B")
+
+    def broken(dag):
+        raise KeyError("a bug in a template")
+    monkeypatch.setitem(templates.TEMPLATES, "injective", broken)
+    with pytest.raises(KeyError, match="a bug"):
+        template_for(B)
+
+    def declines(dag):
+        raise Unsupported("not this shape")
+    monkeypatch.setitem(templates.TEMPLATES, "injective", declines)
+    assert template_for(B).name == "opaque"
