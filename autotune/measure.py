@@ -41,7 +41,7 @@ import numpy as np
 from schedule.space import Config
 from schedule.hoist import PrepackedKernel, kernel_from_bytes
 from tensorir.runtime.kernel import Kernel
-from tensorir.runtime.target import host_cpu
+from tensorir.runtime.target import Target
 
 from .executor import Executor, default_executor
 from .record import ERROR_KINDS
@@ -270,10 +270,10 @@ def _inputs_and_reference(task: Task, reference_blob: bytes | None, seed: int):
 
 
 def _run_job(task: Task, blob: bytes, reference_blob: bytes | None, options: MeasureOptions,
-             features: str) -> tuple[str, object]:
-    here = host_cpu()
-    if here[1] != features:
-        raise RuntimeError(f"this runner's CPU ({here[0]}) has other features than the one tuned for")
+             target_key: str) -> tuple[str, object]:
+    here = Target.host()
+    if here.key != target_key:
+        raise RuntimeError(f"this runner's CPU ({here.cpu}) is not the target tuned for (key {target_key})")
     kernel = kernel_from_bytes(blob, source=f"candidate kernel of task {task.name}")
     inputs, expected = _inputs_and_reference(task, reference_blob if options.check else None, options.seed)
     arrays = random_inputs(task, options.seed)   # fresh arrays: a kernel cannot spoil the cached ones
@@ -352,11 +352,10 @@ def measure_batch(task: Task, configs, options: MeasureOptions | None = None,
             _reference_blobs.popitem(last=False)
 
     results: list[MeasureResult | None] = [None] * len(configs)
-    features = host_cpu()[1]
     runs, run_at = [], []
     for i, (config, made) in enumerate(zip(configs, built)):
         if made.ok:
-            runs.append((_run_job, (task, made.value[0], reference_blob, options, features)))
+            runs.append((_run_job, (task, made.value[0], reference_blob, options, task.target.key)))
             run_at.append(i)
         else:
             kind = "compile" if made.error == "exception" else made.error

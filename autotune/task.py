@@ -27,6 +27,7 @@ from operator import mul
 import numpy as np
 
 from schedule.templates import template_for
+from tensorir.runtime.target import Target
 from tensorir import dtype as dt
 from tensorir.expr import (Add, Call, Const, Div, FloorDiv, FloorMod, IterVar, Max, Min, Mul, Reduce,
                            Select, Sub, TensorLoad, Var, reserve_uids_through)
@@ -171,13 +172,13 @@ def _max_uid(outputs) -> int:
     return top
 
 
-def _restore_task(outputs, name, weight, key, max_uid):
+def _restore_task(outputs, name, weight, key, max_uid, target):
     # Variables, buffers and operations carry process-unique ids from a counter. IR unpickled
     # into another process keeps the ids it was made with, so move this process's counter past
     # them first: ids made here later (by scheduling and lowering) never collide with them.
     reserve_uids_through(max_uid)
     task = Task.__new__(Task)
-    task._init(outputs, name, weight, key)
+    task._init(outputs, name, weight, key, target)
     return task
 
 
@@ -186,7 +187,9 @@ class Task:
 
     ``outputs`` is a tensor or a list of tensors (the kernel's outputs, in order); ``name`` is
     for people (default: the names of the compute ops); ``weight`` is how often the workload
-    occurs in the model being tuned (an int >= 1). Tasks are equal when their keys are.
+    occurs in the model being tuned (an int >= 1); ``target`` is the machine its kernels are
+    built for and measured on (default: the host; records are kept under its key). Tasks are
+    equal when their keys are.
 
     Example:
         >>> from tensorir import placeholder, compute
@@ -198,7 +201,7 @@ class Task:
         ('B', 'injective', 100)
     """
 
-    def __init__(self, outputs, name: str | None = None, weight: int = 1):
+    def __init__(self, outputs, name: str | None = None, weight: int = 1, target: Target | None = None):
         outputs = _as_outputs(outputs)
         if name is not None and not isinstance(name, str):
             raise TypeError(f"task name must be a string, got {type(name).__name__}")
@@ -206,11 +209,12 @@ class Task:
             raise TypeError(f"task weight must be an int, got {type(weight).__name__}")
         if weight < 1:
             raise ValueError(f"task weight must be >= 1, got {weight}")
-        self._init(outputs, name, int(weight), None)
+        self._init(outputs, name, int(weight), None, target or Target.host())
 
-    def _init(self, outputs, name, weight, key):
+    def _init(self, outputs, name, weight, key, target):
         self.outputs = list(outputs)
-        self.template = template_for(self.outputs)
+        self.target = target
+        self.template = template_for(self.outputs, target)
         self.weight = weight
         if name is None:
             name = "+".join(op.name for op in self.template.dag.ops)
@@ -275,7 +279,7 @@ class Task:
             >>> Task(B).with_weight(5).weight
             5
         """
-        return Task(self.outputs, self.name, weight)
+        return Task(self.outputs, self.name, weight, self.target)
 
     def describe(self) -> dict:
         """A JSON-able description for the tuning database and logs.
@@ -300,7 +304,7 @@ class Task:
         return hash(self.key)
 
     def __reduce__(self):
-        return _restore_task, (self.outputs, self.name, self.weight, self.key, _max_uid(self.outputs))
+        return _restore_task, (self.outputs, self.name, self.weight, self.key, _max_uid(self.outputs), self.target)
 
     def __repr__(self):
         return (f"Task({self.name!r}, template={self.template_name}, key={self.key[:12]}, "

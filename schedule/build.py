@@ -3,13 +3,16 @@ from __future__ import annotations
 
 from tensorir.codegen import build_prim_func
 from tensorir.runtime.kernel import Kernel
+from tensorir.runtime.target import Target
 
 from .lower import lower
 from .schedule import Schedule
 
 
-def build(sch: Schedule, args: list, name: str = "main", fast_math: bool = False) -> Kernel:
-    """Lower ``sch`` with parameters ``args`` and compile it for the host CPU.
+def build(sch: Schedule, args: list, name: str = "main", fast_math: bool = False,
+          target: Target | None = None) -> Kernel:
+    """Lower ``sch`` with parameters ``args`` and compile it for ``target`` (default: the
+    host CPU, ``Target.host()``).
 
     ``fast_math=True`` lets LLVM reassociate float arithmetic and assume no NaN/inf.
 
@@ -22,4 +25,4 @@ def build(sch: Schedule, args: list, name: str = "main", fast_math: bool = False
         >>> b = np.empty(3, "float32"); f(np.array([1, 2, 3], "float32"), b); b.tolist()
         [1.0, 4.0, 9.0]
     """
-    return build_prim_func(lower(sch, args, name), fast_math=fast_math)
+    return build_prim_func(lower(sch, args, name), fast_math=fast_math, target=target)

@@ -34,7 +34,7 @@ from tensorir.tensor import PlaceholderOp, Tensor, post_order
 from tensorir.visit import walk
 
 from .build import build
-from .schedule import Schedule
+from .schedule import Schedule, create_schedule
 
 MAGIC = b"TILEFUSE-PREPACKED\n"
 
@@ -153,25 +153,25 @@ def hoistable(s: Schedule, constants) -> list[Tensor]:
     return found
 
 
-def build_prepacked(s: Schedule, args: list, constants, name: str = "main"):
-    """Build ``s`` with parameters ``args``, every ``hoistable`` stage cut out
-    (``Schedule.as_input``) and built apart (default injective schedule): a
-    ``PrepackedKernel`` taking ``args``, or the plain ``Kernel`` when nothing reads only
-    constants. The schedule ``s`` is changed.
+def build_prepacked(s: Schedule, args: list, constants, name: str = "main", target=None, build_pack=None):
+    """Build ``s`` with parameters ``args`` for ``target`` (default: the host), every
+    ``hoistable`` stage cut out (``Schedule.as_input``) and built apart by
+    ``build_pack(tensor, name) -> (kernel, its input tensors)`` (default: the stage's plain
+    loop nest; templates pass their own schedules): a ``PrepackedKernel`` taking ``args``, or
+    the plain ``Kernel`` when nothing reads only constants. The schedule ``s`` is changed.
 
     Example:
         >>> # f = build_prepacked(template.apply(cfg), template.args, constants=[W])
     """
-    from .templates import template_for
     hoisted = hoistable(s, constants)
     if not hoisted:
-        return build(s, args, name=name)
+        return build(s, args, name=name, target=target)
+    build_pack = build_pack or (lambda tensor, pack_name: _plain_pack(tensor, pack_name, target))
     position = {id(a.op): i for i, a in enumerate(args) if isinstance(a, Tensor)}
     packs, given = [], []
     for k, tensor in enumerate(hoisted):
-        template = template_for(tensor)
-        kernel = template.build(template.default_config(), name=f"{name}_pack{k}")
-        packs.append((kernel, [position[id(t.op)] for t in template.args[:-1]]))
+        kernel, inputs = build_pack(tensor, f"{name}_pack{k}")
+        packs.append((kernel, [position[id(t.op)] for t in inputs]))
         given.append(s.as_input(tensor))
     read = {id(n.tensor.op) for st in s.stages for n in walk(st.body) if isinstance(n, TensorLoad)}
     outputs = {id(t.op) for t in s.outputs}
@@ -181,5 +181,11 @@ def build_prepacked(s: Schedule, args: list, constants, name: str = "main"):
     outs = [i for i in kept if i not in inputs]
     main_params = [args[i] for i in inputs] + given + [args[i] for i in outs]
     main_args = [("arg", i) for i in inputs] + [("packed", k) for k in range(len(packs))] + [("arg", i) for i in outs]
-    return PrepackedKernel(build(s, main_params, name=name), main_args, packs, len(args))
+    return PrepackedKernel(build(s, main_params, name=name, target=target), main_args, packs, len(args))
+
+
+def _plain_pack(tensor: Tensor, name: str, target):
+    """A pack stage's loop nest as it is, unscheduled: (kernel, its input placeholders)."""
+    inputs = [op.output(0) for op in post_order([tensor]) if isinstance(op, PlaceholderOp)]
+    return build(create_schedule(tensor), inputs + [tensor], name=name, target=target), inputs
 

@@ -1,6 +1,12 @@
 """The common shape of a schedule template: a DAG, a config space, a default config and
-``apply(config) -> Schedule``."""
+``apply(config) -> Schedule``; and ``template_for``, which picks the template of a DAG's
+operator class among the subclasses (each registers itself in ``TEMPLATES`` by its ``name``).
+"""
 from __future__ import annotations
+
+from tensorir.errors import Unsupported
+from tensorir.runtime.target import Target
+from tensorir.tensor import Tensor
 
 from ..config_source import chosen_config
 from ..hoist import build_prepacked
@@ -9,9 +15,34 @@ from ..space import Config, ConfigSpace
 from .dag import Dag
 
 
+TEMPLATES: dict = {}
+"""Template classes by operator class name (injective, reduction, complex, opaque)."""
+
+
+def template_for(outputs, target: Target | None = None) -> "Template":
+    """The template for the DAG under ``outputs`` (a tensor or a list of them), generating
+    code for ``target`` (default: the host). A template that raises ``Unsupported`` for the
+    DAG's shape gives way to the opaque template; any other error propagates.
+
+    Example:
+        >>> from tensorir import placeholder, compute
+        >>> A = placeholder((100,), name="A"); B = compute((100,), lambda i: A[i] + 1.0, name="B")
+        >>> template_for(B).name
+        'injective'
+    """
+    if isinstance(outputs, Tensor):
+        outputs = [outputs]
+    dag = Dag.of(outputs)
+    try:
+        return TEMPLATES[dag.kind()](dag, target)
+    except Unsupported:           # the DAG has the class but not a shape the template handles
+        return TEMPLATES["opaque"](dag, target)
+
+
 class Template:
-    """Schedules one operator class. Subclasses define ``define(space)``, ``default()`` and
-    ``schedule(s, cfg)``.
+    """Schedules one operator class for a target (default: the host; vector lanes come from
+    it). Subclasses set ``name`` (their operator class) and define ``define(space)``,
+    ``default()`` and ``schedule(s, cfg)``.
 
     Example:
         >>> from tensorir import placeholder, compute
@@ -23,7 +54,12 @@ class Template:
 
     name = "template"
 
-    def __init__(self, dag: Dag):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        TEMPLATES[cls.name] = cls
+
+    def __init__(self, dag: Dag, target: Target | None = None):
+        self.target = target or Target.host()
         self.dag = dag
         self.outputs = dag.outputs
         self.space = ConfigSpace()
@@ -90,7 +126,12 @@ class Template:
         Example:
             >>> # f = t.build(t.default_config()); f(*arrays)
         """
-        return build_prepacked(self.apply(config), self.args, self.constants, name=name)
+        return build_prepacked(self.apply(config), self.args, self.constants, name, self.target, self._build_pack)
+
+    def _build_pack(self, tensor, name: str):
+        """A prepacked stage built with the default config of its own template."""
+        template = template_for(tensor, self.target)
+        return template.build(template.default_config(), name=name), template.args[:-1]
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(t.name for t in self.outputs)}; {len(self.space)} configs)"
@@ -100,8 +141,3 @@ def fuse_all(stage, axes):
     """Fuse ``axes`` (consecutive leaves) into one loop; a single axis is returned as is."""
     axes = list(axes)
     return axes[0] if len(axes) == 1 else stage.fuse(*axes)
-
-
-def lanes_for(dtype: str) -> int:
-    """Elements in one 512-bit vector."""
-    return {"float64": 8, "int64": 8, "float32": 16, "int32": 16}.get(dtype, 32)

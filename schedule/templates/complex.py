@@ -27,7 +27,7 @@ from tensorir.expr import IterVar, TensorLoad
 from tensorir.tensor import ComputeOp, PlaceholderOp
 from tensorir.visit import walk
 
-from .base import Template, fuse_all, lanes_for
+from .base import Template, fuse_all
 from .injective import PARALLEL_MIN_ELEMENTS, extent, schedule_elementwise
 
 TILE_I = [1, 2, 4, 6, 8, 12, 16]
@@ -37,7 +37,7 @@ TILE_J = [8, 16, 32, 48, 64]
 class ComplexTemplate(Template):
     name = "complex"
 
-    def __init__(self, dag):
+    def __init__(self, dag, target=None):
         self.anchor = dag.of_class("complex")[0]
         self.out = self._tiled_output(dag)
         self.others = [t.op for t in dag.outputs if t.op is not self.out]
@@ -50,7 +50,7 @@ class ComplexTemplate(Template):
         if channel is not None:
             self.layouts["channels"] = (nd - 1, channel)
         self.i_axis, self.j_axis = self._axes("rows")
-        super().__init__(dag)
+        super().__init__(dag, target)
 
     def _axes(self, layout):
         i, j = self.layouts[layout]
@@ -125,7 +125,7 @@ class ComplexTemplate(Template):
         # 4 vectors wide and 6 rows: 24 accumulators of 32 registers, as wide as the axis allows
         # j: the widest multiple of the vector width (up to 4 vectors) that divides the axis,
         # else two vectors, so tails stay rare and vectors whole
-        lanes = lanes_for(self.out.dtype)
+        lanes = self.target.lanes(self.out.dtype)
         layout = "channels" if "channels" in self.layouts and \
             self._axes("channels")[1].dom_extent >= lanes else "rows"
         return self.default_for(layout)
@@ -136,7 +136,7 @@ class ComplexTemplate(Template):
         Example:
             >>> # t.default_for("rows") -> {"layout": "rows", "tile_i": 6, ...}
         """
-        lanes = lanes_for(self.out.dtype)
+        lanes = self.target.lanes(self.out.dtype)
         i_axis, j_axis = self._axes(layout)
         j_extent = j_axis.dom_extent
         dividing = [t for t in TILE_J if t % lanes == 0 and t <= 4 * lanes and j_extent % t == 0]
@@ -162,7 +162,7 @@ class ComplexTemplate(Template):
                 s[op].compute_inline()
         for op in self.others:   # computed from the tiled output's result, as injective ops are
             size = extent(op.output(0).shape)
-            schedule_elementwise(s[op], dag, lanes_for(op.output(0).dtype), 4, size >= PARALLEL_MIN_ELEMENTS)
+            schedule_elementwise(s[op], dag, self.target.lanes(op.output(0).dtype), 4, size >= PARALLEL_MIN_ELEMENTS)
         out = s[self.out]
         layout = cfg["layout"] if len(self.layouts) > 1 else "rows"
         i_dim, j_dim = self.layouts[layout]

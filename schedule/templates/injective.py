@@ -12,7 +12,7 @@ boundaries, so each piece copies from one input without a select per element.
 """
 from __future__ import annotations
 
-from .base import Template, fuse_all, lanes_for
+from .base import Template, fuse_all
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this a parallel launch costs more than it saves
 INNER_MIN_ELEMENTS = 256          # the vectorized inner loop runs over at least this many
@@ -23,13 +23,13 @@ class InjectiveTemplate(Template):
     name = "injective"
 
     def define(self, space):
-        space.define_knob("vector", [8, 16, 32, 64])
+        space.define_knob("vector", sorted({8, 16, 32, 64, self.target.lanes(self.outputs[0].dtype)}))
         space.define_knob("unroll", [1, 2, 4, 8])
         space.define_knob("parallel", [False, True])
 
     def default(self):
         out = self.outputs[0]
-        return {"vector": lanes_for(out.dtype), "unroll": 4, "parallel": extent(out.shape) >= PARALLEL_MIN_ELEMENTS}
+        return {"vector": self.target.lanes(out.dtype), "unroll": 4, "parallel": extent(out.shape) >= PARALLEL_MIN_ELEMENTS}
 
     def schedule(self, s, cfg):
         for op in self.dag.ops:

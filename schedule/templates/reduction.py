@@ -10,13 +10,13 @@ axes are fused and vectorized. Injective intermediates are inlined.
 """
 from __future__ import annotations
 
-from .base import Template, fuse_all, lanes_for
+from .base import Template, fuse_all
 
 
 class ReductionTemplate(Template):
     name = "reduction"
 
-    def __init__(self, dag):
+    def __init__(self, dag, target=None):
         self.out = dag.outputs[0].op
         self.reductions = dag.of_class("reduction")
         if self.out in self.reductions:
@@ -26,22 +26,23 @@ class ReductionTemplate(Template):
             shape = self.out.shape[:self.rows]
             if any(op.shape != shape for op in self.reductions):
                 self.rows = 0    # e.g. a reshape after the reduction: reductions stay whole, at root
-        super().__init__(dag)
+        super().__init__(dag, target)
 
     def define(self, space):
-        space.define_knob("vector", [0, 8, 16, 32])
+        lanes = self.target.lanes(self.out.dtype)
+        space.define_knob("vector", sorted({0, 8, 16, 32, lanes}))
         space.define_knob("parallel", [False, True])
         if self.out not in self.reductions:
-            space.define_knob("out_vector", [8, 16, 32])
+            space.define_knob("out_vector", sorted({8, 16, 32, lanes}))
 
     def default(self):
         inner = min(op.reduce_axis[-1].dom_extent for op in self.reductions)
         rows = 1
         for n in self.out.shape[:self.rows]:
             rows *= n
-        cfg = {"vector": lanes_for(self.out.dtype) if inner >= 16 else 0, "parallel": rows >= 2}
+        cfg = {"vector": self.target.lanes(self.out.dtype) if inner >= 16 else 0, "parallel": rows >= 2}
         if self.out not in self.reductions:
-            cfg["out_vector"] = lanes_for(self.out.dtype)
+            cfg["out_vector"] = self.target.lanes(self.out.dtype)
         return cfg
 
     def schedule(self, s, cfg):

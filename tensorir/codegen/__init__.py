@@ -4,12 +4,12 @@ from __future__ import annotations
 from .. import expr as E
 from .. import stmt as S
 from ..runtime.kernel import ArgSpec, Kernel, compile_llvm
-from ..runtime.target import host_target_machine
+from ..runtime.target import Target, cached_target_machine
 from .llvm import CodeGen, CodegenError, written_buffer_uids
 
 
-def build_prim_func(func: S.PrimFunc, fast_math: bool = False) -> Kernel:
-    """Compile a loop-IR function for the host CPU.
+def build_prim_func(func: S.PrimFunc, fast_math: bool = False, target: Target | None = None) -> Kernel:
+    """Compile a loop-IR function for ``target`` (default: the host CPU).
 
     Example:
         >>> from tensorir.expr import Buffer, var, const
@@ -18,12 +18,13 @@ def build_prim_func(func: S.PrimFunc, fast_math: bool = False) -> Kernel:
         >>> k = build_prim_func(PrimFunc("fill", (A,), For(i, const(0), const(4), "serial",
         ...                                               BufferStore(A, const(1.0), (i,)))))
     """
-    tm = host_target_machine()
+    target = target or Target.host()
+    tm = cached_target_machine(target)
     module = CodeGen(func, fast_math=fast_math, triple=tm.triple, data_layout=str(tm.target_data)).module
     written = written_buffer_uids(func)
     args = [ArgSpec(p.name, p.dtype, tuple(p.shape), p.uid in written) if isinstance(p, E.Buffer)
             else ArgSpec(p.name, p.dtype, None) for p in func.params]
-    return compile_llvm(func.name, args, str(module))
+    return compile_llvm(func.name, args, str(module), target)
 
 
 __all__ = ["build_prim_func", "CodeGen", "CodegenError"]

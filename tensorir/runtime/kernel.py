@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtype as dt
 from .abi import ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARAM_ALIGN, STATUS_NO_MEMORY
-from .target import host_cpu, host_target_machine, new_target_machine, optimize_module
+from .target import Target, cached_target_machine, host_target_machine, new_target_machine, optimize_module
 from .threadpool import ensure_runtime
 
 MAGIC = b"TILEFUSE-KERNEL\n"
@@ -167,9 +167,9 @@ class Kernel:
         Example:
             >>> blob = kernel.to_bytes(); again = Kernel.from_bytes(blob)  # doctest: +SKIP
         """
-        cpu, features = host_cpu()
+        host = Target.host()
         header = json.dumps({
-            "version": FORMAT_VERSION, "name": self.name, "cpu": cpu, "features": features,
+            "version": FORMAT_VERSION, "name": self.name, "cpu": host.cpu, "features": host.features,
             "args": [asdict(a) for a in self.args], "llvm_ir": self._llvm_ir,
         }).encode()
         return MAGIC + struct.pack("<Q", len(header)) + header + self.object_code
@@ -198,10 +198,10 @@ class Kernel:
             raise ValueError(f"{source}: corrupt kernel header ({err})") from None
         if version != FORMAT_VERSION:
             raise ValueError(f"{source}: kernel format version {version}, this tilefuse reads {FORMAT_VERSION}")
-        cpu, features = host_cpu()
-        if header.get("features") != features:
+        host = Target.host()
+        if header.get("features") != host.features:
             raise ValueError(f"{source}: compiled for CPU {header.get('cpu')} with other features than this "
-                             f"host ({cpu}); recompile it here")
+                             f"host ({host.cpu}); recompile it here")
         object_code = data[start + size:]
         if not object_code:
             raise ValueError(f"{source}: no object code (truncated?)")
@@ -258,16 +258,18 @@ def _scalar(spec: ArgSpec, value, kernel: str):
     return value
 
 
-def compile_llvm(name: str, args: list[ArgSpec], llvm_ir: str) -> Kernel:
-    """Parse, verify, optimise (O3) and compile LLVM IR text for the host into a Kernel.
+def compile_llvm(name: str, args: list[ArgSpec], llvm_ir: str, target: Target | None = None) -> Kernel:
+    """Parse, verify, optimise (O3) and compile LLVM IR text for ``target`` (default: the
+    host) into a Kernel.
 
     Example:
         >>> k = compile_llvm("f", [], 'define void @f() { ret void }'); k()
     """
-    tm = host_target_machine()
+    target = target or Target.host()
+    tm = cached_target_machine(target)
     module = llvm.parse_assembly(llvm_ir)
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
     module.verify()
-    optimize_module(module)
+    optimize_module(module, target)
     return Kernel(name, args, str(module), tm.emit_object(module))

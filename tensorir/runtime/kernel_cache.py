@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 import llvmlite
 
 from .kernel import FORMAT_VERSION
-from .target import host_cpu
+from .target import Target
 
 
 @runtime_checkable
@@ -53,7 +53,7 @@ def cache_key(workload) -> str:
         >>> len(cache_key(("matmul", 64))), cache_key("a") == cache_key("a") != cache_key("b")
         (64, True)
     """
-    text = repr((workload, host_cpu(), FORMAT_VERSION, llvmlite.__version__))
+    text = repr((workload, Target.host().key, FORMAT_VERSION, llvmlite.__version__))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -252,3 +252,18 @@ def test_random_inputs_bad_arguments():
         random_inputs("task")
     with pytest.raises(TypeError, match="seed"):
         random_inputs(matmul_bias(), seed=1.5)
+
+
+def test_a_task_builds_for_its_target_and_keeps_it_through_pickling():
+    import pickle
+
+    from tensorir.runtime.target import Target
+    A = placeholder((1000,), name="A")
+    B = compute((1000,), lambda i: A[i] * 2.0, name="B")
+    narrow = Target.of("haswell", "+avx2,+fma")
+    task = Task(B, target=narrow)
+    assert task.target == narrow and task.template.target == narrow
+    assert task.template.default_config()["vector"] == 8
+    again = pickle.loads(pickle.dumps(task))
+    assert again.target == narrow and again.key == task.key == Task(B).key   # records add the target key apart
+    assert Task(B).target == Target.host()

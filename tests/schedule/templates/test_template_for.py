@@ -65,13 +65,13 @@ def test_only_unsupported_falls_back_to_opaque_a_bug_propagates(monkeypatch):
     A = placeholder((64,), name="A")
     B = compute((64,), lambda i: A[i] + 1.0, name="B")
 
-    def broken(dag):
+    def broken(dag, target):
         raise KeyError("a bug in a template")
     monkeypatch.setitem(templates.TEMPLATES, "injective", broken)
     with pytest.raises(KeyError, match="a bug"):
         template_for(B)
 
-    def declines(dag):
+    def declines(dag, target):
         raise Unsupported("not this shape")
     monkeypatch.setitem(templates.TEMPLATES, "injective", declines)
     assert template_for(B).name == "opaque"

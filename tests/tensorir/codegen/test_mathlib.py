@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from tensorir.codegen.mathlib import INTRINSICS, emit_intrinsic, float_type_of, lanes_of
-from tensorir.runtime.target import host_cpu, host_target_machine, initialize_llvm, optimize_module
+from tensorir.runtime.target import Target, host_target_machine, initialize_llvm, optimize_module
 
 LANES = (1, 8, 16)
 DTYPES = ("float32", "float64")
@@ -62,10 +62,7 @@ def _fresh_target_machine() -> llvm.TargetMachine:
     # MCJIT takes ownership of the target machine it is given and frees it with
     # the engine, so each engine gets its own copy of the host machine rather
     # than the process-wide cached host_target_machine().
-    cpu, features = host_cpu()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(cpu=cpu, features=features, opt=3,
-                                        reloc="default", codemodel="jitdefault")
+    return Target.host().target_machine()
 
 
 def build_module(name: str, dtype: str, lanes: int, fastmath=("contract",)) -> ir.Module:
