@@ -39,8 +39,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from schedule.space import Config
-from schedule.hoist import PrepackedKernel, kernel_from_bytes
+from tensorir.runtime import artifact
 from tensorir.runtime.kernel import Kernel
+from tensorir.runtime.prepacked import PrepackedKernel
 from tensorir.runtime.target import Target
 
 from .executor import Executor, default_executor
@@ -241,7 +242,7 @@ def _build_job(task: Task, config_values: dict, builder) -> tuple[bytes, float]:
     if not isinstance(kernel, (Kernel, PrepackedKernel)):
         raise TypeError(f"builder {getattr(builder, '__name__', builder)} returned "
                         f"{type(kernel).__name__}, not a Kernel")
-    return kernel.to_bytes(), time.perf_counter() - start
+    return artifact.dumps(kernel), time.perf_counter() - start
 
 
 _references: OrderedDict = OrderedDict()    # in a worker: (inputs, expected outputs) per task
@@ -257,7 +258,7 @@ def _inputs_and_reference(task: Task, reference_blob: bytes | None, seed: int):
     inputs = arrays[:len(task.inputs)]
     expected = None
     if reference_blob is not None:
-        reference = kernel_from_bytes(reference_blob, source=f"default-config kernel of task {task.name}")
+        reference, _ = artifact.loads(reference_blob, source=f"default-config kernel of task {task.name}")
         try:
             reference(*arrays)
         except Exception as err:
@@ -274,7 +275,7 @@ def _run_job(task: Task, blob: bytes, reference_blob: bytes | None, options: Mea
     here = Target.host()
     if here.key != target_key:
         raise RuntimeError(f"this runner's CPU ({here.cpu}) is not the target tuned for (key {target_key})")
-    kernel = kernel_from_bytes(blob, source=f"candidate kernel of task {task.name}")
+    kernel, _ = artifact.loads(blob, source=f"candidate kernel of task {task.name}")
     inputs, expected = _inputs_and_reference(task, reference_blob if options.check else None, options.seed)
     arrays = random_inputs(task, options.seed)   # fresh arrays: a kernel cannot spoil the cached ones
     kernel(*arrays)

@@ -15,11 +15,10 @@ Example:
 from __future__ import annotations
 
 import json
-import struct
 
 from schedule import template_for
 from schedule.config_source import ConfigSource, active_sources
-from schedule.hoist import kernel_from_bytes
+from tensorir.runtime import artifact
 from tensorir.runtime.kernel_cache import KernelCache, LRUCache, cache_key
 
 from .lowering import placeholder_for, lower_op
@@ -121,22 +120,19 @@ def _build(partition, env, out_tensors, template, config):
 
 
 def _freeze(built) -> bytes:
-    """A built partition as bytes: a JSON header (argument positions, output shapes) and the
-    kernel's ``to_bytes`` blob."""
+    """A built partition as a kernel artifact whose metadata holds the argument positions and
+    output shapes."""
     kernel, arg_positions, shapes = built
-    header = json.dumps({"args": arg_positions, "shapes": shapes}).encode()
-    return struct.pack("<Q", len(header)) + header + kernel.to_bytes()
+    return artifact.dumps(kernel, {"args": arg_positions, "shapes": shapes})
 
 
 def _thaw(blob: bytes | None):
-    """The built tuple from ``_freeze``'s bytes; None for no blob or an unusable one (it is
-    rebuilt then)."""
+    """The built tuple from ``_freeze``'s artifact; None for no blob or one that cannot be
+    used here (another target or format version, damaged): it is rebuilt then."""
     if blob is None:
         return None
     try:
-        (size,) = struct.unpack_from("<Q", blob)
-        header = json.loads(blob[8:8 + size])
-        kernel = kernel_from_bytes(blob[8 + size:], "cached kernel")
-        return kernel, [(role, k) for role, k in header["args"]], [tuple(s) for s in header["shapes"]]
-    except (ValueError, KeyError, TypeError, struct.error):
+        kernel, meta = artifact.loads(blob, "cached kernel")
+        return kernel, [(role, k) for role, k in meta["args"]], [tuple(s) for s in meta["shapes"]]
+    except (artifact.ArtifactError, KeyError, TypeError, ValueError):
         return None

@@ -23,108 +23,13 @@ Example:
 """
 from __future__ import annotations
 
-import json
-import struct
-
-import numpy as np
-
 from tensorir.expr import TensorLoad
-from tensorir.runtime.kernel import Kernel
+from tensorir.runtime.prepacked import PrepackedKernel
 from tensorir.tensor import PlaceholderOp, Tensor, post_order
 from tensorir.visit import walk
 
 from .build import build
 from .schedule import Schedule, create_schedule
-
-MAGIC = b"TILEFUSE-PREPACKED\n"
-
-
-class PrepackedKernel:
-    """A kernel whose constant-only stages run apart: ``packs`` are (kernel, argument
-    positions of its constant inputs) computing the packed tensors; ``main_args`` say, per
-    parameter of ``main``, ("arg", i) for argument i of the call or ("packed", k) for the
-    output of pack k.
-
-    Example:
-        >>> # f = build_prepacked(template.apply(cfg), template.args, constants); f(*arrays)
-    """
-
-    def __init__(self, main: Kernel, main_args, packs, n_args: int):
-        self.main = main
-        self.main_args = [(role, int(k)) for role, k in main_args]
-        self.packs = [(kernel, [int(i) for i in positions]) for kernel, positions in packs]
-        self.n_args = n_args
-        self._constant_positions = sorted({i for _, positions in self.packs for i in positions})
-        self._cached = None       # (the constant arrays packed, the packed arrays)
-
-    def __call__(self, *arrays):
-        if len(arrays) != self.n_args:
-            raise TypeError(f"kernel {self.main.name} takes {self.n_args} arguments, got {len(arrays)}")
-        constants = [arrays[i] for i in self._constant_positions]
-        cached = self._cached
-        if cached is None or any(a is not b for a, b in zip(cached[0], constants)):
-            packed = []
-            for kernel, positions in self.packs:
-                out = np.empty(kernel.args[-1].shape, dtype=kernel.args[-1].dtype)
-                kernel(*[arrays[i] for i in positions], out)
-                packed.append(out)
-            self._cached = cached = (constants, packed)
-        packed = cached[1]
-        return self.main(*[arrays[k] if role == "arg" else packed[k] for role, k in self.main_args])
-
-    @property
-    def name(self) -> str:
-        return self.main.name
-
-    def source(self, kind: str = "llvm") -> str:
-        """The main kernel's source (see ``Kernel.source``).
-
-        Example:
-            >>> # "vfmadd231ps" in f.source("asm")
-        """
-        return self.main.source(kind)
-
-    def to_bytes(self) -> bytes:
-        """The kernels and their wiring as one blob (``kernel_from_bytes`` reads it back).
-
-        Example:
-            >>> # again = kernel_from_bytes(f.to_bytes())
-        """
-        blobs = [self.main.to_bytes()] + [k.to_bytes() for k, _ in self.packs]
-        header = json.dumps({"main_args": self.main_args, "packs": [p for _, p in self.packs],
-                             "n_args": self.n_args, "sizes": [len(b) for b in blobs]}).encode()
-        return MAGIC + struct.pack("<Q", len(header)) + header + b"".join(blobs)
-
-    def __repr__(self):
-        return f"PrepackedKernel({self.main.name}, {len(self.packs)} packs)"
-
-
-def kernel_from_bytes(blob: bytes, source: str = "kernel blob"):
-    """A ``Kernel`` or ``PrepackedKernel`` from its ``to_bytes`` blob; ValueError naming
-    ``source`` for corrupt data or code for another CPU.
-
-    Example:
-        >>> kernel_from_bytes(MAGIC + b"junk")
-        Traceback (most recent call last):
-        ...
-        ValueError: kernel blob: corrupt prepacked kernel
-    """
-    if not blob.startswith(MAGIC):
-        return Kernel.from_bytes(blob, source)
-    try:
-        at = len(MAGIC)
-        (size,) = struct.unpack_from("<Q", blob, at)
-        header = json.loads(blob[at + 8:at + 8 + size])
-        at += 8 + size
-        kernels = []
-        for n in header["sizes"]:
-            kernels.append(Kernel.from_bytes(blob[at:at + n], source))
-            at += n
-        packs = list(zip(kernels[1:], header["packs"]))
-        return PrepackedKernel(kernels[0], header["main_args"], packs, header["n_args"])
-    except (struct.error, KeyError, TypeError, json.JSONDecodeError, UnicodeDecodeError):
-        raise ValueError(f"{source}: corrupt prepacked kernel") from None
-
 
 def hoistable(s: Schedule, constants) -> list[Tensor]:
     """The tensors of root stages (not outputs) that read, through any stages, only the

@@ -1,5 +1,9 @@
-"""The runtime: the host target, the native thread pool and compiled kernels."""
-from .kernel import Kernel, load_kernel
+"""The runtime: the target, the native thread pool, compiled kernels (plain and prepacked)
+and the one artifact format they are kept in."""
+from .artifact import ArtifactError
+from .kernel import Kernel
+from .prepacked import PrepackedKernel
+from .target import Target
 from .threadpool import get_num_threads, set_num_threads
 
-__all__ = ["Kernel", "load_kernel", "get_num_threads", "set_num_threads"]
+__all__ = ["ArtifactError", "Kernel", "PrepackedKernel", "Target", "get_num_threads", "set_num_threads"]

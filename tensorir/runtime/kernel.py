@@ -1,15 +1,14 @@
 """Compiled kernels: LLVM IR -> host object code -> a callable on numpy arrays.
 
-Every kernel, freshly compiled or loaded from a file, runs from its object code in an MCJIT
-engine of its own, so a saved kernel behaves exactly like the one that was saved.
+Every kernel, freshly compiled or loaded from an artifact (``tensorir.runtime.artifact``),
+runs from its object code in an MCJIT engine of its own, so a saved kernel behaves exactly
+like the one that was saved.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
-import json
-import struct
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -18,9 +17,6 @@ from .. import dtype as dt
 from .abi import ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARAM_ALIGN, STATUS_NO_MEMORY
 from .target import Target, cached_target_machine, host_target_machine, new_target_machine, optimize_module
 from .threadpool import ensure_runtime
-
-MAGIC = b"TILEFUSE-KERNEL\n"
-FORMAT_VERSION = 2  # 2: the entry function returns an int32 status
 
 _CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int8": ctypes.c_int8,
            "uint8": ctypes.c_uint8, "int32": ctypes.c_int32, "int64": ctypes.c_int64, "bool": ctypes.c_uint8}
@@ -158,77 +154,6 @@ class Kernel:
     def __repr__(self):
         sig = ", ".join(f"{a.name}: {a.dtype}{list(a.shape) if a.is_buffer else ''}" for a in self.args)
         return f"Kernel({self.name}({sig}))"
-
-    # ------------------------------------------------------------------ persistence
-    def to_bytes(self) -> bytes:
-        """The kernel's object code, signature, IR and target CPU as one blob (``from_bytes``
-        reads it back; the tuning database stores it to skip LLVM on a later compile).
-
-        Example:
-            >>> blob = kernel.to_bytes(); again = Kernel.from_bytes(blob)  # doctest: +SKIP
-        """
-        host = Target.host()
-        header = json.dumps({
-            "version": FORMAT_VERSION, "name": self.name, "cpu": host.cpu, "features": host.features,
-            "args": [asdict(a) for a in self.args], "llvm_ir": self._llvm_ir,
-        }).encode()
-        return MAGIC + struct.pack("<Q", len(header)) + header + self.object_code
-
-    @classmethod
-    def from_bytes(cls, data: bytes, source: str = "kernel blob") -> "Kernel":
-        """A kernel from ``to_bytes`` output. Raises ValueError, naming ``source``, for corrupt
-        or truncated data and for code compiled for a CPU with other features.
-
-        Example:
-            >>> Kernel.from_bytes(b"junk")
-            Traceback (most recent call last):
-            ...
-            ValueError: kernel blob: not a tilefuse kernel
-        """
-        if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 8:
-            raise ValueError(f"{source}: not a tilefuse kernel")
-        (size,) = struct.unpack_from("<Q", data, len(MAGIC))
-        start = len(MAGIC) + 8
-        try:
-            header = json.loads(data[start:start + size])
-            version, name = header["version"], header["name"]
-            args = [ArgSpec(a["name"], a["dtype"], None if a["shape"] is None else tuple(a["shape"]), a["written"])
-                    for a in header["args"]]
-        except (ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"{source}: corrupt kernel header ({err})") from None
-        if version != FORMAT_VERSION:
-            raise ValueError(f"{source}: kernel format version {version}, this tilefuse reads {FORMAT_VERSION}")
-        host = Target.host()
-        if header.get("features") != host.features:
-            raise ValueError(f"{source}: compiled for CPU {header.get('cpu')} with other features than this "
-                             f"host ({host.cpu}); recompile it here")
-        object_code = data[start + size:]
-        if not object_code:
-            raise ValueError(f"{source}: no object code (truncated?)")
-        return cls(name, args, header["llvm_ir"], object_code)
-
-    def save(self, path) -> None:
-        """Write the kernel to ``path``; ``load_kernel`` reads it back.
-
-        Example:
-            >>> kernel.save("/tmp/add.tfk"); again = load_kernel("/tmp/add.tfk")  # doctest: +SKIP
-        """
-        with open(path, "wb") as f:
-            f.write(self.to_bytes())
-
-
-def load_kernel(path) -> Kernel:
-    """Load a kernel written by ``Kernel.save``. Raises ValueError for a corrupt file or one
-    compiled for a CPU with other features.
-
-    Example:
-        >>> load_kernel(__file__)
-        Traceback (most recent call last):
-        ...
-        ValueError: ...kernel.py: not a tilefuse kernel
-    """
-    with open(path, "rb") as f:
-        return Kernel.from_bytes(f.read(), source=str(path))
 
 
 @functools.lru_cache(maxsize=None)

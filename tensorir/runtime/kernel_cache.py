@@ -19,9 +19,7 @@ import threading
 from collections import OrderedDict
 from typing import Protocol, runtime_checkable
 
-import llvmlite
-
-from .kernel import FORMAT_VERSION
+from .artifact import TOOLCHAIN
 from .target import Target
 
 
@@ -53,7 +51,7 @@ def cache_key(workload) -> str:
         >>> len(cache_key(("matmul", 64))), cache_key("a") == cache_key("a") != cache_key("b")
         (64, True)
     """
-    text = repr((workload, Target.host().key, FORMAT_VERSION, llvmlite.__version__))
+    text = repr((workload, Target.host().key, TOOLCHAIN))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -3,10 +3,11 @@ import numpy as np
 import pytest
 
 from schedule import ScheduleError, create_schedule
-from schedule.hoist import PrepackedKernel, build_prepacked, hoistable, kernel_from_bytes
+from schedule.hoist import PrepackedKernel, build_prepacked, hoistable
 from schedule.templates import template_for
 from schedule_testing import assert_close, matmul, rand
 from tensorir import compute, placeholder
+from tensorir.runtime import artifact
 
 
 def test_as_input_makes_the_kernel_read_the_tensor():
@@ -58,7 +59,7 @@ def test_prepacked_matmul_matches_numpy(n, k, m):
     b2 = b + 1
     f(a, b2, c)
     np.testing.assert_allclose(c, a @ b2, rtol=1e-5, atol=1e-5)
-    again = kernel_from_bytes(f.to_bytes())
+    again, _ = artifact.loads(artifact.dumps(f))
     c2 = np.zeros_like(c)
     again(a, b2, c2)
     np.testing.assert_array_equal(c2, c)

@@ -1,10 +1,9 @@
-"""The Kernel object: argument validation, source, save and load."""
+"""The Kernel object: argument validation and source (saving and loading: test_artifact.py)."""
 import numpy as np
 import pytest
 
 from schedule import build, create_schedule
 from tensorir import compute, placeholder, var
-from tensorir.runtime.kernel import MAGIC, load_kernel
 
 
 @pytest.fixture(scope="module")
@@ -94,44 +93,6 @@ def test_source_llvm_and_asm(kernel):
     assert "vmulps" in kernel.source("asm") and "xmm" in kernel.source("asm")  # 4 lanes: 128-bit
     with pytest.raises(ValueError, match="unknown source kind"):
         kernel.source("c")
-
-
-def test_save_and_load_round_trip(kernel, tmp_path):
-    path = tmp_path / "scale.tfk"
-    kernel.save(path)
-    again = load_kernel(path)
-    a, alpha, b = _args()
-    again(a, 3.0, b)
-    np.testing.assert_array_equal(b, 3 * a)
-    assert again.source("llvm") == kernel.source("llvm")
-    assert again.args == kernel.args
-
-
-def test_bytes_round_trip(kernel):
-    again = type(kernel).from_bytes(kernel.to_bytes())
-    a, alpha, b = _args()
-    again(a, 4.0, b)
-    np.testing.assert_array_equal(b, 4 * a)
-
-
-def test_load_rejects_corrupt_truncated_and_foreign_files(kernel, tmp_path):
-    path = tmp_path / "k.tfk"
-    kernel.save(path)
-    data = path.read_bytes()
-    (tmp_path / "junk").write_bytes(b"hello")
-    with pytest.raises(ValueError, match="junk: not a tilefuse kernel"):
-        load_kernel(tmp_path / "junk")
-    (tmp_path / "header").write_bytes(data[:len(MAGIC) + 8] + b"{not json" + data[len(MAGIC) + 20:])
-    with pytest.raises(ValueError, match="corrupt kernel header"):
-        load_kernel(tmp_path / "header")
-    size = int.from_bytes(data[len(MAGIC):len(MAGIC) + 8], "little")
-    (tmp_path / "short").write_bytes(data[:len(MAGIC) + 8 + size])
-    with pytest.raises(ValueError, match="short: no object code"):
-        load_kernel(tmp_path / "short")
-    foreign = data.replace(b'"features": "+', b'"features": "-', 1)
-    (tmp_path / "foreign").write_bytes(foreign[:len(MAGIC)] + size.to_bytes(8, "little") + foreign[len(MAGIC) + 8:])
-    with pytest.raises(ValueError, match="other features"):
-        load_kernel(tmp_path / "foreign")
 
 
 def test_failed_allocation_raises_memory_error():

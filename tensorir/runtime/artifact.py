@@ -1,0 +1,140 @@
+"""The one format compiled code is kept in: a versioned, checksummed artifact holding a
+plain ``Kernel`` or a ``PrepackedKernel`` (its kernels and their wiring), the target it was
+compiled for, and a caller's metadata (JSON: a graph partition keeps its argument positions
+and output shapes there).
+
+Layout: ``MAGIC``, the format version (u32), the header's length (u64), the header (JSON:
+target, kernels with their signatures and LLVM IR, the prepacked wiring, the metadata), the
+object code of each kernel, and the sha256 of everything before it. Reading refuses, with an
+``ArtifactError`` naming the source, anything that is not an artifact, another format
+version, a truncated or altered one (the checksum), and code for another target.
+
+Example:
+    >>> import numpy as np
+    >>> from tensorir import placeholder, compute
+    >>> from schedule import create_schedule, build
+    >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] + 1.0, name="B")
+    >>> blob = dumps(build(create_schedule(B), [A, B]), {"note": "plus one"})
+    >>> kernel, meta = loads(blob)
+    >>> b = np.zeros(4, "float32"); kernel(np.arange(4, dtype="float32"), b); b.tolist(), meta
+    ([1.0, 2.0, 3.0, 4.0], {'note': 'plus one'})
+    >>> loads(blob[:-1])
+    Traceback (most recent call last):
+    ...
+    tensorir.runtime.artifact.ArtifactError: kernel artifact: checksum mismatch (truncated or altered)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from dataclasses import asdict
+
+import llvmlite
+
+from ..errors import TilefuseError
+from .kernel import ArgSpec, Kernel
+from .prepacked import PrepackedKernel
+from .target import Target
+
+MAGIC = b"TILEFUSE-KERNEL\n"
+VERSION = 3            # 2: one kernel, no checksum; 3: plain or prepacked, metadata, sha256
+TOOLCHAIN = f"artifact {VERSION}, llvmlite {llvmlite.__version__}"
+"""What made the code: part of every key under which compiled code is cached."""
+_PREFIX = struct.Struct("<IQ")
+_DIGEST = 32
+
+
+class ArtifactError(TilefuseError, ValueError):
+    """Bytes or a file that cannot be loaded as compiled code here; the message names it."""
+
+
+def dumps(kernel, meta: dict | None = None) -> bytes:
+    """``kernel`` (a Kernel or a PrepackedKernel) and ``meta`` (JSON-able) as an artifact.
+
+    Example:
+        >>> # blob = dumps(kernel, {"args": [["in", 0], ["out", 0]]})
+    """
+    if isinstance(kernel, PrepackedKernel):
+        kernels = kernel.kernels
+        wiring = {"main_args": kernel.main_args, "packs": [p for _, p in kernel.packs], "n_args": kernel.n_args}
+    elif isinstance(kernel, Kernel):
+        kernels, wiring = [kernel], None
+    else:
+        raise TypeError(f"an artifact holds a Kernel or a PrepackedKernel, got {type(kernel).__name__}")
+    host = Target.host()
+    header = json.dumps({
+        "target": {"cpu": host.cpu, "features": host.features, "key": host.key},
+        "kernels": [{"name": k.name, "args": [asdict(a) for a in k.args], "llvm_ir": k.source("llvm"),
+                     "size": len(k.object_code)} for k in kernels],
+        "prepacked": wiring, "meta": meta or {},
+    }).encode()
+    body = MAGIC + _PREFIX.pack(VERSION, len(header)) + header + b"".join(k.object_code for k in kernels)
+    return body + hashlib.sha256(body).digest()
+
+
+def loads(data: bytes, source: str = "kernel artifact"):
+    """(kernel, meta) from ``dumps`` output; ArtifactError naming ``source`` when it cannot
+    be used here.
+
+    Example:
+        >>> loads(b"junk")
+        Traceback (most recent call last):
+        ...
+        tensorir.runtime.artifact.ArtifactError: kernel artifact: not a tilefuse kernel
+    """
+    data = bytes(data)
+    if not data.startswith(MAGIC):
+        raise ArtifactError(f"{source}: not a tilefuse kernel")
+    if len(data) < len(MAGIC) + _PREFIX.size + _DIGEST:
+        raise ArtifactError(f"{source}: truncated")
+    version, size = _PREFIX.unpack_from(data, len(MAGIC))
+    if version != VERSION:
+        raise ArtifactError(f"{source}: kernel format version {version}, this tilefuse reads {VERSION}")
+    body, digest = data[:-_DIGEST], data[-_DIGEST:]
+    if hashlib.sha256(body).digest() != digest:
+        raise ArtifactError(f"{source}: checksum mismatch (truncated or altered)")
+    start = len(MAGIC) + _PREFIX.size
+    try:
+        header = json.loads(body[start:start + size])
+        target, specs, wiring, meta = header["target"], header["kernels"], header["prepacked"], header["meta"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ArtifactError(f"{source}: corrupt kernel header ({err})") from None
+    host = Target.host()
+    if target.get("key") != host.key:
+        raise ArtifactError(f"{source}: compiled for CPU {target.get('cpu')} with other features than this "
+                            f"host ({host.cpu}); recompile it here")
+    at, kernels = start + size, []
+    for spec in specs:
+        code = body[at:at + spec["size"]]
+        at += spec["size"]
+        args = [ArgSpec(a["name"], a["dtype"], None if a["shape"] is None else tuple(a["shape"]), a["written"])
+                for a in spec["args"]]
+        kernels.append(Kernel(spec["name"], args, spec["llvm_ir"], code))
+    if wiring is None:
+        return kernels[0], meta
+    packs = list(zip(kernels[1:], wiring["packs"]))
+    return PrepackedKernel(kernels[0], wiring["main_args"], packs, wiring["n_args"]), meta
+
+
+def save(kernel, path, meta: dict | None = None) -> None:
+    """Write ``kernel`` (and ``meta``) to ``path``; ``load`` reads it back.
+
+    Example:
+        >>> # save(kernel, "add.tfk"); again, _ = load("add.tfk")
+    """
+    with open(path, "wb") as f:
+        f.write(dumps(kernel, meta))
+
+
+def load(path):
+    """(kernel, meta) from a file ``save`` wrote; ArtifactError naming the file otherwise.
+
+    Example:
+        >>> load(__file__)
+        Traceback (most recent call last):
+        ...
+        tensorir.runtime.artifact.ArtifactError: ...artifact.py: not a tilefuse kernel
+    """
+    with open(path, "rb") as f:
+        return loads(f.read(), source=str(path))

@@ -1,0 +1,73 @@
+"""Kernels whose constant-only stages run apart: ``PrepackedKernel`` packs the constant
+inputs (weights) once per weight array and runs the main kernel on the packed copies.
+``schedule.hoist.build_prepacked`` makes them.
+
+Example:
+    >>> # f = PrepackedKernel(main, main_args=[("arg", 0), ("packed", 0), ("arg", 2)],
+    >>> #                     packs=[(pack, [1])], n_args=3); f(a, w, c)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .kernel import Kernel
+
+
+class PrepackedKernel:
+    """A kernel whose constant-only stages run apart: ``packs`` are (kernel, argument
+    positions of its constant inputs) computing the packed tensors; ``main_args`` say, per
+    parameter of ``main``, ("arg", i) for argument i of the call or ("packed", k) for the
+    output of pack k. Called with the plain kernel's arguments; it packs on its first call,
+    and again only when given other constant arrays (compared by identity: constants must not
+    change in place).
+
+    Example:
+        >>> # f = build_prepacked(template.apply(cfg), template.args, constants); f(*arrays)
+    """
+
+    def __init__(self, main: Kernel, main_args, packs, n_args: int):
+        self.main = main
+        self.main_args = [(role, int(k)) for role, k in main_args]
+        self.packs = [(kernel, [int(i) for i in positions]) for kernel, positions in packs]
+        self.n_args = n_args
+        self._constant_positions = sorted({i for _, positions in self.packs for i in positions})
+        self._cached = None       # (the constant arrays packed, the packed arrays)
+
+    def __call__(self, *arrays):
+        if len(arrays) != self.n_args:
+            raise TypeError(f"kernel {self.main.name} takes {self.n_args} arguments, got {len(arrays)}")
+        constants = [arrays[i] for i in self._constant_positions]
+        cached = self._cached
+        if cached is None or any(a is not b for a, b in zip(cached[0], constants)):
+            packed = []
+            for kernel, positions in self.packs:
+                out = np.empty(kernel.args[-1].shape, dtype=kernel.args[-1].dtype)
+                kernel(*[arrays[i] for i in positions], out)
+                packed.append(out)
+            self._cached = cached = (constants, packed)
+        packed = cached[1]
+        return self.main(*[arrays[k] if role == "arg" else packed[k] for role, k in self.main_args])
+
+    @property
+    def name(self) -> str:
+        return self.main.name
+
+    @property
+    def kernels(self) -> list[Kernel]:
+        """The main kernel, then the pack kernels.
+
+        Example:
+            >>> # [k.name for k in f.kernels] -> ['main', 'main_pack0']
+        """
+        return [self.main] + [k for k, _ in self.packs]
+
+    def source(self, kind: str = "llvm") -> str:
+        """The main kernel's source (see ``Kernel.source``).
+
+        Example:
+            >>> # "vfmadd231ps" in f.source("asm")
+        """
+        return self.main.source(kind)
+
+    def __repr__(self):
+        return f"PrepackedKernel({self.main.name}, {len(self.packs)} packs)"
