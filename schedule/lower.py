@@ -10,7 +10,8 @@
 * The original axes are rebuilt from the leaves through the split/fuse relations; a split
   that does not divide its axis guards the store. A reduction writes its identity at the
   depth of the first reduce loop and accumulates inside.
-* The result is simplified and its loops are partitioned so that guards remain only in tails.
+* The result goes through the loop pipeline (``tensorir.pipeline``): it is simplified and its
+  loops are partitioned so that guards remain only in tails.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tensorir import expr as E
 from tensorir.dtype import itemsize
 from tensorir import stmt as S
 from tensorir.node import same
-from tensorir.passes import partition_loops, simplify_stmt
+from tensorir.pipeline import run_passes
 from tensorir.simplify import Linear, bound, simplify
 from tensorir.tensor import PlaceholderOp, Tensor
 from tensorir.visit import free_vars, rewrite, substitute, walk
@@ -47,10 +48,7 @@ def lower(sch: Schedule, args: list, name: str = "main") -> S.PrimFunc:
     if isinstance(args, (Tensor, E.Var)):
         args = [args]
     lowering = _Lowering(sch, list(args))
-    body = lowering.run()
-    body = simplify_stmt(body)
-    body = partition_loops(body)
-    body = simplify_stmt(body)
+    body = run_passes(lowering.run())       # tensorir.pipeline.LOWERING_PASSES
     return S.PrimFunc(name, tuple(lowering.params), body)
 
 

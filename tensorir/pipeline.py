@@ -1,0 +1,43 @@
+"""The loop pipeline: the passes a lowered loop nest goes through before code generation, in
+order. Each is a plain function from statement to statement that never changes its input.
+
+1. ``simplify_stmt``: fold constants, drop dead branches and empty loops;
+2. ``partition_loops``: split loops at their guards, so the main body has none and the
+   guards stay in the tails;
+3. ``simplify_stmt`` again: the partitioned pieces simplify further.
+
+Vectorization, unrolling and the outlining of parallel loops still happen in code generation
+(``tensorir/codegen/llvm.py``), driven by the loop kinds.
+
+Example:
+    >>> from tensorir.expr import Buffer, const, var
+    >>> from tensorir.stmt import BufferStore, For
+    >>> A = Buffer("A", (4,), "float32"); i = var("i")
+    >>> loop = For(i, const(0), const(4), "serial", BufferStore(A, const(1.0) + const(1.0), (i,)))
+    >>> [p.__name__ for p in LOWERING_PASSES]
+    ['simplify_stmt', 'partition_loops', 'simplify_stmt']
+    >>> print(run_passes(loop))
+    for (i, 0, 4) {
+      A[i] = 2f
+    }
+"""
+from __future__ import annotations
+
+from . import stmt as S
+from .passes import partition_loops, simplify_stmt
+
+LOWERING_PASSES = (simplify_stmt, partition_loops, simplify_stmt)
+"""The passes between lowering and code generation, in order."""
+
+
+def run_passes(body: S.Stmt, passes=LOWERING_PASSES) -> S.Stmt:
+    """``body`` after each of ``passes`` in order.
+
+    Example:
+        >>> from tensorir.stmt import SeqStmt
+        >>> run_passes(SeqStmt(()), passes=()) == SeqStmt(())
+        True
+    """
+    for p in passes:
+        body = p(body)
+    return body
