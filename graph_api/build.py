@@ -62,11 +62,13 @@ def build_partition(partition, inputs, configs: ConfigSource | None = None,
     built = _built.get(key)
     if kernel_cache is not None:            # the persistent cache gets what this process built too
         stored_key = cache_key(key)
-        stored = _thaw(kernel_cache.cached_kernel(stored_key))
-        if stored is None:
+        blob = kernel_cache.cached_kernel(stored_key)
+        if built is None:
+            built = _thaw(blob)
+            blob = None if built is None else blob       # unusable here: replaced below
+        if blob is None:
             built = built or _build(partition, env, outs, template, config)
             kernel_cache.cache_kernel(stored_key, _freeze(built))
-        built = built or stored
     built = built or _build(partition, env, outs, template, config)
     _built.put(key, built)
     return (*built, config)
