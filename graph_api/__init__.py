@@ -8,7 +8,7 @@ Example:
 """
 from .logical_tensor import DataType, GraphError, LayoutType, LogicalTensor, PropertyType
 from .op import Op, OpKind
-from .schema import AttrSpec, OpSchema, get_attr, get_schema, validate_op
+from .ops.schema import AttrSpec, OpSchema, get_attr, get_schema, validate_op
 from .graph import Graph
 from .shape_inference import INFERABLE_KINDS, broadcast_shapes, infer_shapes, with_inferred_shapes
 from .serialize import graph_to_json

@@ -16,7 +16,7 @@ import os
 from .graph import Graph
 from .logical_tensor import GraphError, LogicalTensor
 from .op import Op, OpKind
-from .schema import get_schema
+from .ops.schema import get_schema
 
 
 def load_json(source) -> Graph:

@@ -24,7 +24,7 @@ from .ir import GraphIR, GraphSettings
 from .logical_tensor import GraphError, LayoutType, LogicalTensor, PropertyType
 from .op import Op
 from .pipeline import partition_graph
-from .schema import validate_op
+from .ops.schema import validate_op
 from .serialize import graph_to_json
 
 ENGINE_KINDS = ("cpu", "gpu", "any")

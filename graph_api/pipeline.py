@@ -3,14 +3,18 @@
 ``STEPS`` names the steps, each a plain function from graph IR to graph IR:
 
 1. ``infer shapes``: every tensor gets its shape (``shape_inference.with_inferred_shapes``);
-2. ``passes``: constant folding, algebraic simplification, common subexpressions, dead ops
+   each op's shape rule reads its normalized attributes;
+2. ``normalize``: every op's attributes in canonical form (``ops.normalize_op``: defaults
+   filled in, ``auto_pad`` resolved to explicit pads, oneDNN's 12-value defaults trimmed);
+   it follows shape inference because resolving ``auto_pad`` needs the input shapes;
+3. ``passes``: constant folding, algebraic simplification, common subexpressions, dead ops
    (``passes.DEFAULT``; the "debug" policy runs none).
 
 Then ``partition``: every op is classified from its compute definition (``lowering.op_class``),
 ops are grouped by the fusion rules (``fusion.group_ops``) into ``Partition`` objects; each
 partition lowers to a compute DAG and compiles when ``Partition.compile`` is called
-(``graph_api.build``). Attribute normalization happens when ops are added (``schema``);
-layout planning is not a step yet.
+(``graph_api.build``). Layout planning is not a step yet: every partition reads and writes
+the layouts its graph gives.
 
 Example:
     >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
@@ -19,7 +23,7 @@ Example:
     >>> g = Graph(); _ = g.add_op(Op(0, OpKind.Exp, [x], [y])); _ = g.add_op(Op(1, OpKind.ReLU, [y], [z]))
     >>> g.finalize()
     >>> [name for name, _ in STEPS]
-    ['infer shapes', 'passes']
+    ['infer shapes', 'normalize', 'passes']
     >>> [(p.get_kind(), [op.id for op in p.get_ops()]) for p in partition_graph(g)]
     [('injective', [0, 1])]
 """
@@ -29,6 +33,7 @@ from .fusion import dominant_class, group_ops
 from .ir import GraphIR
 from .logical_tensor import GraphError, PropertyType
 from .lowering import op_class
+from .ops import normalize_op
 from .partition import Partition
 from .passes import run_passes
 from .shape_inference import with_inferred_shapes
@@ -38,7 +43,12 @@ def _passes(ir: GraphIR, policy: str) -> GraphIR:
     return run_passes(ir) if policy == "fusion" else ir
 
 
-STEPS = (("infer shapes", lambda ir, policy: with_inferred_shapes(ir)), ("passes", _passes))
+def _normalize(ir: GraphIR, policy: str) -> GraphIR:
+    return ir.with_ops([normalize_op(op, [t.shape for t in op.inputs]) for op in ir.ops])
+
+
+STEPS = (("infer shapes", lambda ir, policy: with_inferred_shapes(ir)), ("normalize", _normalize),
+         ("passes", _passes))
 """The steps before partitioning, in order: (name, function(ir, policy) -> ir)."""
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from .logical_tensor import INT64_MIN, LayoutType, LogicalTensor
 from .op import Op
-from .schema import get_schema
+from .ops.schema import get_schema
 
 FORMAT_VERSION = "3.0.0"
 

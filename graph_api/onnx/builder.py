@@ -14,7 +14,7 @@ import numpy as np
 from ..graph import Graph
 from ..logical_tensor import DataType, GraphError, LogicalTensor, PropertyType
 from ..op import Op, OpKind
-from ..schema import validate_op
+from ..ops.schema import validate_op
 from ..shape_inference import infer_op_shapes
 
 # ONNX TensorProto element types -> our data types

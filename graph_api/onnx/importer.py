@@ -45,7 +45,7 @@ from .. import reference
 from ..graph import Graph
 from ..logical_tensor import DataType, GraphError, LogicalTensor
 from ..op import OpKind
-from .builder import ONNX_DTYPES, Builder, Node, OnnxDynamicShape, OnnxUnsupported, data_type
+from .builder import ONNX_DTYPES, Builder, Node, OnnxDynamicShape, OnnxUnsupported, _type_name, data_type
 from .node import run_onnx_node, wildcard_attrs
 from .ops import ONNX_OPS
 

@@ -68,6 +68,7 @@ import numpy as np
 
 from ..logical_tensor import DataType, GraphError
 from ..op import OpKind
+from ..ops._window import same_pads
 from .builder import Builder, Node, OnnxUnsupported, data_type
 
 ONNX_OPS: dict[str, Callable] = {}
@@ -288,24 +289,11 @@ def _explicit_pads(node: Node, n: int):
     return pads[:n], pads[n:]
 
 
-def _same_split(total: int, mode: str):
-    head = total // 2 if mode == "SAME_UPPER" else total - total // 2
-    return head, total - head
-
-
 def _conv_pads(node: Node, in_sp, kernel, strides, dilations):
     n = len(in_sp)
     auto = node.attr("auto_pad", "NOTSET")
-    if auto == "VALID":
-        return [0] * n, [0] * n
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pb, pe = [], []
-        for x, k, s, d in zip(in_sp, kernel, strides, dilations):
-            total = max(0, (-(-x // s) - 1) * s + (k - 1) * d + 1 - x)
-            head, tail = _same_split(total, auto)
-            pb.append(head)
-            pe.append(tail)
-        return pb, pe
+    if auto in ("VALID", "SAME_UPPER", "SAME_LOWER"):
+        return same_pads(auto, in_sp, kernel, strides, dilations)
     if auto not in ("NOTSET", ""):
         raise OnnxUnsupported(f"auto_pad={auto!r}")
     return _explicit_pads(node, n)
@@ -501,14 +489,8 @@ def _pool_geometry(node: Node, in_sp, kernel, strides, dilations):
     which ``extension`` (more padding at the end, never counted as elements) makes room for."""
     n = len(in_sp)
     auto = node.attr("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pb, pe = [], []
-        for x, k, s in zip(in_sp, kernel, strides):
-            out = (x - 1) // s + 1
-            head, tail = _same_split((out - 1) * s + k - x, auto)
-            pb.append(head)
-            pe.append(tail)
-        return pb, pe, [0] * n
+    if auto in ("SAME_UPPER", "SAME_LOWER"):        # onnx's pools: the kernel, not dilated
+        return same_pads(auto, in_sp, kernel, strides, [1] * n) + ([0] * n,)
     if auto == "VALID":
         return [0] * n, [0] * n, [0] * n
     if auto not in ("NOTSET", ""):

@@ -32,7 +32,7 @@ from __future__ import annotations
 from ..ir import GraphIR
 from ..logical_tensor import GraphError
 from ..op import Op, OpKind
-from ..schema import get_attr
+from ..ops.schema import get_attr
 from ._util import as_ir, clone_op, output_ids, substitute
 from .dead_code import eliminate_dead_ops
 

@@ -13,9 +13,8 @@ Example:
 from __future__ import annotations
 
 from ..ir import GraphIR
-from ..logical_tensor import GraphError
 from ..op import Op, OpKind
-from ..schema import get_attr, get_schema
+from ..ops.schema import get_attr, get_schema
 from ._util import as_ir, output_ids, substitute
 
 # End has no outputs; Wildcard's semantics are unknown; Dropout may be random.

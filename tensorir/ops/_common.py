@@ -8,7 +8,6 @@ from ..expr import Const, Expr, Max, Min, as_expr
 from ..tensor import Tensor
 
 FORMATS = ("NCX", "NXC")
-AUTO_PADS = ("none", "same_upper", "same_lower", "valid")
 
 
 def check_tensor(op: str, name: str, x) -> Tensor:
@@ -134,24 +133,6 @@ def channel_axis(data_format: str, rank: int) -> int:
 
 def spatial_axes(data_format: str, rank: int) -> list[int]:
     return list(range(2, rank)) if data_format == "NCX" else list(range(1, rank - 1))
-
-
-def auto_pads(op: str, auto_pad: str, in_sizes, strides, kernel, dilations, pads_begin, pads_end):
-    """The explicit pads for ``auto_pad``: ``valid`` pads nothing; ``same_upper``/``same_lower``
-    pad so that out = ceil(in / stride), the odd element going to the end/begin."""
-    check_choice(op, "auto_pad", auto_pad, AUTO_PADS)
-    if auto_pad == "none":
-        return pads_begin, pads_end
-    if auto_pad == "valid":
-        return [0] * len(in_sizes), [0] * len(in_sizes)
-    begin, end = [], []
-    for n, s, k, d in zip(in_sizes, strides, kernel, dilations):
-        out = -(-n // s)
-        needed = max(0, (out - 1) * s + (k - 1) * d + 1 - n)
-        lo = needed // 2 if auto_pad == "same_upper" else (needed + 1) // 2
-        begin.append(lo)
-        end.append(needed - lo)
-    return begin, end
 
 
 def lookup(index: Expr, values, dtype: str) -> Expr:

@@ -24,14 +24,13 @@ from ..reduce import max as rmax
 from ..reduce import reduce_axis
 from ..reduce import sum as rsum
 from ..tensor import Tensor, compute
-from ._common import (FORMATS, auto_pads, channel_axis, check_choice, check_int, check_ints, check_same_dtype,
+from ._common import (FORMATS, channel_axis, check_choice, check_int, check_ints, check_same_dtype,
                       check_tensor, emax, emin, fconst, spatial_axes)
 
 __all__ = ["conv", "conv_transpose", "pool", "max_pool", "avg_pool"]
 
 
-def _window_attrs(op, x, kernel, strides, pads_begin, pads_end, dilations, data_format, auto_pad,
-                  min_pad: int | None = 0):
+def _window_attrs(op, x, kernel, strides, pads_begin, pads_end, dilations, data_format, min_pad: int | None = 0):
     """Checked attributes, the explicit pads and the input's spatial sizes (pads must be >=
     ``min_pad``; None allows any)."""
     check_choice(op, "data_format", data_format, FORMATS)
@@ -41,10 +40,8 @@ def _window_attrs(op, x, kernel, strides, pads_begin, pads_end, dilations, data_
     strides = check_ints(op, "strides", strides, nd, minimum=1)
     dilations = check_ints(op, "dilations", [1] * nd if dilations is None else dilations, nd, minimum=1)
     sizes = [x.shape[a] for a in spatial_axes(data_format, x.ndim)]
-    if auto_pad in ("none", None):
-        pads_begin = check_ints(op, "pads_begin", pads_begin, nd, minimum=min_pad)
-        pads_end = check_ints(op, "pads_end", pads_end, nd, minimum=min_pad)
-    pads_begin, pads_end = auto_pads(op, auto_pad or "none", sizes, strides, kernel, dilations, pads_begin, pads_end)
+    pads_begin = check_ints(op, "pads_begin", pads_begin, nd, minimum=min_pad)
+    pads_end = check_ints(op, "pads_end", pads_end, nd, minimum=min_pad)
     return strides, dilations, pads_begin, pads_end, sizes
 
 
@@ -177,14 +174,14 @@ def _check_bias(op: str, x: Tensor, bias, oc: int):
 
 def conv(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilations, groups: int = 1,
          data_format: str = "NXC", weights_format: str = "XIO", bias: Tensor | None = None,
-         auto_pad: str = "none", name: str | None = None) -> Tensor:
+         name: str | None = None) -> Tensor:
     """Convolution over 1, 2 or 3 spatial dimensions.
 
     ``x`` is ``(N, C, *X)`` for ``data_format="NCX"`` or ``(N, *X, C)`` for ``"NXC"`` (the
     default); ``w`` is ``(O, C/groups, *K)`` for ``weights_format="OIX"`` or ``(*K, C/groups, O)``
     for ``"XIO"`` (the default). Output size per spatial axis:
-    ``(X + pads_begin + pads_end - ((K - 1) * dilation + 1)) // stride + 1``. ``auto_pad``
-    (``none``, ``same_upper``, ``same_lower``, ``valid``) overrides the explicit pads.
+    ``(X + pads_begin + pads_end - ((K - 1) * dilation + 1)) // stride + 1``. Pads are explicit
+    numbers (``auto_pad`` is resolved by the graph front end).
 
     Stages: a zero-padding compute (only when padding is read), the multiply-accumulate
     ``sum(pad[...] * w[...], axis=[ci, k...])`` (with ``groups > 1`` laid out as
@@ -210,7 +207,7 @@ def conv(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilations, groups:
     else:
         oc, icg, kernel = w.shape[-1], w.shape[-2], list(w.shape[:-2])
     strides, dilations, pads_begin, pads_end, sizes = _window_attrs(
-        op, x, kernel, strides, pads_begin, pads_end, dilations, data_format, auto_pad)
+        op, x, kernel, strides, pads_begin, pads_end, dilations, data_format)
     groups = check_int(op, "groups", groups, minimum=1)
     c = x.shape[channel_axis(data_format, x.ndim)]
     if c % groups or oc % groups:
@@ -236,24 +233,9 @@ def conv(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilations, groups:
 CONVT_WEIGHTS_FORMATS = ("XOI", "IOX", "OIX", "XIO")
 
 
-def _deconv_auto_pads(op: str, auto_pad: str, kernel, strides, dilations, pads_begin, pads_end):
-    """oneDNN's pads for a ConvTranspose ``auto_pad``: ``same_*`` pads ``kernel - stride`` in
-    all (negative when the stride is larger: a crop), the odd one at the end (upper) or the
-    begin (lower), C's division; ``valid`` pads nothing."""
-    check_choice(op, "auto_pad", auto_pad, ("none", "same_upper", "same_lower", "valid"))
-    if auto_pad == "none":
-        return pads_begin, pads_end
-    if auto_pad == "valid":
-        return [0] * len(kernel), [0] * len(kernel)
-    if any(d != 1 for d in dilations):
-        raise ValueError(f"{op}: auto_pad={auto_pad!r} needs dilations of 1, got {dilations}")
-    begin = [int((k - s + (auto_pad == "same_lower")) / 2) for k, s in zip(kernel, strides)]
-    return begin, [k - s - b for k, s, b in zip(kernel, strides, begin)]
-
-
 def conv_transpose(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilations, groups: int = 1,
                    data_format: str = "NXC", weights_format: str = "XOI", output_padding=None,
-                   bias: Tensor | None = None, auto_pad: str = "none", name: str | None = None) -> Tensor:
+                   bias: Tensor | None = None, name: str | None = None) -> Tensor:
     """ConvTranspose (deconvolution, the gradient of Convolution with respect to its src) over
     1, 2 or 3 spatial dimensions: ``dst[n, g*O/G + o, i * stride + k * dilation - pads_begin] +=
     src[n, g*C/G + c, i] * weights[c, o, k]`` over every input position ``i`` and tap ``k``.
@@ -261,8 +243,7 @@ def conv_transpose(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilation
     ``weights_format``: ``"IOX"`` is ``(C, O/groups, *K)``, ``"XOI"`` (the default) is
     ``(*K, O/groups, C)``; ``"OIX"`` ``(O/groups, C, *K)`` and ``"XIO"`` ``(*K, C, O/groups)`` are
     accepted too. Output size per spatial axis: ``(X - 1) * stride + (K - 1) * dilation + 1 -
-    pads_begin - pads_end + output_padding``. ``auto_pad`` ``same_upper``/``same_lower`` pad
-    ``K - stride`` (oneDNN's rule), ``valid`` nothing.
+    pads_begin - pads_end + output_padding``.
 
     Stages: the input spread out by the stride over a zero background with ``(K - 1) * dilation
     - pads_begin`` in front (its own compute), the multiply-accumulate of a stride-1
@@ -297,11 +278,8 @@ def conv_transpose(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilation
                          f"{x.shape}")
     strides = check_ints(op, "strides", strides, nd, minimum=1)
     dilations = check_ints(op, "dilations", [1] * nd if dilations is None else dilations, nd, minimum=1)
-    if auto_pad in ("none", None):
-        pads_begin = check_ints(op, "pads_begin", pads_begin, nd, minimum=0)
-        pads_end = check_ints(op, "pads_end", pads_end, nd, minimum=0)
-    pads_begin, pads_end = _deconv_auto_pads(op, auto_pad or "none", kernel, strides, dilations, pads_begin,
-                                             pads_end)
+    pads_begin = check_ints(op, "pads_begin", pads_begin, nd, minimum=0)
+    pads_end = check_ints(op, "pads_end", pads_end, nd, minimum=0)
     output_padding = check_ints(op, "output_padding", [0] * nd if output_padding is None else output_padding,
                                 nd, minimum=0)
     groups = check_int(op, "groups", groups, minimum=1)
@@ -353,7 +331,7 @@ def _window_count_expr(o, size, k, s, d, pl, pr, exclude_pad):
 
 def pool(kind: str, x: Tensor, kernel, strides, pads_begin, pads_end, dilations=None,
          exclude_pad: bool = False, rounding_type: str = "floor", data_format: str = "NXC",
-         auto_pad: str = "none", name: str | None = None) -> Tensor:
+         name: str | None = None) -> Tensor:
     """MaxPool (``kind="max"``) or AvgPool (``kind="avg"``) over 1, 2 or 3 spatial dimensions.
 
     Output size per spatial axis: ``(X + pads_begin + pads_end - ((kernel - 1) * dilation + 1)) /
@@ -384,7 +362,7 @@ def pool(kind: str, x: Tensor, kernel, strides, pads_begin, pads_end, dilations=
         raise ValueError(f"{op}: src must have 1, 2 or 3 spatial dimensions (rank 3-5), got shape {x.shape}")
     kernel = check_ints(op, "kernel", kernel, x.ndim - 2, minimum=1)
     strides, dilations, pads_begin, pads_end, sizes = _window_attrs(
-        op, x, kernel, strides, pads_begin, pads_end, dilations, data_format, auto_pad, min_pad=None)
+        op, x, kernel, strides, pads_begin, pads_end, dilations, data_format, min_pad=None)
     check_choice(op, "rounding_type", rounding_type, ("floor", "ceil"))
     if not isinstance(exclude_pad, bool):
         raise ValueError(f"{op}: attribute exclude_pad must be a bool, got {exclude_pad!r}")
@@ -450,7 +428,7 @@ def pool(kind: str, x: Tensor, kernel, strides, pads_begin, pads_end, dilations=
 
 
 def max_pool(x: Tensor, kernel, strides, pads_begin, pads_end, dilations=None, rounding_type: str = "floor",
-             data_format: str = "NXC", auto_pad: str = "none", name: str | None = None) -> Tensor:
+             data_format: str = "NXC", name: str | None = None) -> Tensor:
     """MaxPool: ``pool("max", ...)`` with oneDNN's MaxPool attributes.
 
     Example:
@@ -460,11 +438,11 @@ def max_pool(x: Tensor, kernel, strides, pads_begin, pads_end, dilations=None, r
         (1, 4, 4, 3)
     """
     return pool("max", x, kernel, strides, pads_begin, pads_end, dilations, False, rounding_type,
-                data_format, auto_pad, name)
+                data_format, name)
 
 
 def avg_pool(x: Tensor, kernel, strides, pads_begin, pads_end, exclude_pad: bool, rounding_type: str = "floor",
-             data_format: str = "NXC", auto_pad: str = "none", name: str | None = None) -> Tensor:
+             data_format: str = "NXC", name: str | None = None) -> Tensor:
     """AvgPool: ``pool("avg", ...)`` with oneDNN's AvgPool attributes (no dilations).
 
     Example:
@@ -474,4 +452,4 @@ def avg_pool(x: Tensor, kernel, strides, pads_begin, pads_end, exclude_pad: bool
         (1, 7, 7, 3)
     """
     return pool("avg", x, kernel, strides, pads_begin, pads_end, None, exclude_pad, rounding_type,
-                data_format, auto_pad, name)
+                data_format, name)

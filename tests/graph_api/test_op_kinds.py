@@ -130,7 +130,18 @@ cases("GreaterEqual", {name: lambda m, s=s: m.op("GreaterEqual", [m.input(s[0]),
 cases("Add", {
     "s32": lambda m: m.op("Add", [m.input((7, 37), S32), m.input((37,), S32)], outputs=(S32,)),
     "auto_broadcast=none": lambda m: m.op("Add", [m.input((7, 37)), m.input((7, 37))], auto_broadcast="none")})
+for _kind in ("Subtract", "Multiply", "Maximum", "Minimum", "SquaredDifference"):
+    cases(_kind, {"auto_broadcast=none": lambda m, k=_kind: m.op(k, [m.input((7, 37)), m.input((7, 37))],
+                                                                 auto_broadcast="none")})
+cases("Divide", {"auto_broadcast=none": lambda m: m.op("Divide", [m.input((7, 37)), m.positive((7, 37))],
+                                                       auto_broadcast="none")})
+cases("GreaterEqual", {"auto_broadcast=none": lambda m: m.op("GreaterEqual", [m.input((7, 37)), m.input((7, 37))],
+                                                             outputs=(BOOL,), auto_broadcast="none")})
+cases("Pow", {"binary-auto_broadcast=none": lambda m: m.op("Pow", [m.positive((7, 37)), m.input((7, 37))],
+                                                           auto_broadcast="none")})
 cases("Select", {
+    "auto_broadcast=none": lambda m: m.op("Select", [m.input((7, 37), BOOL), m.input((7, 37)), m.input((7, 37))],
+                                          auto_broadcast="none"),
     "same": lambda m: m.op("Select", [m.input((7, 37), BOOL), m.input((7, 37)), m.input((7, 37))]),
     "broadcast": lambda m: m.op("Select", [m.input((37,), BOOL), m.input((7, 1)), m.input((13, 7, 37))])})
 cases("BiasAdd", {fmt: lambda m, fmt=fmt, s=s: m.op("BiasAdd", [m.input(s), m.input((13,))], data_format=fmt)
@@ -251,6 +262,11 @@ CONVS = {
     "same_upper": ((1, 13, 7, 3), (3, 3, 3, 5), [2, 2], [0, 0], [0, 0], [1, 1], 1, "NXC", "XIO",
                    {"auto_pad": "SAME_UPPER"}),
     "valid": ((1, 3, 13, 7), (5, 3, 3, 3), [1, 1], [2, 2], [2, 2], [1, 1], 1, "NCX", "OIX", {"auto_pad": "VALID"}),
+    # SAME with dilations pads for the dilated kernel, in shape inference, the reference and the compiled code
+    "same_upper-dilated": ((1, 3, 13, 8), (4, 3, 3, 3), [1, 1], [0, 0], [0, 0], [2, 3], 1, "NCX", "OIX",
+                           {"auto_pad": "SAME_UPPER"}),
+    "same_lower-dilated-strided": ((1, 13, 8, 3), (3, 2, 3, 5), [2, 3], [0, 0], [0, 0], [2, 2], 1, "NXC", "XIO",
+                                   {"auto_pad": "same_lower"}),
     "1d": ((2, 5, 37), (7, 5, 3), [2], [1], [1], [1], 1, "NCX", "OIX", {}),
     "3d": ((1, 3, 5, 7, 6), (4, 3, 2, 3, 2), [1, 2, 1], [0, 1, 1], [1, 0, 0], [1, 1, 2], 1, "NCX", "OIX", {}),
 }
@@ -283,6 +299,9 @@ CONVTS = {
     "groups-bias": ((2, 6, 5, 7), (6, 2, 3, 3), [2, 1], [1, 0], [0, 1], [1, 1], 3, "NCX", "IOX", {"bias": True}),
     "same_lower": ((1, 7, 5, 3), (3, 3, 4, 3), [2, 2], [0, 0], [0, 0], [1, 1], 1, "NXC", "XOI",
                    {"auto_pad": "SAME_LOWER"}),
+    "same_upper": ((1, 3, 5, 7), (3, 2, 3, 2), [2, 1], [0, 0], [0, 0], [1, 1], 1, "NCX", "IOX",
+                   {"auto_pad": "SAME_UPPER"}),
+    "valid": ((1, 3, 5, 7), (3, 2, 3, 2), [2, 1], [1, 1], [1, 1], [1, 1], 1, "NCX", "IOX", {"auto_pad": "VALID"}),
     "1d": ((2, 5, 13), (5, 4, 3), [3], [2], [1], [1], 1, "NCX", "IOX", {"output_padding": [2]}),
     "3d": ((1, 2, 3, 4, 5), (2, 3, 2, 2, 3), [1, 2, 1], [0, 1, 0], [1, 0, 0], [1, 1, 1], 1, "NCX", "IOX", {}),
 }
@@ -296,6 +315,8 @@ POOLS = {
     "3d": ((1, 2, 7, 5, 6), [2, 3, 2], [2, 1, 2], [1, 1, 0], [0, 1, 1], "NCX", {}),
     "negative-pads": ((2, 3, 13, 11), [2, 3], [2, 2], [1, -1], [-1, 1], "NCX", {}),
     "same_upper": ((1, 13, 7, 2), [3, 3], [2, 2], [0, 0], [0, 0], "NXC", {"auto_pad": "SAME_UPPER"}),
+    "same_lower": ((1, 2, 13, 8), [3, 2], [2, 3], [0, 0], [0, 0], "NCX", {"auto_pad": "SAME_LOWER"}),
+    "valid": ((1, 2, 13, 8), [3, 2], [2, 3], [1, 1], [1, 1], "NCX", {"auto_pad": "VALID"}),
 }
 
 
@@ -306,11 +327,14 @@ def _pool(m, kind, src, kernel, strides, pb, pe, fmt, extra):
 
 cases("MaxPool", {name: lambda m, c=c: _pool(m, "MaxPool", *c) for name, c in POOLS.items()})
 cases("MaxPool", {"dilated": lambda m: _pool(m, "MaxPool", (1, 2, 13, 9), [2, 3], [1, 2], [1, 0], [0, 2], "NCX",
-                                             {"dilations": [2, 1]})})
+                                             {"dilations": [2, 1]}),
+                  "same_upper-dilated": lambda m: _pool(m, "MaxPool", (1, 2, 13, 9), [3, 2], [2, 1], [0, 0], [0, 0],
+                                                        "NCX", {"dilations": [2, 3], "auto_pad": "SAME_UPPER"})})
 cases("AvgPool", {f"{name}-exclude_pad={e}": lambda m, c=POOLS[name], e=e:
                   _pool(m, "AvgPool", *c[:-1], {**c[-1], "exclude_pad": e})
                   for name, e in (("NCX", True), ("NCX", False), ("NXC-ceil", False), ("1d", False), ("3d", True),
-                                  ("negative-pads", True), ("negative-pads", False), ("same_upper", False))})
+                                  ("negative-pads", True), ("negative-pads", False), ("same_upper", False),
+                                  ("same_lower", True), ("valid", False))})
 
 # ---------------------------------------------------------------------------- Interpolate, quantization
 
@@ -406,7 +430,10 @@ cases("Cast", {
     "s64-to-f32": lambda m: m.op("Cast", [m.input((7, 37), S64)], to="f32"),
     "f32-to-bool": lambda m: m.op("Cast", [m.given(np.arange(-3, 4) / 2, F32)], outputs=(BOOL,), to="boolean"),
     "bool-to-f32": lambda m: m.op("Cast", [m.input((13, 7), BOOL)], to="f32"),
-    "same-type": lambda m: m.op("Cast", [m.input((7, 37))], to="f32")})
+    "same-type": lambda m: m.op("Cast", [m.input((7, 37))], to="f32"),
+    "s32-to-s64": lambda m: m.op("Cast", [m.input((7, 37), S32)], outputs=(S64,), to="s64"),
+    "f32-to-s8": lambda m: m.op("Cast", [m.input((7, 37), low=-100, high=100)], outputs=(S8,), to="s8"),
+    "s32-to-u8": lambda m: m.op("Cast", [m.given(np.arange(0, 250, 7), S32)], outputs=(U8,), to="u8")})
 cases("Pow", {"binary-broadcast": lambda m: m.op("Pow", [m.positive((7, 13, 37)), m.input((13, 1))]),
               "binary-scalar": lambda m: m.op("Pow", [m.positive((7, 37)), m.input(())])})
 def _constant(m, values, dtype):
@@ -452,6 +479,38 @@ def test_uncompilable_kinds_really_admit_no_compiled_dtypes():
             op = Op(0, kind, [LogicalTensor(0, src, (2, 3))], [LogicalTensor(1, dst, (2, 3))])
             assert Graph().add_op(op, allow_exception=False) != "success", \
                 f"{kind.value} {src.value} -> {dst.value} is valid: give it a case and drop it from UNCOMPILABLE"
+
+
+# attribute values with no case: their compute is another value's, or they are not compiled
+NO_CASE = {(OpKind.MatMul, "accumulation_mode", None): "f32 accumulation in every mode",
+           (OpKind.Cast, "to", "BF16"): "bf16 is not a compiled data type",
+           (OpKind.Cast, "to", "F16"): "f16 is not a compiled data type",
+           (OpKind.DynamicDequantize, "qtype", "PER_GROUP"): "not compiled: it runs in the reference interpreter"}
+
+
+def test_cases_cover_each_kinds_attribute_space():
+    """Walks the op registry: every value of every enumerable attribute (its allowed strings, both
+    bools) of every lowered kind appears in some case, so that reference and compiled code are
+    compared over each kind's attribute space."""
+    from graph_api.ops import REGISTRY, normalize_op
+    seen: dict = {}
+    for case in CASES:
+        maker = GraphMaker(seed=0)
+        case.build(maker)
+        for op in maker.graph.ops:
+            for name, value in {**normalize_op(op).attrs, **op.attrs}.items():
+                if isinstance(value, (str, bool)):
+                    seen.setdefault((op.kind, name), set()).add(value.upper() if isinstance(value, str) else value)
+    missing = []
+    for kind in sorted(LOWERED_KINDS - set(UNCOMPILABLE), key=lambda k: k.value):
+        for name, spec in REGISTRY[kind].schema.attrs.items():
+            values = {True, False} if spec.type == "bool" else {a.upper() for a in spec.allowed}
+            if (kind, name, None) in NO_CASE:
+                continue
+            for value in sorted(values - seen.get((kind, name), set()), key=str):
+                if (kind, name, value) not in NO_CASE:
+                    missing.append(f"{kind.value}.{name}={value}")
+    assert not missing, f"attribute values no case compiles: {missing}"
 
 
 def test_case_ids_are_unique():

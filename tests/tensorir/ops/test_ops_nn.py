@@ -59,15 +59,14 @@ def test_matmul_rejects_mismatched_k_and_bias():
 
 
 def _conv_case(x_shape, w_shape, strides, pads_begin, pads_end, dilations, groups, data_format, weights_format,
-               bias=False, auto_pad="none", dtype="float32"):
+               bias=False, dtype="float32"):
     x, w = placeholder(x_shape, dtype, name="x"), placeholder(w_shape, dtype, name="w")
     feeds = {x: rand(x_shape, dtype), w: rand(w_shape, dtype)}
     oc = w_shape[0] if weights_format == "OIX" else w_shape[-1]
     b = placeholder((oc,), dtype, name="bias") if bias else None
     if bias:
         feeds[b] = rand(oc, dtype)
-    y = ops.conv(x, w, strides, pads_begin, pads_end, dilations, groups, data_format, weights_format, bias=b,
-                 auto_pad=auto_pad)
+    y = ops.conv(x, w, strides, pads_begin, pads_end, dilations, groups, data_format, weights_format, bias=b)
     return x, w, b, y, feeds
 
 
@@ -106,19 +105,6 @@ def test_conv_pad_is_its_own_stage_and_the_mac_is_an_outer_product():
     assert no_pad.op.input_tensors[0].name == "x"
 
 
-@pytest.mark.parametrize("auto_pad", ["same_upper", "same_lower", "valid"])
-def test_conv_auto_pad(auto_pad):
-    x, w, _, y, feeds = _conv_case((1, 10, 11, 3), (4, 4, 3, 5), [2, 3], [9, 9], [9, 9], [1, 1], 1, "NXC", "XIO",
-                                   auto_pad=auto_pad)
-    pads = {"valid": ([0, 0], [0, 0]),                  # needed: h (5-1)*2+4-10 = 2, w (4-1)*3+4-11 = 2
-            "same_upper": ([1, 1], [1, 1]), "same_lower": ([1, 1], [1, 1])}[auto_pad]
-    expected = ref_conv(feeds[x], feeds[w], [2, 3], *pads, [1, 1], 1, "NXC", "XIO")
-    assert y.shape == expected.shape
-    check(y, feeds, expected, rtol=1e-4, atol=1e-4)
-    _, _, _, odd, _ = _conv_case((1, 10, 3), (3, 3, 5), [2], [0], [0], [1], 1, "NXC", "XIO", auto_pad=auto_pad)
-    assert odd.shape == ((1, 4, 5) if auto_pad == "valid" else (1, 5, 5))
-
-
 def test_conv_float64_with_epilogue():
     x, w, b, y, feeds = _conv_case((1, 7, 7, 3), (3, 3, 3, 13), [1, 1], [1, 1], [1, 1], [1, 1], 1, "NXC", "XIO",
                                    bias=True, dtype="float64")
@@ -136,7 +122,6 @@ def test_conv_float64_with_epilogue():
     ({"groups": 0}, "Convolution.*groups"),
     ({"data_format": "NHWC"}, "Convolution.*data_format"),
     ({"weights_format": "OIHW"}, "Convolution.*weights_format"),
-    ({"auto_pad": "same"}, "Convolution.*auto_pad"),
 ])
 def test_conv_bad_attributes(kwargs, match):
     attrs = dict(strides=[1, 1], pads_begin=[0, 0], pads_end=[0, 0], dilations=[1, 1], groups=1,
@@ -200,13 +185,13 @@ def test_pool_windows_of_padding_only():
     check(z, {x: xv}, np.stack([np.zeros((1, 2)), xv[:, :, 1], xv[:, :, 4]], axis=-1), rtol=0, atol=0)
 
 
-def test_max_pool_and_avg_pool_wrappers_and_auto_pad():
+def test_max_pool_and_avg_pool_wrappers():
     x = placeholder((1, 10, 11, 2), name="x")
     xv = rand((1, 10, 11, 2))
-    y = ops.max_pool(x, [3, 3], [2, 2], [0, 0], [0, 0], auto_pad="same_upper")
+    y = ops.max_pool(x, [3, 3], [2, 2], [0, 1], [1, 1])
     assert y.shape == (1, 5, 6, 2)            # ceil(10 / 2), ceil(11 / 2)
     check(y, {x: xv}, ref_pool("max", xv, [3, 3], [2, 2], [0, 1], [1, 1], [1, 1], False, "floor", "NXC"))
-    z = ops.avg_pool(x, [3, 3], [2, 2], [0, 0], [0, 0], exclude_pad=True, auto_pad="same_lower")
+    z = ops.avg_pool(x, [3, 3], [2, 2], [1, 1], [0, 1], exclude_pad=True)
     check(z, {x: xv}, ref_pool("avg", xv, [3, 3], [2, 2], [1, 1], [0, 1], [1, 1], True, "floor", "NXC"))
 
 
