@@ -38,6 +38,7 @@ from tensorir import expr as E
 from tensorir import stmt as S
 from tensorir.dtype import is_float, itemsize
 from tensorir.node import same
+from tensorir.visitor import Visitor
 from tensorir.simplify import bound
 from tensorir.errors import TilefuseError
 
@@ -274,74 +275,71 @@ def _access(buffer, indices, loops, task_start: int, lets: dict):
 
 # ---------------------------------------------------------------------------- arithmetic
 
-class _OpCounter:
-    """Counts the operations of a stored value and collects its loads."""
+class _OpCounter(Visitor):
+    """Counts the operations of a stored value and collects its loads; ``visit(e, True)``
+    counts an index expression (its arithmetic is index arithmetic)."""
 
     def __init__(self):
+        super().__init__()
         self.ops = dict.fromkeys(_OPS, 0)
         self.loads: list[E.BufferLoad] = []
 
-    def value(self, e):
-        ops = self.ops
-        if isinstance(e, (E.Const, E.Var)):
-            return
-        if isinstance(e, E.BufferLoad):
-            self.loads.append(e)
-            for index in e.indices:
-                self.index(index)
-            return
-        if isinstance(e, E.BinaryOp):
-            if isinstance(e, E.CmpOp) or isinstance(e, (E.And, E.Or)):
-                ops["compare_select"] += 1
-            elif is_float(e.dtype):
-                if isinstance(e, (E.Add, E.Sub)) and (isinstance(e.a, E.Mul) or isinstance(e.b, E.Mul)):
-                    ops["float_fma"] += 1
-                    product, other = (e.a, e.b) if isinstance(e.a, E.Mul) else (e.b, e.a)
-                    self.value(product.a)
-                    self.value(product.b)
-                    self.value(other)
-                    return
-                if isinstance(e, (E.Add, E.Sub)):
-                    ops["float_addsub"] += 1
-                elif isinstance(e, E.Mul):
-                    ops["float_mul"] += 1
-                elif isinstance(e, (E.Div, E.FloorDiv, E.FloorMod)):
-                    ops["float_div"] += 1
-                else:
-                    ops["float_minmax"] += 1
-            else:
-                ops["int_arith"] += 1
-            self.value(e.a)
-            self.value(e.b)
-            return
-        if isinstance(e, E.Call):
-            ops["float_other" if e.name in CHEAP_CALLS else "transcendental"] += 1
-            for a in e.args:
-                self.value(a)
-            return
-        if isinstance(e, E.Select):
-            ops["compare_select"] += 1
-            self.value(e.cond)
-            self.value(e.true_value)
-            self.value(e.false_value)
-            return
-        if isinstance(e, E.Cast):
-            ops["cast"] += 1
-            self.value(e.value)
-            return
-        if isinstance(e, E.Not):
-            ops["compare_select"] += 1
-            self.value(e.a)
+    def generic_visit(self, e, in_index=False):
+        pass                                    # constants, variables
 
-    def index(self, e):
-        if isinstance(e, E.BinaryOp):
-            self.ops["index_arith"] += 1
-            self.index(e.a)
-            self.index(e.b)
-        elif isinstance(e, E.BufferLoad):
-            self.value(e)
-        elif isinstance(e, (E.Select, E.Cast, E.Call, E.Not)):
-            self.value(e)
+    def visit_BufferLoad(self, e, in_index=False):
+        self.loads.append(e)
+        for index in e.indices:
+            self.visit(index, True)
+
+    def visit_BinaryOp(self, e, in_index=False):
+        ops = self.ops
+        if in_index:
+            ops["index_arith"] += 1
+            self.visit(e.a, True)
+            self.visit(e.b, True)
+            return
+        if isinstance(e, E.CmpOp) or isinstance(e, (E.And, E.Or)):
+            ops["compare_select"] += 1
+        elif is_float(e.dtype):
+            if isinstance(e, (E.Add, E.Sub)) and (isinstance(e.a, E.Mul) or isinstance(e.b, E.Mul)):
+                ops["float_fma"] += 1
+                product, other = (e.a, e.b) if isinstance(e.a, E.Mul) else (e.b, e.a)
+                self.visit(product.a)
+                self.visit(product.b)
+                self.visit(other)
+                return
+            if isinstance(e, (E.Add, E.Sub)):
+                ops["float_addsub"] += 1
+            elif isinstance(e, E.Mul):
+                ops["float_mul"] += 1
+            elif isinstance(e, (E.Div, E.FloorDiv, E.FloorMod)):
+                ops["float_div"] += 1
+            else:
+                ops["float_minmax"] += 1
+        else:
+            ops["int_arith"] += 1
+        self.visit(e.a)
+        self.visit(e.b)
+
+    def visit_Call(self, e, in_index=False):
+        self.ops["float_other" if e.name in CHEAP_CALLS else "transcendental"] += 1
+        for a in e.args:
+            self.visit(a)
+
+    def visit_Select(self, e, in_index=False):
+        self.ops["compare_select"] += 1
+        self.visit(e.cond)
+        self.visit(e.true_value)
+        self.visit(e.false_value)
+
+    def visit_Cast(self, e, in_index=False):
+        self.ops["cast"] += 1
+        self.visit(e.value)
+
+    def visit_Not(self, e, in_index=False):
+        self.ops["compare_select"] += 1
+        self.visit(e.a)
 
 
 def _flops(ops: dict) -> int:
@@ -351,11 +349,15 @@ def _flops(ops: dict) -> int:
 
 # ---------------------------------------------------------------------------- the walk
 
-class _Walk:
+class _Walk(Visitor):
+    """Statements are visited with ``guarded`` (inside an if); ``self.frames`` holds a ``_Loop``
+    (constant bounds) for each loop of ``self.loops``."""
+
     def __init__(self):
+        super().__init__()
+        self.frames: list[_Loop] = []
         self.stores = []             # (instances, order, store vector, flops, bytes, lines_task, lines_all)
         self.lets: dict = {}         # let-bound variable uid -> value
-        self.loops = 0
         self.max_depth = 0
         self.guards = 0
         self.parallel_launches = 0
@@ -366,42 +368,54 @@ class _Walk:
         self.alloc_local_max = 0
         self.alloc_global = 0
         self.allocs = 0
+        self.loop_count = 0
 
-    def stmt(self, s, loops, guarded):
-        if isinstance(s, S.For):
-            self.loops += 1
-            extent = s.extent.value if isinstance(s.extent, E.Const) else self._extent(s.extent, loops)
-            lo = s.min.value if isinstance(s.min, E.Const) else 0
-            if s.kind == "parallel":
-                launches = 1
-                for lp in loops:
-                    launches *= lp.extent
-                self.parallel_launches += launches
-                if not any(lp.kind == "parallel" for lp in loops):
-                    self.outer_parallel = max(self.outer_parallel, extent)
-            self.stmt(s.body, loops + [_Loop(s.var.uid, int(lo), max(int(extent), 0), s.kind)], guarded)
-        elif isinstance(s, S.BufferStore):
-            self.store(s, loops, guarded)
-        elif isinstance(s, S.SeqStmt):
-            for c in s.stmts:
-                self.stmt(c, loops, guarded)
-        elif isinstance(s, S.Allocate):
-            nbytes = s.buffer.size * itemsize(s.buffer.dtype)
-            self.allocs += 1
-            if s.buffer.scope == "local":
-                self.alloc_local += nbytes
-                self.alloc_local_max = max(self.alloc_local_max, nbytes)
-            else:
-                self.alloc_global += nbytes
-            self.stmt(s.body, loops, guarded)
-        elif isinstance(s, S.IfThenElse):
-            self.guards += 1
-            self.stmt(s.then_body, loops, True)
-            if s.else_body is not None:
-                self.stmt(s.else_body, loops, True)
-        elif isinstance(s, S.LetStmt):
-            self.lets[s.var.uid] = s.value
-            self.stmt(s.body, loops, guarded)
+    def generic_visit(self, s, guarded):
+        pass
+
+    def visit_For(self, s, guarded):
+        self.loop_count += 1
+        loops = self.frames
+        extent = s.extent.value if isinstance(s.extent, E.Const) else self._extent(s.extent, loops)
+        lo = s.min.value if isinstance(s.min, E.Const) else 0
+        if s.kind == "parallel":
+            launches = 1
+            for lp in loops:
+                launches *= lp.extent
+            self.parallel_launches += launches
+            if not any(lp.kind == "parallel" for lp in loops):
+                self.outer_parallel = max(self.outer_parallel, extent)
+        self.frames = loops + [_Loop(s.var.uid, int(lo), max(int(extent), 0), s.kind)]
+        with self.inside(s):
+            self.visit(s.body, guarded)
+        self.frames = loops
+
+    def visit_BufferStore(self, s, guarded):
+        self.store(s, self.frames, guarded)
+
+    def visit_SeqStmt(self, s, guarded):
+        for c in s.stmts:
+            self.visit(c, guarded)
+
+    def visit_Allocate(self, s, guarded):
+        nbytes = s.buffer.size * itemsize(s.buffer.dtype)
+        self.allocs += 1
+        if s.buffer.scope == "local":
+            self.alloc_local += nbytes
+            self.alloc_local_max = max(self.alloc_local_max, nbytes)
+        else:
+            self.alloc_global += nbytes
+        self.visit(s.body, guarded)
+
+    def visit_IfThenElse(self, s, guarded):
+        self.guards += 1
+        self.visit(s.then_body, True)
+        if s.else_body is not None:
+            self.visit(s.else_body, True)
+
+    def visit_LetStmt(self, s, guarded):
+        self.lets[s.var.uid] = s.value
+        self.visit(s.body, guarded)
 
     @staticmethod
     def _extent(extent, loops) -> int:
@@ -434,9 +448,9 @@ class _Walk:
             self.parallel_tasks += par_product
         vector = next((lp for lp in reversed(loops) if lp.kind == "vectorized"), None)
         counter = _OpCounter()
-        counter.value(s.value)
+        counter.visit(s.value)
         for index in s.indices:
-            counter.index(index)
+            counter.visit(index, True)
         ops = counter.ops
         flops = _flops(ops)
 
@@ -491,7 +505,7 @@ def loop_features(func: S.PrimFunc) -> np.ndarray:
     if not isinstance(func, S.PrimFunc):
         raise TypeError(f"loop_features takes a lowered PrimFunc, got {type(func).__name__}")
     walk = _Walk()
-    walk.stmt(func.body, [], False)
+    walk.visit(func.body, False)
     out = np.zeros(len(FEATURE_NAMES), dtype=np.float64)
     ranked = sorted(walk.stores, key=lambda t: (-t[0], t[1]))
     for slot, store in enumerate(ranked[:TOP_STORES]):
@@ -500,7 +514,7 @@ def loop_features(func: S.PrimFunc) -> np.ndarray:
     total_flops = sum(t[3] for t in walk.stores)
     total_bytes = sum(t[4] for t in walk.stores)
     out[TOP_STORES * _STORE_LEN:] = [
-        float(len(walk.stores)), float(walk.loops), float(walk.max_depth), float(walk.guards),
+        float(len(walk.stores)), float(walk.loop_count), float(walk.max_depth), float(walk.guards),
         _log(total_instances), _log(total_flops), _log(total_bytes),
         _log(sum(t[5] for t in walk.stores)), _log(sum(t[6] for t in walk.stores)),
         _log(total_flops / max(total_bytes, 1.0)),

@@ -34,3 +34,13 @@ class Unsupported(TilefuseError):
         >>> str(Unsupported("no compute definition for Wildcard"))
         'no compute definition for Wildcard'
     """
+
+
+class LoweringError(TilefuseError, ValueError):
+    """A loop nest the loop passes cannot turn into code, e.g. an unrolled loop whose extent
+    is not a constant.
+
+    Example:
+        >>> issubclass(LoweringError, ValueError)
+        True
+    """

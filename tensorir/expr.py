@@ -204,6 +204,16 @@ class Cast(Expr):
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Ramp(Expr):
+    """The vector ``<base, base + stride, ..., base + (lanes - 1) * stride>``: the value of a
+    vectorized loop's variable (``passes.vectorize_loops``)."""
+    base: Expr
+    stride: int
+    lanes: int
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Call(Expr):
     """A math intrinsic such as ``exp`` applied to ``args``."""
     name: str

@@ -6,8 +6,17 @@ order. Each is a plain function from statement to statement that never changes i
    guards stay in the tails;
 3. ``simplify_stmt`` again: the partitioned pieces simplify further.
 
-Vectorization, unrolling and the outlining of parallel loops still happen in code generation
-(``tensorir/codegen/llvm.py``), driven by the loop kinds.
+``lower`` returns the loop nest after these (what the tuner's features and the printer see).
+Code generation first runs ``CODEGEN_PASSES``, which turn loop kinds into explicit structure:
+
+1. ``unroll_loops``: unrolled loops (and vectorized loops inside vectorized ones) become
+   their copies, each with the loop variable bound by a let;
+2. ``outline_parallel_loops``: each outermost parallel loop becomes a ``ParallelFor`` naming
+   its closure; nested parallel loops run serially;
+3. ``vectorize_loops``: each vectorized loop becomes its body under ``let var = ramp(min, 1,
+   lanes)``; code generation emits what depends on a ramp on vectors.
+
+Code generation only translates: it refuses unrolled, parallel and vectorized loops.
 
 Example:
     >>> from tensorir.expr import Buffer, const, var
@@ -24,10 +33,13 @@ Example:
 from __future__ import annotations
 
 from . import stmt as S
-from .passes import partition_loops, simplify_stmt
+from .passes import outline_parallel_loops, partition_loops, simplify_stmt, unroll_loops, vectorize_loops
 
 LOWERING_PASSES = (simplify_stmt, partition_loops, simplify_stmt)
 """The passes between lowering and code generation, in order."""
+
+CODEGEN_PASSES = (unroll_loops, outline_parallel_loops, vectorize_loops)
+"""The passes code generation runs first, in order: loop kinds made explicit."""
 
 
 def run_passes(body: S.Stmt, passes=LOWERING_PASSES) -> S.Stmt:

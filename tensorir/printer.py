@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from . import expr as E
 from . import stmt as S
+from .visitor import Visitor
 
 _INFIX = {  # class: (symbol, precedence)
     E.Or: ("||", 1), E.And: ("&&", 2),
@@ -47,6 +48,8 @@ def _expr(e: E.Expr) -> tuple[str, int]:
         return f"select({expr_str(e.cond)}, {expr_str(e.true_value)}, {expr_str(e.false_value)})", 9
     if isinstance(e, E.Cast):
         return f"{e.dtype}({expr_str(e.value)})", 9
+    if isinstance(e, E.Ramp):
+        return f"ramp({expr_str(e.base)}, {e.stride}, {e.lanes})", 9
     if isinstance(e, E.Call):
         return f"{e.name}({', '.join(expr_str(a) for a in e.args)})", 9
     if isinstance(e, E.TensorLoad):
@@ -71,35 +74,57 @@ def expr_str(e: E.Expr) -> str:
     return _expr(e)[0]
 
 
-def _lines(s: S.Stmt, indent: int, out: list[str]) -> None:
-    pad = "  " * indent
-    if isinstance(s, S.SeqStmt):
+class _Lines(Visitor):
+    """One line per store, let and allocation, braces around loop and branch bodies."""
+
+    def __init__(self, out: list[str]):
+        super().__init__()
+        self.out = out
+
+    def generic_visit(self, s, indent):
+        self.out.append(f"{'  ' * indent}<{type(s).__name__}>")
+
+    def visit_SeqStmt(self, s, indent):
         for c in s.stmts:
-            _lines(c, indent, out)
-    elif isinstance(s, S.For):
+            self.visit(c, indent)
+
+    def visit_For(self, s, indent):
+        pad = "  " * indent
         kind = "for" if s.kind == "serial" else s.kind
-        out.append(f"{pad}{kind} ({s.var.name}, {expr_str(s.min)}, {expr_str(s.extent)}) {{")
-        _lines(s.body, indent + 1, out)
-        out.append(f"{pad}}}")
-    elif isinstance(s, S.BufferStore):
+        self.out.append(f"{pad}{kind} ({s.var.name}, {expr_str(s.min)}, {expr_str(s.extent)}) {{")
+        with self.inside(s):
+            self.visit(s.body, indent + 1)
+        self.out.append(f"{pad}}}")
+
+    def visit_ParallelFor(self, s, indent):
+        pad = "  " * indent
+        closure = f"{', '.join(v.name for v in s.params)}; {', '.join(b.name for b in s.buffers)}"
+        self.out.append(f"{pad}parallel_for ({s.var.name}, {expr_str(s.min)}, {expr_str(s.extent)}) closure ({closure}) {{")
+        with self.inside(s):
+            self.visit(s.body, indent + 1)
+        self.out.append(f"{pad}}}")
+
+    def visit_BufferStore(self, s, indent):
         idx = ", ".join(expr_str(i) for i in s.indices)
-        out.append(f"{pad}{s.buffer.name}[{idx}] = {expr_str(s.value)}")
-    elif isinstance(s, S.Allocate):
+        self.out.append(f"{'  ' * indent}{s.buffer.name}[{idx}] = {expr_str(s.value)}")
+
+    def visit_Allocate(self, s, indent):
         b = s.buffer
-        out.append(f"{pad}allocate {b.name}[{', '.join(map(str, b.shape))}]: {b.dtype}, {b.scope}")
-        _lines(s.body, indent, out)
-    elif isinstance(s, S.IfThenElse):
-        out.append(f"{pad}if ({expr_str(s.cond)}) {{")
-        _lines(s.then_body, indent + 1, out)
+        self.out.append(f"{'  ' * indent}allocate {b.name}[{', '.join(map(str, b.shape))}]: {b.dtype}, {b.scope}")
+        self.visit(s.body, indent)
+
+    def visit_IfThenElse(self, s, indent):
+        pad = "  " * indent
+        self.out.append(f"{pad}if ({expr_str(s.cond)}) {{")
+        self.visit(s.then_body, indent + 1)
         if s.else_body is not None:
-            out.append(f"{pad}}} else {{")
-            _lines(s.else_body, indent + 1, out)
-        out.append(f"{pad}}}")
-    elif isinstance(s, S.LetStmt):
-        out.append(f"{pad}let {s.var.name} = {expr_str(s.value)}")
-        _lines(s.body, indent, out)
-    else:
-        out.append(f"{pad}<{type(s).__name__}>")
+            self.out.append(f"{pad}}} else {{")
+            self.visit(s.else_body, indent + 1)
+        self.out.append(f"{pad}}}")
+
+    def visit_LetStmt(self, s, indent):
+        self.out.append(f"{'  ' * indent}let {s.var.name} = {expr_str(s.value)}")
+        self.visit(s.body, indent)
 
 
 def stmt_str(s: S.Stmt, indent: int = 0) -> str:
@@ -115,7 +140,7 @@ def stmt_str(s: S.Stmt, indent: int = 0) -> str:
         }
     """
     out: list[str] = []
-    _lines(s, indent, out)
+    _Lines(out).visit(s, indent)
     return "\n".join(out)
 
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from . import dtype as dt
 from . import expr as E
-from .node import same
+from .node import map_children, same
+from .visitor import Mutator
 
 INF = math.inf
 Ranges = dict  # uid -> (min, extent)
@@ -307,15 +308,18 @@ def simplify(e: E.Expr, ranges: Ranges | None = None) -> E.Expr:
     return _Simplifier(ranges or {}).visit(e)
 
 
-class _Simplifier:
+class _Simplifier(Mutator):
+    """Bottom up: a node's ``visit_`` method sees its children already simplified."""
+
     def __init__(self, ranges: Ranges):
+        super().__init__()
         self.ranges = ranges
 
     def visit(self, e: E.Expr) -> E.Expr:
-        from .node import map_children
-        e = map_children(e, self.visit)
-        method = getattr(self, "visit_" + type(e).__name__, None)
-        return method(e) if method else e
+        return super().visit(map_children(e, self.visit))
+
+    def generic_visit(self, e: E.Expr) -> E.Expr:
+        return e
 
     # -- integer sums
     def _linear(self, e):

@@ -2,7 +2,8 @@
 
 A lowered kernel is a ``PrimFunc`` over buffer and scalar parameters whose body is built from
 ``For`` loops (serial, parallel, vectorized, unrolled), ``BufferStore``, ``Allocate``,
-``IfThenElse``, ``LetStmt`` and ``SeqStmt``. ``str()`` prints readable pseudo-code.
+``IfThenElse``, ``LetStmt`` and ``SeqStmt``; the passes before code generation make parallel
+loops ``ParallelFor``. ``str()`` prints readable pseudo-code.
 """
 from __future__ import annotations
 
@@ -45,6 +46,21 @@ class For(Stmt):
     def __post_init__(self):
         if self.kind not in FOR_KINDS:
             raise ValueError(f"unknown loop kind {self.kind!r}; expected one of {FOR_KINDS}")
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ParallelFor(Stmt):
+    """A parallel loop made explicit for code generation (``passes.outline_parallel_loops``):
+    ``body`` runs for ``var`` in ``[min, min + extent)``, split into ranges that the thread
+    pool's workers run. ``params`` (variables) and ``buffers`` are what the body reads from
+    outside: the closure handed to the workers, in this order."""
+    var: Var
+    min: Expr
+    extent: Expr
+    body: Stmt
+    params: tuple
+    buffers: tuple
+    binders = ("var",)
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

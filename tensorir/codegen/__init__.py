@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import expr as E
 from .. import stmt as S
+from ..pipeline import CODEGEN_PASSES, run_passes
 from ..runtime.kernel import ArgSpec, Kernel, compile_llvm
 from ..runtime.target import Target, cached_target_machine
 from .llvm import CodeGen, CodegenError, written_buffer_uids
@@ -20,6 +21,7 @@ def build_prim_func(func: S.PrimFunc, fast_math: bool = False, target: Target | 
     """
     target = target or Target.host()
     tm = cached_target_machine(target)
+    func = S.PrimFunc(func.name, func.params, run_passes(func.body, CODEGEN_PASSES))
     module = CodeGen(func, fast_math=fast_math, triple=tm.triple, data_layout=str(tm.target_data)).module
     written = written_buffer_uids(func)
     args = [ArgSpec(p.name, p.dtype, tuple(p.shape), p.uid in written) if isinstance(p, E.Buffer)

@@ -2,15 +2,17 @@
 
 * Buffers become ``noalias`` pointer parameters with a known alignment; bool is one byte in
   memory and ``i1`` in registers.
-* A ``vectorized`` loop of constant extent L is emitted once, with its variable as the vector
-  ``<min, min+1, ..., min+L-1>``: every expression that depends on it is an ``<L x T>`` value.
+* ``let v = ramp(min, 1, L)`` (a vectorized loop, ``passes.vectorize_loops``) opens a vector
+  region: ``v`` is the vector ``<min, min+1, ..., min+L-1>`` and every expression that depends
+  on it is an ``<L x T>`` value.
   Loads and stores whose flat index is ``1 * lane + rest`` are contiguous vector accesses,
   other lane-dependent ones gathers / scatters; under a lane-dependent condition they are
   masked (``llvm.masked.*``), so a tail needs no scalar loop.
-* ``unrolled`` loops are emitted ``extent`` times; ``serial`` loops are plain loops.
-* A ``parallel`` loop body is outlined into ``void body(i64 begin, i64 end, ptr closure)`` and
-  run by ``tilefuse_parallel_for`` on the native thread pool. The body calls an always-inline
-  helper whose buffer parameters are ``noalias`` again, so alias facts survive outlining.
+* ``serial`` loops are plain loops; unrolled loops are gone (``passes.unroll_loops``).
+* A ``ParallelFor`` (``passes.outline_parallel_loops``) becomes ``void body(i64 begin, i64 end,
+  ptr closure)``, run by ``tilefuse_parallel_for`` on the native thread pool, over the closure
+  the node names. The body calls an always-inline helper whose buffer parameters are
+  ``noalias`` again, so alias facts survive outlining.
 * Float arithmetic carries the ``contract`` flag (FMA formation) by default, all fast-math
   flags only when the caller asks for them.
 """
@@ -26,7 +28,8 @@ from .. import stmt as S
 from ..simplify import linear_coefficient, simplify
 from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARALLEL_FOR, PARAM_ALIGN, STATUS_BAD_ARGUMENT,
                            STATUS_NO_MEMORY, STATUS_OK)
-from ..visit import free_vars, walk
+from ..visit import walk
+from ..visitor import Visitor
 from ..errors import TilefuseError
 
 ALLOC_ALIGN = 64
@@ -65,14 +68,13 @@ def memory_type(dtype: str) -> ir.Type:
 class _Ctx:
     """Emission state: where we are and what names mean."""
 
-    def __init__(self, func, builder, env, buffers, in_parallel=False):
+    def __init__(self, func, builder, env, buffers):
         self.func, self.builder = func, builder
         self.env = env            # var uid -> ir.Value
         self.buffers = buffers    # buffer uid -> ir.Value (pointer)
         self.lanes = None         # int while inside a vectorized loop
         self.lane_var = None
         self.mask = None          # <L x i1> while inside a lane-dependent condition
-        self.in_parallel = in_parallel
         self.vector_vars = set()  # uids of vars bound to vector values
 
     def child(self, **changes):
@@ -84,7 +86,7 @@ class _Ctx:
         return c
 
 
-class CodeGen:
+class CodeGen(Visitor):
     """Emit one PrimFunc as an LLVM module with an entry function of the same name.
 
     Example:
@@ -97,6 +99,7 @@ class CodeGen:
     """
 
     def __init__(self, func: S.PrimFunc, fast_math: bool = False, triple: str = "", data_layout: str = ""):
+        super().__init__()
         self.prim = func
         self.flags = ("fast",) if fast_math else ("contract",)
         self.module = ir.Module(name=func.name)
@@ -124,7 +127,7 @@ class CodeGen:
             if isinstance(p, E.Var):
                 env[p.uid] = builder.trunc(arg, I1) if p.dtype == "bool" else arg
         ctx = _Ctx(fn, builder, env, buffers)
-        self._stmt(self.prim.body, ctx)
+        self.visit(self.prim.body, ctx)
         ctx.builder.ret(ir.Constant(I32, STATUS_OK))
         self._end_function(fn)
         self._emit_array_entry(fn)
@@ -188,35 +191,40 @@ class CodeGen:
         return fn
 
     # ------------------------------------------------------------------ statements
-    def _stmt(self, s: S.Stmt, ctx: _Ctx) -> None:
-        getattr(self, "_stmt_" + type(s).__name__)(s, ctx)
+    def generic_visit(self, node, ctx):
+        raise CodegenError(f"cannot emit a {type(node).__name__} node")
 
-    def _stmt_SeqStmt(self, s, ctx):
+    def visit_SeqStmt(self, s, ctx):
         for c in s.stmts:
-            self._stmt(c, ctx)
+            self.visit(c, ctx)
 
-    def _stmt_LetStmt(self, s, ctx):
-        value = self._expr(s.value, ctx)
-        inner = ctx.child()
+    def visit_LetStmt(self, s, ctx):
+        value = self.visit(s.value, ctx)
+        if isinstance(s.value, E.Ramp):      # a vectorized loop's variable: a vector region
+            if ctx.lanes is not None:
+                raise CodegenError(f"ramp {s.var.name} inside the vector region of {ctx.lane_var.name}")
+            inner = ctx.child(lanes=s.value.lanes, lane_var=s.var, mask=None)
+        else:
+            inner = ctx.child()
         inner.env[s.var.uid] = value
         if isinstance(value.type, ir.VectorType):
             inner.vector_vars.add(s.var.uid)
-        self._stmt(s.body, inner)
+        self.visit(s.body, inner)
         ctx.builder = inner.builder
 
-    def _stmt_BufferStore(self, s, ctx):
+    def visit_BufferStore(self, s, ctx):
         self._store(s.buffer, s.indices, s.value, ctx)
 
-    def _stmt_IfThenElse(self, s, ctx):
-        cond = self._expr(s.cond, ctx)
+    def visit_IfThenElse(self, s, ctx):
+        cond = self.visit(s.cond, ctx)
         if isinstance(cond.type, ir.VectorType):
             then_ctx = ctx.child(mask=self._and_mask(ctx, cond))
-            self._stmt(s.then_body, then_ctx)
+            self.visit(s.then_body, then_ctx)
             ctx.builder = then_ctx.builder
             if s.else_body is not None:
                 inverted = ctx.builder.xor(cond, ir.Constant(cond.type, [1] * ctx.lanes))
                 else_ctx = ctx.child(mask=self._and_mask(ctx, inverted))
-                self._stmt(s.else_body, else_ctx)
+                self.visit(s.else_body, else_ctx)
                 ctx.builder = else_ctx.builder
             return
         b = ctx.builder
@@ -228,11 +236,11 @@ class CodeGen:
             if bb is None:
                 continue
             inner = ctx.child(builder=ir.IRBuilder(bb))
-            self._stmt(body, inner)
+            self.visit(body, inner)
             inner.builder.branch(end_bb)
         ctx.builder = ir.IRBuilder(end_bb)
 
-    def _stmt_Allocate(self, s, ctx):
+    def visit_Allocate(self, s, ctx):
         buf = s.buffer
         nbytes = buf.size * dt.itemsize(buf.dtype)
         elem = memory_type(buf.dtype)
@@ -240,7 +248,7 @@ class CodeGen:
         if nbytes <= STACK_LIMIT:
             ptr = self._entry_alloca(ctx.func, ir.ArrayType(elem, max(buf.size, 1)), buf.name, ALLOC_ALIGN)
             inner.buffers = {**ctx.buffers, buf.uid: ptr}
-            self._stmt(s.body, inner)
+            self.visit(s.body, inner)
             ctx.builder = inner.builder
             return
         alloc = self._declare("aligned_alloc", PTR, [I64, I64])
@@ -252,33 +260,21 @@ class CodeGen:
             with ctx.builder.if_then(failed, likely=False):
                 ctx.builder.ret(ir.Constant(I32, STATUS_NO_MEMORY))
         inner.buffers = {**ctx.buffers, buf.uid: ptr}
-        self._stmt(s.body, inner)
+        self.visit(s.body, inner)
         inner.builder.call(free, [ptr])
         ctx.builder = inner.builder
 
-    def _stmt_For(self, s, ctx):
-        kind = s.kind
-        if kind == "vectorized" and ctx.lanes is not None:
-            kind = "unrolled"            # a vectorized loop inside another one
-        if kind == "parallel" and (ctx.in_parallel or ctx.lanes is not None):
-            kind = "serial"              # nested parallelism runs serially
-        if kind in ("vectorized", "unrolled") and not isinstance(s.extent, E.Const):
-            raise CodegenError(f"loop {s.var.name} is {s.kind} but its extent {s.extent} is not a constant")
-        if kind == "vectorized":
-            self._vector_loop(s, ctx)
-        elif kind == "unrolled":
-            start = self._expr(s.min, ctx)
-            for k in range(int(s.extent.value)):
-                inner = ctx.child()
-                inner.env[s.var.uid] = ctx.builder.add(start, ir.Constant(I64, k))
-                self._stmt(s.body, inner)
-                ctx.builder = inner.builder
-        elif kind == "parallel":
-            self._parallel_loop(s, ctx)
-        else:
-            start = self._expr(s.min, ctx)
-            end = ctx.builder.add(start, self._expr(s.extent, ctx))
-            self._serial_loop(s.var, start, end, s.body, ctx)
+    def visit_For(self, s, ctx):
+        with self.inside(s):
+            self._emit_loop(s, ctx)
+
+    def _emit_loop(self, s, ctx):
+        if s.kind != "serial":
+            raise CodegenError(f"loop {s.var.name} ({s.kind}) reached code generation; run "
+                               f"tensorir.pipeline.CODEGEN_PASSES first")
+        start = self.visit(s.min, ctx)
+        end = ctx.builder.add(start, self.visit(s.extent, ctx))
+        self._serial_loop(s.var, start, end, s.body, ctx)
 
     def _serial_loop(self, var, start, end, body, ctx):
         b = ctx.builder
@@ -293,35 +289,19 @@ class CodeGen:
         hb.cbranch(hb.icmp_signed("<", phi, end), body_bb, exit_bb)
         inner = ctx.child(builder=ir.IRBuilder(body_bb))
         inner.env[var.uid] = phi
-        self._stmt(body, inner)
+        self.visit(body, inner)
         nxt = inner.builder.add(phi, ir.Constant(I64, 1), flags=["nsw"])
         phi.add_incoming(nxt, inner.builder.block)
         inner.builder.branch(header)
         ctx.builder = ir.IRBuilder(exit_bb)
 
-    def _vector_loop(self, s, ctx):
-        lanes = int(s.extent.value)
-        if lanes <= 0:
-            return
-        start = self._expr(s.min, ctx)
-        inner = ctx.child(lanes=lanes, lane_var=s.var, mask=None)
-        base = self._splat(start, lanes, ctx.builder)
-        inner.env[s.var.uid] = ctx.builder.add(base, ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))))
-        inner.vector_vars.add(s.var.uid)
-        self._stmt(s.body, inner)
-        ctx.builder = inner.builder
+    def visit_ParallelFor(self, s, ctx):
+        with self.inside(s):
+            self._parallel_loop(s, ctx)
 
     def _parallel_loop(self, s, ctx):
-        body = s.body
-        captured_vars = [v for v in free_vars(body) if v.uid != s.var.uid]
-        allocated = {n.buffer.uid for n in walk(body) if isinstance(n, S.Allocate)}
-        captured_bufs, seen = [], set()
-        for n in walk(body):
-            if isinstance(n, (E.BufferLoad, S.BufferStore)) and n.buffer.uid not in allocated \
-                    and n.buffer.uid not in seen:
-                seen.add(n.buffer.uid)
-                captured_bufs.append(n.buffer)
-        values = [ctx.env[v.uid] for v in captured_vars] + [self._expr(s.min, ctx)]
+        body, captured_vars, captured_bufs = s.body, s.params, s.buffers
+        values = [ctx.env[v.uid] for v in captured_vars] + [self.visit(s.min, ctx)]
         k = next(self._outlined)
         name = f"{self.prim.name}.parallel{k}"
         # impl(ptr noalias buffers..., captured scalars..., i64 begin, i64 end), always inlined
@@ -338,7 +318,7 @@ class CodeGen:
         for v, arg in zip(captured_vars, impl.args[len(captured_bufs):]):
             env[v.uid] = arg
         start, begin, end = impl.args[-3], impl.args[-2], impl.args[-1]
-        ictx = _Ctx(impl, ib, env, buffers, in_parallel=True)
+        ictx = _Ctx(impl, ib, env, buffers)
         self._serial_loop(s.var, ib.add(start, begin), ib.add(start, end), body, ictx)
         ictx.builder.ret_void()
         self._end_function(impl)
@@ -364,7 +344,7 @@ class CodeGen:
                         source_etype=closure_type)
             b.store(val, ptr)
         launch = self._declare(PARALLEL_FOR, ir.VoidType(), [PTR, PTR, I64])
-        b.call(launch, [task, closure, self._expr(s.extent, ctx)])
+        b.call(launch, [task, closure, self.visit(s.extent, ctx)])
 
     # ------------------------------------------------------------------ memory
     def _flat_index(self, buf: E.Buffer, indices) -> E.Expr:
@@ -385,16 +365,16 @@ class CodeGen:
         if ctx.lanes is not None and self._lane_dependent(flat, ctx):
             lin = linear_coefficient(flat, ctx.lane_var)
             if lin is not None and lin[0] == 1 and not self._lane_dependent(lin[1], ctx):
-                base_offset = self._expr(lin[1], ctx)     # may branch (a masked load): first
+                base_offset = self.visit(lin[1], ctx)     # may branch (a masked load): first
                 lane_min = ctx.env[ctx.lane_var.uid]
                 first = ctx.builder.extract_element(lane_min, ir.Constant(I32, 0))
                 offset = ctx.builder.add(base_offset, first)
                 return "contiguous", ctx.builder.gep(base, [offset], inbounds=True, source_etype=elem)
-            offsets = self._widen(self._expr(flat, ctx), ctx)
+            offsets = self._widen(self.visit(flat, ctx), ctx)
             ptrs = ctx.builder.gep(base, [offsets], inbounds=True, source_etype=elem)
             ptrs.type = ir.VectorType(PTR, ctx.lanes)  # llvmlite does not type vector GEPs
             return "gather", ptrs
-        offset = self._expr(flat, ctx)
+        offset = self.visit(flat, ctx)
         return "scalar", ctx.builder.gep(base, [offset], inbounds=True, source_etype=elem)
 
     def _lane_dependent(self, e: E.Expr, ctx) -> bool:
@@ -451,7 +431,7 @@ class CodeGen:
         return phi
 
     def _store(self, buf, indices, value_expr, ctx):
-        value = self._expr(value_expr, ctx)
+        value = self.visit(value_expr, ctx)
         kind, ptr = self._access(buf, indices, ctx)
         b = ctx.builder
         align = dt.itemsize(buf.dtype)
@@ -510,10 +490,7 @@ class CodeGen:
         return a, b
 
     # ------------------------------------------------------------------ expressions
-    def _expr(self, e: E.Expr, ctx) -> ir.Value:
-        return getattr(self, "_expr_" + type(e).__name__)(e, ctx)
-
-    def _expr_Const(self, e, ctx):
+    def visit_Const(self, e, ctx):
         t = llvm_type(e.dtype)
         if e.dtype == "bool":
             return ir.Constant(t, int(bool(e.value)))
@@ -521,19 +498,25 @@ class CodeGen:
             return ir.Constant(t, float(e.value))
         return ir.Constant(t, int(e.value) & ((1 << t.width) - 1))
 
-    def _expr_Var(self, e, ctx):
+    def visit_Var(self, e, ctx):
         try:
             return ctx.env[e.uid]
         except KeyError:
             raise CodegenError(f"variable {e.name} is used but not defined (not a parameter, loop or let)") from None
 
-    _expr_IterVar = _expr_Var
+    visit_IterVar = visit_Var
 
-    def _expr_BufferLoad(self, e, ctx):
+    def visit_BufferLoad(self, e, ctx):
         return self._load(e, ctx)
 
+    def visit_Ramp(self, e, ctx):
+        start = self.visit(e.base, ctx)
+        base = self._splat(start, e.lanes, ctx.builder)
+        steps = ir.Constant(ir.VectorType(start.type, e.lanes), [k * e.stride for k in range(e.lanes)])
+        return ctx.builder.add(base, steps)
+
     def _binary(self, e, ctx):
-        a, b = self._match(self._expr(e.a, ctx), self._expr(e.b, ctx), ctx)
+        a, b = self._match(self.visit(e.a, ctx), self.visit(e.b, ctx), ctx)
         bld, dtype = ctx.builder, e.dtype
         cls = type(e)
         if dt.is_float(dtype):
@@ -591,11 +574,11 @@ class CodeGen:
             result = bld.select(is_zero, zero, result)
         return result
 
-    _expr_Add = _expr_Sub = _expr_Mul = _expr_Div = _binary
-    _expr_FloorDiv = _expr_FloorMod = _expr_Min = _expr_Max = _expr_And = _expr_Or = _binary
+    visit_Add = visit_Sub = visit_Mul = visit_Div = _binary
+    visit_FloorDiv = visit_FloorMod = visit_Min = visit_Max = visit_And = visit_Or = _binary
 
     def _compare(self, e, ctx):
-        a, b = self._match(self._expr(e.a, ctx), self._expr(e.b, ctx), ctx)
+        a, b = self._match(self.visit(e.a, ctx), self.visit(e.b, ctx), ctx)
         op = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}[type(e)]
         src = e.a.dtype
         if dt.is_float(src):
@@ -605,15 +588,15 @@ class CodeGen:
             return ctx.builder.icmp_signed(op, a, b)
         return ctx.builder.icmp_unsigned(op, a, b)
 
-    _expr_EQ = _expr_NE = _expr_LT = _expr_LE = _expr_GT = _expr_GE = _compare
+    visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _compare
 
-    def _expr_Not(self, e, ctx):
-        a = self._expr(e.a, ctx)
+    def visit_Not(self, e, ctx):
+        a = self.visit(e.a, ctx)
         return ctx.builder.xor(a, ir.Constant(a.type, [1] * a.type.count) if isinstance(a.type, ir.VectorType)
                                else ir.Constant(I1, 1))
 
-    def _expr_Select(self, e, ctx):
-        cond = self._expr(e.cond, ctx)
+    def visit_Select(self, e, ctx):
+        cond = self.visit(e.cond, ctx)
         b = ctx.builder
         has_load = any(isinstance(n, E.BufferLoad) for side in (e.true_value, e.false_value) for n in walk(side))
         if isinstance(cond.type, ir.VectorType):
@@ -621,12 +604,12 @@ class CodeGen:
             values = []
             for side, side_mask in ((e.true_value, cond), (e.false_value, inverted)):
                 inner = ctx.child(mask=self._and_mask(ctx, side_mask))
-                value = self._expr(side, inner)
+                value = self.visit(side, inner)
                 ctx.builder = inner.builder
                 values.append(self._widen(value, ctx))
             return ctx.builder.select(cond, values[0], values[1])
         if not has_load:
-            t, f = self._match(self._expr(e.true_value, ctx), self._expr(e.false_value, ctx), ctx)
+            t, f = self._match(self.visit(e.true_value, ctx), self.visit(e.false_value, ctx), ctx)
             return ctx.builder.select(cond, t, f)
         # only the chosen side may be read: branch
         t_bb = ctx.func.append_basic_block("select.true")
@@ -636,7 +619,7 @@ class CodeGen:
         results = []
         for side, bb in ((e.true_value, t_bb), (e.false_value, f_bb)):
             inner = ctx.child(builder=ir.IRBuilder(bb))
-            value = self._expr(side, inner)
+            value = self.visit(side, inner)
             results.append((value, inner))
         t, f = results[0][0], results[1][0]
         if isinstance(t.type, ir.VectorType) != isinstance(f.type, ir.VectorType):
@@ -651,8 +634,8 @@ class CodeGen:
         ctx.builder = eb
         return phi
 
-    def _expr_Cast(self, e, ctx):
-        v = self._expr(e.value, ctx)
+    def visit_Cast(self, e, ctx):
+        v = self.visit(e.value, ctx)
         src, dst = e.value.dtype, e.dtype
         b = ctx.builder
         lanes = v.type.count if isinstance(v.type, ir.VectorType) else None
@@ -678,8 +661,8 @@ class CodeGen:
             return b.trunc(v, to)
         return v  # int8 <-> uint8: same bits
 
-    def _expr_Call(self, e, ctx):
-        args = [self._expr(a, ctx) for a in e.args]
+    def visit_Call(self, e, ctx):
+        args = [self.visit(a, ctx) for a in e.args]
         if len(args) == 2:
             args = list(self._match(args[0], args[1], ctx))
         if e.name == "abs" and not dt.is_float(e.dtype):
@@ -691,10 +674,10 @@ class CodeGen:
         from .mathlib import emit_intrinsic
         return emit_intrinsic(ctx.builder, e.name, args, self.flags)
 
-    def _expr_TensorLoad(self, e, ctx):
+    def visit_TensorLoad(self, e, ctx):
         raise CodegenError(f"tensor read {e} reached codegen; lower the schedule first")
 
-    def _expr_Reduce(self, e, ctx):
+    def visit_Reduce(self, e, ctx):
         raise CodegenError(f"reduction {e} reached codegen; lower the schedule first")
 
 

@@ -14,9 +14,10 @@ import math
 
 from .. import expr as E
 from .. import stmt as S
-from ..node import same
+from ..node import map_children, same
 from ..simplify import Linear, bound, linear_coefficient, simplify
 from ..visit import rewrite, walk
+from ..visitor import Mutator
 from .simplify_stmt import simplify_stmt
 
 
@@ -38,28 +39,34 @@ def partition_loops(s: S.Stmt, ranges: dict | None = None) -> S.Stmt:
           A[ii + 8] = 0f
         }
     """
-    return _visit(s, dict(ranges or {}))
+    return _Partition().visit(s, dict(ranges or {}))
 
 
-def _visit(s: S.Stmt, ranges: dict) -> S.Stmt:
-    if isinstance(s, S.For):
-        if s.kind != "vectorized" and isinstance(s.min, E.Const) and isinstance(s.extent, E.Const):
-            parts = _split(s, ranges)
-            if parts is not None:
-                return S.seq(*[_visit(p, ranges) for p in parts])
-            inner = dict(ranges)
-            inner[s.var.uid] = (s.min.value, s.extent.value)
-            return S.For(s.var, s.min, s.extent, s.kind, _visit(s.body, inner))
-        return S.For(s.var, s.min, s.extent, s.kind, _visit(s.body, ranges))
-    if isinstance(s, S.SeqStmt):
-        return S.seq(*[_visit(c, ranges) for c in s.stmts])
-    if isinstance(s, S.IfThenElse):
-        return S.IfThenElse(s.cond, _visit(s.then_body, ranges),
-                            None if s.else_body is None else _visit(s.else_body, ranges))
-    if isinstance(s, (S.LetStmt, S.Allocate)):
-        from ..node import map_children
-        return map_children(s, lambda c: _visit(c, ranges) if isinstance(c, S.Stmt) else c)
-    return s
+class _Partition(Mutator):
+    """Statements are visited with the constant ranges of the loops around them."""
+
+    def generic_visit(self, s, ranges):
+        if isinstance(s, (S.LetStmt, S.Allocate)):
+            return map_children(s, lambda c: self.visit(c, ranges) if isinstance(c, S.Stmt) else c)
+        return s
+
+    def visit_For(self, s, ranges):
+        with self.inside(s):
+            if s.kind != "vectorized" and isinstance(s.min, E.Const) and isinstance(s.extent, E.Const):
+                parts = _split(s, ranges)
+                if parts is not None:
+                    return S.seq(*[self.visit(p, ranges) for p in parts])
+                inner = dict(ranges)
+                inner[s.var.uid] = (s.min.value, s.extent.value)
+                return S.For(s.var, s.min, s.extent, s.kind, self.visit(s.body, inner))
+            return S.For(s.var, s.min, s.extent, s.kind, self.visit(s.body, ranges))
+
+    def visit_SeqStmt(self, s, ranges):
+        return S.seq(*[self.visit(c, ranges) for c in s.stmts])
+
+    def visit_IfThenElse(self, s, ranges):
+        return S.IfThenElse(s.cond, self.visit(s.then_body, ranges),
+                            None if s.else_body is None else self.visit(s.else_body, ranges))
 
 
 def _inner_ranges(body: S.Stmt, ranges: dict) -> dict:

@@ -1,0 +1,51 @@
+"""Unrolling: an ``unrolled`` loop becomes its body once per iteration, each copy with the loop
+variable bound to ``min + k`` by a ``LetStmt``. A ``vectorized`` loop nested in another
+vectorized loop is unrolled too (one vector dimension per kernel).
+
+Example:
+    >>> from tensorir.expr import Buffer, const, var
+    >>> A = Buffer("A", (2,), "float32"); i = var("i")
+    >>> print(unroll_loops(S.For(i, const(0), const(2), "unrolled", S.BufferStore(A, const(0.0), (i,)))))
+    let i = 0 + 0
+    A[i] = 0f
+    let i = 0 + 1
+    A[i] = 0f
+"""
+from __future__ import annotations
+
+from .. import expr as E
+from .. import stmt as S
+from ..errors import LoweringError
+from ..visitor import Mutator
+
+
+def unroll_loops(s: S.Stmt) -> S.Stmt:
+    """``s`` with every unrolled loop (and every vectorized loop inside a vectorized loop)
+    replaced by its copies; LoweringError when such a loop's extent is not a constant.
+
+    Example:
+        >>> from tensorir.expr import Buffer, const, var
+        >>> A = Buffer("A", (8,), "float32"); i = var("i")
+        >>> unroll_loops(S.For(i, const(0), i + 8, "unrolled", S.BufferStore(A, const(0.0), (i,))))
+        Traceback (most recent call last):
+        ...
+        tensorir.errors.LoweringError: loop i is unrolled but its extent i + 8 is not a constant
+    """
+    return _Unroll().visit(s)
+
+
+class _Unroll(Mutator):
+    def generic_visit(self, node):
+        return super().generic_visit(node) if isinstance(node, S.Stmt) else node
+
+    def visit_For(self, loop: S.For) -> S.Stmt:
+        in_vector = any(outer.kind == "vectorized" for outer in self.loops)
+        unroll = loop.kind == "unrolled" or (loop.kind == "vectorized" and in_vector)
+        loop = super().visit_For(loop)
+        if not unroll:
+            return loop
+        if not isinstance(loop.extent, E.Const):
+            raise LoweringError(f"loop {loop.var.name} is {'unrolled' if loop.kind == 'unrolled' else 'vectorized'}"
+                                f" but its extent {loop.extent} is not a constant")
+        return S.seq(*[S.LetStmt(loop.var, E.Add(loop.min, E.Const(k, "int64"), "int64"), loop.body)
+                       for k in range(int(loop.extent.value))]) or S.SeqStmt(())
