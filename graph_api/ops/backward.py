@@ -10,7 +10,6 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import numpy as np
 from tensorir import ops as T
@@ -69,36 +68,16 @@ def _ref_mish_grad(x: np.ndarray) -> np.ndarray:
     return t + x * _sigmoid(x) * (1.0 - t * t)
 
 
-def _ref_use_dst(op: Op) -> bool:
-    return _bool(op, "use_dst")
-
-
-_GRADIENTS: dict[OpKind, Callable[[Op, np.ndarray], np.ndarray]] = {
-    OpKind.ReLUBackward: lambda op, v: (v > 0).astype(np.float64),
-    OpKind.SigmoidBackward: lambda op, v: (lambda s: s * (1.0 - s))(v if _ref_use_dst(op) else _sigmoid(v)),
-    OpKind.TanhBackward: lambda op, v: (lambda t: (1.0 - t) * (1.0 + t))(v if _ref_use_dst(op) else np.tanh(v)),
-    OpKind.EluBackward: lambda op, v: np.where(
-        v > 0, 1.0, v + _float(op, "alpha") if _ref_use_dst(op) else _float(op, "alpha") * np.exp(np.minimum(v, 0.0))),
-    OpKind.GELUBackward: _ref_gelu_grad,
-    OpKind.HardSigmoidBackward: lambda op, v: np.where(
-        (lambda a: (a > 0) & (a < 1))(_float(op, "alpha") * v + _float(op, "beta")), _float(op, "alpha"), 0.0),
-    OpKind.HardSwishBackward: lambda op, v: _ref_hardswish_grad(v),
-    OpKind.MishBackward: lambda op, v: _ref_mish_grad(v),
-    OpKind.SoftPlusBackward: lambda op, v: _sigmoid(_float(op, "beta") * v),
-    OpKind.SqrtBackward: lambda op, v: 0.5 / (v if _ref_use_dst(op) else np.sqrt(v)),
-    OpKind.AbsBackward: lambda op, v: np.sign(v),
-    OpKind.ClampBackward: lambda op, v: ((v > _float(op, "min")) & (v < _float(op, "max"))).astype(np.float64),
-}
-
-
-def _ref_eltwise_backward(op: Op, xs: list) -> list:
-    """diff_src = diff_dst * f'(...), from (src or dst, diff_dst)."""
-    _nin(op, xs, {2})
-    v, dd = _f64(xs[0]), _f64(xs[1])
-    if v.shape != dd.shape:
-        raise _err(op, f"src/dst shape {v.shape} and diff_dst shape {dd.shape} differ")
-    with np.errstate(all="ignore"):
-        return [dd * _GRADIENTS[op.kind](op, v)]
+def _ref_eltwise_backward(gradient):
+    """diff_src = diff_dst * f'(...), from (src or dst, diff_dst); ``gradient(op, v)`` is f'."""
+    def reference(op: Op, xs: list) -> list:
+        _nin(op, xs, {2})
+        v, dd = _f64(xs[0]), _f64(xs[1])
+        if v.shape != dd.shape:
+            raise _err(op, f"src/dst shape {v.shape} and diff_dst shape {dd.shape} differ")
+        with np.errstate(all="ignore"):
+            return [dd * gradient(op, v)]
+    return reference
 
 
 def _ref_softmax_backward(op: Op, xs: list) -> list:
@@ -156,28 +135,6 @@ def _ref_batchnorm_backward(op: Op, xs: list) -> list:
 
 # ---- lowering ---------------------------------------------------------------------------------------
 
-_K = OpKind
-_BACKWARD = {
-    _K.ReLUBackward: lambda op, d, g: T.relu_backward(d, g, get_attr(op, "use_dst")),
-    _K.SigmoidBackward: lambda op, d, g: T.sigmoid_backward(d, g, get_attr(op, "use_dst")),
-    _K.TanhBackward: lambda op, d, g: T.tanh_backward(d, g, get_attr(op, "use_dst")),
-    _K.SqrtBackward: lambda op, d, g: T.sqrt_backward(d, g, get_attr(op, "use_dst")),
-    _K.EluBackward: lambda op, d, g: T.elu_backward(d, g, get_attr(op, "alpha"), get_attr(op, "use_dst")),
-    _K.ClampBackward: lambda op, d, g: T.clamp_backward(d, g, get_attr(op, "min"), get_attr(op, "max"),
-                                                        get_attr(op, "use_dst")),
-    _K.GELUBackward: lambda op, d, g: T.gelu_backward(d, g, get_attr(op, "mode")),
-    _K.HardSigmoidBackward: lambda op, d, g: T.hardsigmoid_backward(d, g, get_attr(op, "alpha"),
-                                                                    get_attr(op, "beta")),
-    _K.HardSwishBackward: lambda op, d, g: T.hardswish_backward(d, g),
-    _K.MishBackward: lambda op, d, g: T.mish_backward(d, g),
-    _K.SoftPlusBackward: lambda op, d, g: T.softplus_backward(d, g, get_attr(op, "beta")),
-    _K.AbsBackward: lambda op, d, g: T.abs_backward(d, g),
-    # these two take (diff_dst, dst)
-    _K.SoftMaxBackward: lambda op, g, d: T.softmax_backward(g, d, get_attr(op, "axis")),
-    _K.LogSoftmaxBackward: lambda op, g, d: T.log_softmax_backward(g, d, get_attr(op, "axis")),
-}
-
-
 def _lower_batch_norm_backward(op, xs):
     _inputs(op, xs, 4, 5)
     return T.batch_norm_backward(*xs[:4], gamma=xs[4] if len(xs) == 5 else None,
@@ -186,30 +143,58 @@ def _lower_batch_norm_backward(op, xs):
 
 # ---- the records ----------------------------------------------------------------------------------
 USE_DST = {"use_dst": optional("bool", True)}
-_ELTWISE = {
-    "AbsBackward": {}, "HardSwishBackward": {}, "MishBackward": {},
-    "ClampBackward": {"min": required("f32"), "max": required("f32"), **USE_DST},
-    "EluBackward": {"alpha": required("f32"), **USE_DST}, "GELUBackward": {"mode": GELU_MODE},
-    "HardSigmoidBackward": {"alpha": required("f32"), "beta": required("f32")}, "ReLUBackward": USE_DST,
-    "SigmoidBackward": USE_DST, "SoftPlusBackward": {"beta": optional("f32", 1.0)}, "SqrtBackward": USE_DST,
-    "TanhBackward": USE_DST}
 
 
 def _lower_pair(fn):
     return lambda op, xs: fn(op, *_inputs(op, xs, 2))
 
 
+def _required_f32(*names) -> dict:
+    return {n: required("f32") for n in names}
+
+
+def _use_dst(op) -> bool:
+    return _bool(op, "use_dst")
+
+
+# kind: (attributes, f' in float64 from src (or dst when use_dst), compute definition of diff_src)
+_ELTWISE = {
+    "ReLUBackward": (USE_DST, lambda op, v: (v > 0).astype(np.float64),
+                     lambda op, d, g: T.relu_backward(d, g, get_attr(op, "use_dst"))),
+    "SigmoidBackward": (USE_DST, lambda op, v: (lambda s: s * (1.0 - s))(v if _use_dst(op) else _sigmoid(v)),
+                        lambda op, d, g: T.sigmoid_backward(d, g, get_attr(op, "use_dst"))),
+    "TanhBackward": (USE_DST, lambda op, v: (lambda t: (1.0 - t) * (1.0 + t))(v if _use_dst(op) else np.tanh(v)),
+                     lambda op, d, g: T.tanh_backward(d, g, get_attr(op, "use_dst"))),
+    "EluBackward": ({**_required_f32("alpha"), **USE_DST}, lambda op, v: np.where(
+        v > 0, 1.0, v + _float(op, "alpha") if _use_dst(op) else _float(op, "alpha") * np.exp(np.minimum(v, 0.0))),
+        lambda op, d, g: T.elu_backward(d, g, get_attr(op, "alpha"), get_attr(op, "use_dst"))),
+    "GELUBackward": ({"mode": GELU_MODE}, _ref_gelu_grad, lambda op, d, g: T.gelu_backward(d, g, get_attr(op, "mode"))),
+    "HardSigmoidBackward": (_required_f32("alpha", "beta"), lambda op, v: np.where(
+        (lambda a: (a > 0) & (a < 1))(_float(op, "alpha") * v + _float(op, "beta")), _float(op, "alpha"), 0.0),
+        lambda op, d, g: T.hardsigmoid_backward(d, g, get_attr(op, "alpha"), get_attr(op, "beta"))),
+    "HardSwishBackward": ({}, lambda op, v: _ref_hardswish_grad(v), lambda op, d, g: T.hardswish_backward(d, g)),
+    "MishBackward": ({}, lambda op, v: _ref_mish_grad(v), lambda op, d, g: T.mish_backward(d, g)),
+    "SoftPlusBackward": ({"beta": optional("f32", 1.0)}, lambda op, v: _sigmoid(_float(op, "beta") * v),
+                         lambda op, d, g: T.softplus_backward(d, g, get_attr(op, "beta"))),
+    "SqrtBackward": (USE_DST, lambda op, v: 0.5 / (v if _use_dst(op) else np.sqrt(v)),
+                     lambda op, d, g: T.sqrt_backward(d, g, get_attr(op, "use_dst"))),
+    "AbsBackward": ({}, lambda op, v: np.sign(v), lambda op, d, g: T.abs_backward(d, g)),
+    "ClampBackward": ({**_required_f32("min", "max"), **USE_DST},
+                      lambda op, v: ((v > _float(op, "min")) & (v < _float(op, "max"))).astype(np.float64),
+                      lambda op, d, g: T.clamp_backward(d, g, get_attr(op, "min"), get_attr(op, "max"),
+                                                        get_attr(op, "use_dst"))),
+}
 # element-wise: src (or dst):T, diff_dst:T -> diff_src:T
-for _kind, _attrs_ in _ELTWISE.items():
+for _kind, (_attrs_, _gradient, _lowering) in _ELTWISE.items():
     define(schema(_kind, "src:T diff_dst:T", "diff_src:T", _attrs_), shape=_same_shapes,
-           reference=_ref_eltwise_backward, lower=_lower_pair(_BACKWARD[OpKind(_kind)]))
+           reference=_ref_eltwise_backward(_gradient), lower=_lower_pair(_lowering))
 define(schema("LogSoftmaxBackward", "diff_dst:T dst:T", "diff_src:T", {"axis": optional("s64", -1)}),
        shape=_shape_softmax_backward, reference=_ref_softmax_backward,
-       lower=_lower_pair(_BACKWARD[OpKind.LogSoftmaxBackward]))
+       lower=_lower_pair(lambda op, g, d: T.log_softmax_backward(g, d, get_attr(op, "axis"))))
 define(schema("SoftMaxBackward", "diff_dst:T1 dst:T1", "diff_src:T2", {"axis": optional("s64", 1)},
               {"T1": FP, "T2": FP}),
        shape=_shape_softmax_backward, reference=_ref_softmax_backward,
-       lower=_lower_pair(_BACKWARD[OpKind.SoftMaxBackward]))
+       lower=_lower_pair(lambda op, g, d: T.softmax_backward(g, d, get_attr(op, "axis"))))
 define(schema("PReLUBackward", "src:T slope:T diff_dst:T", "diff_src:T diff_slope:T", {"data_format": DATA_FORMAT}))
 for _kind in ("BiasAddBackward", "BiasAddBackprop"):
     define(schema(_kind, "diff_dst:T", "diff_bias:T", {"data_format": DATA_FORMAT}), shape=_shape_bias_add_backward,

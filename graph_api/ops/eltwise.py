@@ -9,7 +9,6 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import numpy as np
 from tensorir import ops as T
@@ -62,29 +61,6 @@ def _shape_bias_add(op, s):
 
 # ---- reference --------------------------------------------------------------------------------------
 
-_UNARY: dict[OpKind, Callable[[Op, np.ndarray], np.ndarray]] = {
-    OpKind.Abs: lambda op, x: np.abs(x),
-    OpKind.Exp: lambda op, x: np.exp(x),
-    OpKind.Log: lambda op, x: np.log(x),
-    OpKind.ReLU: lambda op, x: np.maximum(x, 0.0),
-    # oneDNN eltwise_round is nearbyintf(): round half to even under the default rounding mode.
-    OpKind.Round: lambda op, x: np.rint(x),
-    OpKind.Sigmoid: lambda op, x: 0.5 * (1.0 + np.tanh(0.5 * x)),
-    OpKind.Sqrt: lambda op, x: np.sqrt(x),
-    OpKind.Square: lambda op, x: x * x,
-    OpKind.Tanh: lambda op, x: np.tanh(x),
-    OpKind.Reciprocal: lambda op, x: 1.0 / x,
-    OpKind.Mish: lambda op, x: x * np.tanh(np.logaddexp(0.0, x)),
-    OpKind.HardSwish: lambda op, x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0),
-    OpKind.Clamp: lambda op, x: np.minimum(np.maximum(x, _float(op, "min")), _float(op, "max")),
-    OpKind.Elu: lambda op, x: np.where(x > 0, x, _float(op, "alpha") * np.expm1(np.minimum(x, 0.0))),
-    OpKind.LeakyReLU: lambda op, x: np.where(x >= 0, x, _float(op, "alpha") * x),
-    OpKind.HardSigmoid: lambda op, x: np.clip(_float(op, "alpha") * x + _float(op, "beta"), 0.0, 1.0),
-    OpKind.SoftPlus: lambda op, x: _ref_softplus(x, _float(op, "beta")),
-    OpKind.GELU: lambda op, x: _ref_gelu(op, x),
-}
-
-
 def _ref_softplus(x: np.ndarray, beta: float) -> np.ndarray:
     return np.logaddexp(0.0, beta * x) / beta
 
@@ -96,35 +72,27 @@ def _ref_gelu(op: Op, x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-def _ref_unary(op: Op, xs: list) -> list:
-    _nin(op, xs, {1})
-    with np.errstate(all="ignore"):
-        return [_UNARY[op.kind](op, _f64(xs[0]))]
+def _ref_unary(meaning):
+    def reference(op: Op, xs: list) -> list:
+        _nin(op, xs, {1})
+        with np.errstate(all="ignore"):
+            return [meaning(op, _f64(xs[0]))]
+    return reference
 
 
-_BINARY: dict[OpKind, Callable] = {
-    OpKind.Add: np.add,
-    OpKind.Subtract: np.subtract,
-    OpKind.Multiply: np.multiply,
-    OpKind.Divide: np.divide,
-    OpKind.Maximum: np.maximum,
-    OpKind.Minimum: np.minimum,
-    OpKind.SquaredDifference: lambda a, b: (a - b) * (a - b),
-    OpKind.GreaterEqual: np.greater_equal,
-}
-
-
-def _ref_binary(op: Op, xs: list) -> list:
-    _nin(op, xs, {2})
-    a, b = np.asarray(xs[0]), np.asarray(xs[1])
-    _broadcast(op, a, b)
-    integral = all(np.issubdtype(v.dtype, np.integer) for v in (a, b))
-    if not integral or op.kind is OpKind.Divide:
-        a, b = _f64(a), _f64(b)
-    else:
-        a, b = a.astype(np.int64), b.astype(np.int64)
-    with np.errstate(all="ignore"):
-        return [_BINARY[op.kind](a, b)]
+def _ref_binary(meaning):
+    def reference(op: Op, xs: list) -> list:
+        _nin(op, xs, {2})
+        a, b = np.asarray(xs[0]), np.asarray(xs[1])
+        _broadcast(op, a, b)
+        integral = all(np.issubdtype(v.dtype, np.integer) for v in (a, b))
+        if not integral or op.kind is OpKind.Divide:
+            a, b = _f64(a), _f64(b)
+        else:
+            a, b = a.astype(np.int64), b.astype(np.int64)
+        with np.errstate(all="ignore"):
+            return [meaning(a, b)]
+    return reference
 
 
 def _ref_pow(op: Op, xs: list) -> list:
@@ -196,11 +164,6 @@ def _ref_neg(op: Op, xs: list) -> list:
     return [-(x if np.issubdtype(x.dtype, np.integer) else _f64(x))]
 
 
-def _ref_erf(op: Op, xs: list) -> list:
-    _nin(op, xs, {1})
-    return [_vec_erf(_f64(xs[0]))]
-
-
 # ---- lowering ---------------------------------------------------------------------------------------
 
 def _lower_pow(op, xs):
@@ -229,25 +192,6 @@ def _lower_prelu(op, xs):
 
 GELU_MODE = optional("string", "gelu_erf", ("gelu_erf", "gelu_tanh"))
 
-_UNARY_LOWERINGS = {
-    "Abs": lambda op, x: T.abs(x), "Exp": lambda op, x: T.exp(x), "Log": lambda op, x: T.log(x),
-    "Sqrt": lambda op, x: T.sqrt(x), "Square": lambda op, x: T.square(x),
-    "Reciprocal": lambda op, x: T.reciprocal(x), "ReLU": lambda op, x: T.relu(x),
-    "Sigmoid": lambda op, x: T.sigmoid(x), "Tanh": lambda op, x: T.tanh(x),
-    "HardSwish": lambda op, x: T.hardswish(x), "Mish": lambda op, x: T.mish(x), "Round": lambda op, x: T.round(x),
-    "LeakyReLU": lambda op, x: T.leaky_relu(x, get_attr(op, "alpha")),
-    "Elu": lambda op, x: T.elu(x, get_attr(op, "alpha")),
-    "GELU": lambda op, x: T.gelu(x, get_attr(op, "mode")),
-    "HardSigmoid": lambda op, x: T.hardsigmoid(x, get_attr(op, "alpha"), get_attr(op, "beta")),
-    "SoftPlus": lambda op, x: T.softplus(x, get_attr(op, "beta")),
-    "Clamp": lambda op, x: T.clamp(x, get_attr(op, "min"), get_attr(op, "max")),
-    "Erf": lambda op, x: T.erf(x),
-}
-_UNARY_ATTRS = {
-    "Clamp": {"min": required("f32"), "max": required("f32")}, "Elu": {"alpha": required("f32")},
-    "GELU": {"mode": GELU_MODE}, "HardSigmoid": {"alpha": required("f32"), "beta": required("f32")},
-    "LeakyReLU": {"alpha": required("f32")}, "SoftPlus": {"beta": optional("f32", 1.0)}}
-
 
 def lower_unary(fn):
     """A lowering from ``fn(op, x)`` for a one-input op.
@@ -263,9 +207,42 @@ def _lower_binary(fn):
     return lambda op, xs: fn(*_inputs(op, xs, 2), get_attr(op, "auto_broadcast").lower())
 
 
-for _kind, _lowering in _UNARY_LOWERINGS.items():
-    define(schema(_kind, "src:T", "dst:T", _UNARY_ATTRS.get(_kind, {})), shape=_identity,
-           reference=_ref_erf if _kind == "Erf" else _ref_unary, lower=lower_unary(_lowering))
+def _required_f32(*names) -> dict:
+    return {n: required("f32") for n in names}
+
+
+# kind: (attributes, numpy meaning in float64, compute definition)
+_UNARY = {
+    "Abs": ({}, lambda op, x: np.abs(x), lambda op, x: T.abs(x)),
+    "Exp": ({}, lambda op, x: np.exp(x), lambda op, x: T.exp(x)),
+    "Log": ({}, lambda op, x: np.log(x), lambda op, x: T.log(x)),
+    "ReLU": ({}, lambda op, x: np.maximum(x, 0.0), lambda op, x: T.relu(x)),
+    # oneDNN's eltwise_round is nearbyintf(): half to even under the default rounding mode
+    "Round": ({}, lambda op, x: np.rint(x), lambda op, x: T.round(x)),
+    "Sigmoid": ({}, lambda op, x: 0.5 * (1.0 + np.tanh(0.5 * x)), lambda op, x: T.sigmoid(x)),
+    "Sqrt": ({}, lambda op, x: np.sqrt(x), lambda op, x: T.sqrt(x)),
+    "Square": ({}, lambda op, x: x * x, lambda op, x: T.square(x)),
+    "Tanh": ({}, lambda op, x: np.tanh(x), lambda op, x: T.tanh(x)),
+    "Reciprocal": ({}, lambda op, x: 1.0 / x, lambda op, x: T.reciprocal(x)),
+    "Mish": ({}, lambda op, x: x * np.tanh(np.logaddexp(0.0, x)), lambda op, x: T.mish(x)),
+    "HardSwish": ({}, lambda op, x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0), lambda op, x: T.hardswish(x)),
+    "Clamp": (_required_f32("min", "max"), lambda op, x: np.minimum(np.maximum(x, _float(op, "min")), _float(op, "max")),
+              lambda op, x: T.clamp(x, get_attr(op, "min"), get_attr(op, "max"))),
+    "Elu": (_required_f32("alpha"), lambda op, x: np.where(x > 0, x, _float(op, "alpha") * np.expm1(np.minimum(x, 0.0))),
+            lambda op, x: T.elu(x, get_attr(op, "alpha"))),
+    "LeakyReLU": (_required_f32("alpha"), lambda op, x: np.where(x >= 0, x, _float(op, "alpha") * x),
+                  lambda op, x: T.leaky_relu(x, get_attr(op, "alpha"))),
+    "HardSigmoid": (_required_f32("alpha", "beta"),
+                    lambda op, x: np.clip(_float(op, "alpha") * x + _float(op, "beta"), 0.0, 1.0),
+                    lambda op, x: T.hardsigmoid(x, get_attr(op, "alpha"), get_attr(op, "beta"))),
+    "SoftPlus": ({"beta": optional("f32", 1.0)}, lambda op, x: _ref_softplus(x, _float(op, "beta")),
+                 lambda op, x: T.softplus(x, get_attr(op, "beta"))),
+    "GELU": ({"mode": GELU_MODE}, _ref_gelu, lambda op, x: T.gelu(x, get_attr(op, "mode"))),
+    "Erf": ({}, lambda op, x: _vec_erf(x), lambda op, x: T.erf(x)),
+}
+for _kind, (_attrs_, _meaning, _lowering) in _UNARY.items():
+    define(schema(_kind, "src:T", "dst:T", _attrs_), shape=_identity, reference=_ref_unary(_meaning),
+           lower=lower_unary(_lowering))
 define(schema("Neg", "src:T", "dst:T", {}, {"T": FP | {DataType.s32, DataType.s64, DataType.s8}}),
        shape=_identity, reference=_ref_neg, lower=lower_unary(lambda op, x: T.neg(x)))
 # Pow: oneDNN's unary form (attribute beta) or the binary form of older oneDNN versions (and ONNX)
@@ -273,17 +250,19 @@ define(schema("Pow", "src:T exponent:T", "dst:T", {"beta": optional("f32"), "aut
               n_in={1, 2}, checks=[_check_pow]), shape=_shape_pow, reference=_ref_pow, lower=_lower_pow)
 
 # binary: both inputs and the output share one data type
-_BINARY_LOWERINGS = {"Add": T.add, "Subtract": T.subtract, "Multiply": T.multiply, "Divide": T.divide,
-                     "Maximum": T.maximum, "Minimum": T.minimum, "SquaredDifference": T.squared_difference,
-                     "GreaterEqual": T.greater_equal}
-for _kind, _fn in _BINARY_LOWERINGS.items():
-    _dtypes = {"T": FP_S32} if _kind in ("Add", "Subtract") else None
+# kind: (numpy meaning, compute definition)
+_BINARY = {"Add": (np.add, T.add), "Subtract": (np.subtract, T.subtract), "Multiply": (np.multiply, T.multiply),
+           "Divide": (np.divide, T.divide), "Maximum": (np.maximum, T.maximum), "Minimum": (np.minimum, T.minimum),
+           "SquaredDifference": (lambda a, b: (a - b) * (a - b), T.squared_difference),
+           "GreaterEqual": (np.greater_equal, T.greater_equal)}
+for _kind, (_meaning, _fn) in _BINARY.items():
     if _kind == "GreaterEqual":
         _sch = schema(_kind, "src_0:T1 src_1:T1", "dst:T2", {"auto_broadcast": AUTO_BROADCAST},
                       {"T1": FP_S32, "T2": frozenset({DataType.boolean})})
     else:
-        _sch = schema(_kind, "src_0:T src_1:T", "dst:T", {"auto_broadcast": AUTO_BROADCAST}, _dtypes)
-    define(_sch, shape=_shape_binary, reference=_ref_binary, lower=_lower_binary(_fn))
+        _sch = schema(_kind, "src_0:T src_1:T", "dst:T", {"auto_broadcast": AUTO_BROADCAST},
+                      {"T": FP_S32} if _kind in ("Add", "Subtract") else None)
+    define(_sch, shape=_shape_binary, reference=_ref_binary(_meaning), lower=_lower_binary(_fn))
 define(schema("Select", "cond:T1 src_0:T2 src_1:T2", "dst:T2", {"auto_broadcast": AUTO_BROADCAST},
               {"T1": frozenset({DataType.boolean}), "T2": FP}),
        shape=_shape_select, reference=_ref_select, lower=_lower_select)

@@ -284,7 +284,7 @@ def _ref_pad(op: Op, xs: list) -> list:
     pb, pe = _ints(op, "pads_begin"), _ints(op, "pads_end")
     if not len(pb) == len(pe) == x.ndim:
         raise _err(op, f"pads_begin {pb} and pads_end {pe} need {x.ndim} values each")
-    mode = _choice(op, "mode", tuple(_PAD_MODES), "constant")
+    mode = _choice(op, "mode", tuple(_PAD_MODES))
     crop = tuple(slice(max(-b, 0), n - max(-e, 0)) for b, e, n in zip(pb, pe, x.shape))
     x = x[crop]
     widths = [(max(b, 0), max(e, 0)) for b, e in zip(pb, pe)]

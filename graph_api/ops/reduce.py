@@ -8,12 +8,10 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 from tensorir import ops as T
 
-from ..op import Op, OpKind
+from ..op import Op
 from ._lower import _inputs
 from ._numpy import _err, _bool, _ints, _nin, _f64, _axis
 from ._shapes import _require, _shape_axis
@@ -47,18 +45,13 @@ def _shape_reduce(op, s):
 
 # ---- reference --------------------------------------------------------------------------------------
 
-_REDUCE: dict[OpKind, Callable] = {
-    OpKind.ReduceL1: lambda x, ax, kd: np.abs(x).sum(axis=ax, keepdims=kd),
-    OpKind.ReduceL2: lambda x, ax, kd: np.sqrt((x * x).sum(axis=ax, keepdims=kd)),
-    OpKind.ReduceMax: lambda x, ax, kd: x.max(axis=ax, keepdims=kd),
-    OpKind.ReduceMean: lambda x, ax, kd: x.mean(axis=ax, keepdims=kd),
-    OpKind.ReduceMin: lambda x, ax, kd: x.min(axis=ax, keepdims=kd),
-    OpKind.ReduceProd: lambda x, ax, kd: x.prod(axis=ax, keepdims=kd),
-    OpKind.ReduceSum: lambda x, ax, kd: x.sum(axis=ax, keepdims=kd),
-}
+def _ref_reduce(reduction):
+    def reference(op: Op, xs: list) -> list:
+        return _ref_reduce_with(reduction, op, xs)
+    return reference
 
 
-def _ref_reduce(op: Op, xs: list) -> list:
+def _ref_reduce_with(reduction, op: Op, xs: list) -> list:
     _nin(op, xs, {1, 2})
     x = _f64(xs[0])
     keep = _bool(op, "keep_dims")
@@ -78,13 +71,21 @@ def _ref_reduce(op: Op, xs: list) -> list:
     axes = tuple(_axis(op, a, x.ndim) for a in raw)
     if len(set(axes)) != len(axes):
         raise _err(op, f"axes {raw} repeat an axis")
-    return [_REDUCE[op.kind](x, axes, keep)]
+    return [reduction(x, axes, keep)]
 
 
 # ---- the records ----------------------------------------------------------------------------------
 
-_LOWERINGS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
-              "ReduceProd": "prod", "ReduceL1": "l1", "ReduceL2": "l2"}
+# kind: (numpy meaning over float64 (x, axes, keepdims), tensorir reduction)
+_REDUCTIONS = {
+    "ReduceL1": (lambda x, ax, kd: np.abs(x).sum(axis=ax, keepdims=kd), "l1"),
+    "ReduceL2": (lambda x, ax, kd: np.sqrt((x * x).sum(axis=ax, keepdims=kd)), "l2"),
+    "ReduceMax": (lambda x, ax, kd: x.max(axis=ax, keepdims=kd), "max"),
+    "ReduceMean": (lambda x, ax, kd: x.mean(axis=ax, keepdims=kd), "mean"),
+    "ReduceMin": (lambda x, ax, kd: x.min(axis=ax, keepdims=kd), "min"),
+    "ReduceProd": (lambda x, ax, kd: x.prod(axis=ax, keepdims=kd), "prod"),
+    "ReduceSum": (lambda x, ax, kd: x.sum(axis=ax, keepdims=kd), "sum"),
+}
 
 
 def _lower(name):
@@ -92,7 +93,7 @@ def _lower(name):
     return lambda op, xs: T.reduce(name, _inputs(op, xs, 1)[0], get_attr(op, "axes"), get_attr(op, "keep_dims"))
 
 
-for _kind, _name in _LOWERINGS.items():
+for _kind, (_meaning, _name) in _REDUCTIONS.items():
     define(schema(_kind, "src:T1 axes:T2", "dst:T1", {"axes": optional("s64[]", ()), "keep_dims": optional("bool", False)},
                   {"T1": FP, "T2": S32}, n_in={1, 2}, checks=[_check_reduce_axes]),
-           shape=_shape_reduce, reference=_ref_reduce, lower=_lower(_name))
+           shape=_shape_reduce, reference=_ref_reduce(_meaning), lower=_lower(_name))
