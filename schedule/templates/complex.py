@@ -22,6 +22,7 @@ the anchor is computed once.
 """
 from __future__ import annotations
 
+from tensorir.dtype import itemsize
 from tensorir.errors import Unsupported
 from tensorir.expr import IterVar, TensorLoad
 from tensorir.tensor import ComputeOp, PlaceholderOp
@@ -32,6 +33,7 @@ from .injective import PARALLEL_MIN_ELEMENTS, extent, schedule_elementwise
 
 TILE_I = [1, 2, 4, 6, 8, 12, 16]
 TILE_J = [8, 16, 32, 48, 64]
+WEIGHTS_IN_L2 = 256 * 1024   # packed weights up to this size stay in L2 (half of the smallest L2 we run on)
 
 
 class ComplexTemplate(Template):
@@ -122,37 +124,55 @@ class ComplexTemplate(Template):
         space.define_knob("pack", [False, True] if any(self.packable(lay) for lay in self.layouts) else [False])
 
     def default(self):
-        # 4 vectors wide and 6 rows: 24 accumulators of 32 registers, as wide as the axis allows
-        # j: the widest multiple of the vector width (up to 4 vectors) that divides the axis,
-        # else two vectors, so tails stay rare and vectors whole
         lanes = self.target.lanes(self.out.dtype)
         layout = "channels" if "channels" in self.layouts and \
             self._axes("channels")[1].dom_extent >= lanes else "rows"
         return self.default_for(layout)
 
     def default_for(self, layout: str) -> dict:
-        """The default knob values with ``layout`` (see ``default``).
+        """The default knob values with ``layout``: a register tile sized for the target's
+        vector registers, as wide as the j axis allows, and the tile order that keeps the
+        packed weights in L2.
+
+        * j: the widest multiple of the vector width (up to 4 vectors with 32 registers, 2
+          with 16) that divides the axis, else two vectors (one on a short axis), so tails
+          stay rare and vectors whole;
+        * i: up to 6 rows (4 with 16 registers: 8 accumulators, and fewer rows of A whose
+          4 KiB-apart addresses share L1 sets); on short row axes (64 or fewer) a height of
+          4 or more that divides the axis, so no tile is a tail and a reshape after the anchor
+          keeps its bounds exact; with the channels layout, one tile for a row of up to 8
+          pixels where the registers hold it;
+        * order: "ij" (each row tile meets every weight panel while its inputs are in L1) when
+          the packed weights fit in ``WEIGHTS_IN_L2`` bytes, else "ji".
 
         Example:
             >>> # t.default_for("rows") -> {"layout": "rows", "tile_i": 6, ...}
         """
         lanes = self.target.lanes(self.out.dtype)
+        wide = self.target.vector_registers >= 32
+        vectors, rows = (4, 6) if wide else (2, 4)
         i_axis, j_axis = self._axes(layout)
         j_extent = j_axis.dom_extent
-        dividing = [t for t in TILE_J if t % lanes == 0 and t <= 4 * lanes and j_extent % t == 0]
+        dividing = [t for t in TILE_J if t % lanes == 0 and t <= vectors * lanes and j_extent % t == 0]
         tile_j = max(dividing) if dividing else (2 * lanes if j_extent >= 2 * lanes else lanes)
         tile_j = tile_j if tile_j in TILE_J else 16
-        # i: up to 6 rows; on short axes (where a tail tile is a large share) a height that
-        # divides the axis (4 or more), so no tile is a tail and a reshape after the anchor
-        # keeps its bounds exact
         i_extent = i_axis.dom_extent if i_axis is not None else 1
         candidates = self.space.knobs["tile_i"].candidates
-        fitting = [t for t in candidates if t <= max(min(i_extent, 6), 1)]
+        fitting = [t for t in candidates if t <= max(min(i_extent, rows), 1)]
         dividing_i = [t for t in fitting if i_extent % t == 0 and t >= 4 and i_extent <= 64]
         tile_i = max(dividing_i) if dividing_i else max(fitting)
-        if layout == "channels":     # rows along the image's width: 6, or one tile for short rows
-            tile_i = min(t for t in candidates if t >= i_extent) if i_extent <= 8 else 6
-        config = {"tile_i": tile_i, "tile_j": tile_j, "order": "ji", "pack": self.packable(layout) is not None}
+        if layout == "channels":     # rows along the image's width: one tile for short rows
+            one_tile = min(t for t in candidates if t >= i_extent) if i_extent <= 8 else None
+            budget = self.target.vector_registers - 1 - 2 * -(-tile_j // lanes)   # registers left for rows
+            tile_i = one_tile if one_tile is not None and (wide or one_tile * -(-tile_j // lanes) <= budget) \
+                else rows
+        packable = self.packable(layout)
+        order = "ji"
+        if packable is not None:
+            tensor = packable[0]
+            nbytes = extent(tensor.shape) * itemsize(tensor.dtype)
+            order = "ij" if nbytes <= WEIGHTS_IN_L2 else "ji"
+        config = {"tile_i": tile_i, "tile_j": tile_j, "order": order, "pack": packable is not None}
         return {"layout": layout, **config} if len(self.layouts) > 1 else config
 
     def schedule(self, s, cfg):

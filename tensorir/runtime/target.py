@@ -164,6 +164,18 @@ class Target:
                 return bits
         return 128
 
+    @property
+    def vector_registers(self) -> int:
+        """How many vector registers code can keep values in: 32 with AVX-512 (and on AArch64),
+        16 otherwise on x86-64. Register tiles (the complex template's accumulators) are sized
+        by it.
+
+        Example:
+            >>> Target.of("x", "+avx2,+fma").vector_registers, Target.of("y", "+avx512f").vector_registers
+            (16, 32)
+        """
+        return 32 if self.vector_bits >= 512 or self.triple.startswith(("aarch64", "arm64")) else 16
+
     def lanes(self, dtype: str) -> int:
         """Elements of ``dtype`` in one vector: a full register of 16-, 32- and 64-bit
         elements; 8-bit elements (int8, uint8, bool) as many as 16-bit ones, since their

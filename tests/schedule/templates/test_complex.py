@@ -1,0 +1,42 @@
+"""The complex template's default config: a register tile sized for the target's vector
+registers, and a tile order chosen by where the packed weights fit."""
+import pytest
+
+from schedule import template_for
+from tensorir import compute, placeholder, reduce_axis, sum as rsum
+from tensorir.ops import window
+from tensorir.runtime.target import Target
+
+AVX2 = Target.of("znver3", "+avx,+avx2,+fma")
+AVX512 = Target.of("znver4", "+avx,+avx2,+avx512f,+fma")
+
+
+def matmul(n, k, m, constant=True):
+    A, B = placeholder((n, k), name="A"), placeholder((k, m), name="B", constant=constant)
+    r = reduce_axis((0, k), name="r")
+    return compute((n, m), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
+
+
+@pytest.mark.parametrize("target, tile_i, tile_j", [(AVX2, 4, 16), (AVX512, 6, 64)])
+def test_register_tile_fits_the_vector_registers(target, tile_i, tile_j):
+    cfg = template_for(matmul(512, 512, 512), target).default_config()
+    assert (cfg["tile_i"], cfg["tile_j"]) == (tile_i, tile_j)
+    lanes = target.lanes("float32")
+    accumulators = tile_i * tile_j // lanes
+    assert accumulators + tile_j // lanes + 1 <= target.vector_registers   # + one row of B, one broadcast
+
+
+def test_order_keeps_small_packed_weights_in_l2():
+    small = template_for(matmul(512, 256, 128), AVX2).default_config()      # B: 128 KiB
+    large = template_for(matmul(512, 1024, 1024), AVX2).default_config()    # B: 4 MiB
+    assert small["order"] == "ij" and large["order"] == "ji"
+
+
+def test_channels_layout_takes_a_short_row_in_one_tile_only_where_registers_hold_it():
+    X, W = placeholder((1, 64, 7, 7), name="X"), placeholder((64, 64, 3, 3), name="W", constant=True)
+    Y = window.conv(X, W, [1, 1], [1, 1], [1, 1], [1, 1], data_format="NCX", weights_format="OIX")
+    wide, narrow = template_for(Y, AVX512).default_config(), template_for(Y, AVX2).default_config()
+    assert wide["layout"] == narrow["layout"] == "channels"
+    assert wide["tile_i"] == 8                          # 7 pixels in one tile, 32 registers
+    lanes = AVX2.lanes("float32")
+    assert narrow["tile_i"] * narrow["tile_j"] // lanes <= AVX2.vector_registers - 3
