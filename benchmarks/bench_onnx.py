@@ -18,7 +18,7 @@ Run: ``python benchmarks/bench_onnx.py [--trials 32] [--db /tmp/tilefuse_bench_o
 the light real models the onnx package ships (``--no-tune --models shufflenet densenet121``). The database persists
 between runs, so a second run resumes and only re-times.
 """
-from common import median_seconds, unset_openblas_overrides
+from common import median_seconds, timed_interleaved, unset_openblas_overrides
 
 unset_openblas_overrides()
 
@@ -36,23 +36,6 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 MODELS = ("resnet_block", "transformer_encoder")
 FLOOR = 1.5                                     # tuned tilefuse vs onnxruntime, from the issue
 DEFAULT_DB = "/tmp/tilefuse_bench_onnx.db"
-
-
-def timed_side_by_side(engines: dict, rounds: int = 5) -> dict:
-    """{name: seconds} for the zero-argument callables ``engines``, timed in ``rounds``
-    interleaved rounds (each a ``median_seconds`` of every engine in turn); each engine keeps
-    its fastest round, so a burst of load from other processes on a shared machine hits all
-    engines alike and rarely decides the result.
-
-    Example:
-        >>> sorted(timed_side_by_side({"a": lambda: None, "b": lambda: None}, rounds=2))
-        ['a', 'b']
-    """
-    best = {name: math.inf for name in engines}
-    for _ in range(rounds):
-        for name, fn in engines.items():
-            best[name] = min(best[name], median_seconds(fn, repeat=7, min_seconds=0.1))
-    return best
 
 
 def busy_cpus(seconds: float = 0.5) -> float:
@@ -321,7 +304,7 @@ def bench_model(name: str, args) -> dict:
     import graph_api
     if not hasattr(graph_api, "from_onnx"):
         print("  tilefuse: graph_api.from_onnx is not there yet, skipped")
-        rows = timed_side_by_side(engines, args.rounds)
+        rows = timed_interleaved(engines, args.rounds)
         _print_rows(rows)
         return rows
     started = time.monotonic()
@@ -344,7 +327,7 @@ def bench_model(name: str, args) -> dict:
         np.testing.assert_allclose(tuned.run(tf_feeds)[out_id], want, rtol=1e-3, atol=1e-3)
         engines["tilefuse tuned"] = lambda: tuned.run(tf_feeds)
         compiled = tuned
-    rows = timed_side_by_side(engines, args.rounds)
+    rows = timed_interleaved(engines, args.rounds)
     _print_rows(rows)
     ours = rows.get("tilefuse tuned", rows["tilefuse default configs"])
     anchor = next(iter(rows.values()))

@@ -1,0 +1,314 @@
+"""One-op (or one-block) ONNX graphs timed side by side: tilefuse with default configs
+against onnxruntime, the anchor.
+
+Each case is a small ONNX model built here with ``onnx.helper`` and seeded weights. For each,
+``compile_graph(from_onnx(model))`` is checked against onnxruntime's output, then both are
+timed in interleaved blocks (best block of ``--rounds``) with a pause between blocks, so that
+neither library's spinning worker threads slow the other. The ratio is onnxruntime's time over
+ours: above 1 is faster than onnxruntime. The geomean of the ratios closes the table.
+
+Run: ``python benchmarks/bench_ops.py [--rounds 5] [--cases maxpool softmax ...] [--list]``
+"""
+from common import timed_interleaved, unset_openblas_overrides
+
+unset_openblas_overrides()
+
+import argparse  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+# ---------------------------------------------------------------------------- model building
+
+class ModelBuilder:
+    """A one-graph ONNX model built node by node: ``x = mb.input("x", shape)``,
+    ``w = mb.weight("w", shape)``, ``y = mb.node("Relu", [x])``, ``mb.model([y])``.
+
+    Example:
+        >>> mb = ModelBuilder(); x = mb.input("x", (2, 3)); y = mb.node("Relu", [x])
+        >>> len(mb.model([y]).graph.node)
+        1
+    """
+
+    def __init__(self, seed: int = 0):
+        self.rng = np.random.default_rng(seed)
+        self.inputs, self.initializers, self.nodes, self.feeds = [], [], [], {}
+        self.count = 0
+
+    def input(self, name: str, shape) -> str:
+        import onnx
+        self.inputs.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, list(shape)))
+        self.feeds[name] = self.rng.standard_normal(shape).astype(np.float32)
+        return name
+
+    def weight(self, name: str, shape, value=None, scale: float | None = None) -> str:
+        import onnx
+        if value is None:
+            fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+            value = self.rng.standard_normal(shape) * (scale if scale is not None else 1 / math.sqrt(max(fan_in, 1)))
+        value = np.asarray(value)
+        self.initializers.append(onnx.numpy_helper.from_array(value.astype(value.dtype if value.dtype.kind == "i"
+                                                                           else np.float32), name))
+        return name
+
+    def node(self, op: str, inputs, outputs: int = 1, **attrs) -> str | list[str]:
+        import onnx
+        self.count += 1
+        names = [f"{op.lower()}{self.count}_{k}" for k in range(outputs)]
+        self.nodes.append(onnx.helper.make_node(op, list(inputs), names, **attrs))
+        return names[0] if outputs == 1 else names
+
+    def model(self, outputs):
+        import onnx
+        h = onnx.helper
+        outs = [h.make_tensor_value_info(o, onnx.TensorProto.FLOAT, None) for o in outputs]
+        graph = h.make_graph(self.nodes, "case", self.inputs, outs, self.initializers)
+        model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+        model.ir_version = 8
+        return onnx.shape_inference.infer_shapes(model)
+
+
+def _conv(mb, x, cin, cout, k, stride=1, pad=None, groups=1, dilation=1, bias=True, name="w"):
+    pad = (k // 2) * dilation if pad is None else pad
+    ks = k if isinstance(k, (tuple, list)) else (k, k)
+    st = stride if isinstance(stride, (tuple, list)) else (stride, stride)
+    pads = pad if isinstance(pad, (tuple, list)) else (pad, pad, pad, pad)
+    ins = [x, mb.weight(name + f"{mb.count}", (cout, cin // groups, *ks))]
+    if bias:
+        ins.append(mb.weight(name + f"b{mb.count}", (cout,), scale=0.1))
+    return mb.node("Conv", ins, kernel_shape=list(ks), strides=list(st), pads=list(pads), group=groups,
+                   dilations=[dilation, dilation])
+
+
+def _hardswish_mul_add(mb, y, c):
+    """BN written as Mul+Add, then hardswish as x * clip(x + 3, 0, 6) / 6."""
+    y = mb.node("Mul", [y, mb.weight(f"s{mb.count}", (1, c, 1, 1), scale=1.0)])
+    y = mb.node("Add", [y, mb.weight(f"t{mb.count}", (1, c, 1, 1), scale=0.1)])
+    three = mb.weight(f"three{mb.count}", (), value=np.float32(3))
+    lo, hi = mb.weight(f"lo{mb.count}", (), value=np.float32(0)), mb.weight(f"hi{mb.count}", (), value=np.float32(6))
+    six = mb.weight(f"six{mb.count}", (), value=np.float32(6))
+    clipped = mb.node("Clip", [mb.node("Add", [y, three]), lo, hi])
+    return mb.node("Div", [mb.node("Mul", [y, clipped]), six])
+
+
+def case_matmul():
+    mb = ModelBuilder(); a = mb.input("a", (1024, 1024))
+    return mb.model([mb.node("MatMul", [a, mb.weight("b", (1024, 1024))])])
+
+
+def case_dense():
+    mb = ModelBuilder(); x = mb.input("x", (128, 768))
+    y = mb.node("MatMul", [x, mb.weight("w", (768, 3072))])
+    return mb.model([mb.node("Relu", [mb.node("Add", [y, mb.weight("b", (3072,), scale=0.1)])])])
+
+
+def case_eltwise():
+    mb = ModelBuilder(); a, b, c = (mb.input(n, (4 * 1024 * 1024,)) for n in "abc")
+    return mb.model([mb.node("Add", [mb.node("Mul", [mb.node("Exp", [a]), b]), c])])
+
+
+def case_layernorm():
+    mb = ModelBuilder(); x = mb.input("x", (128, 768))
+    return mb.model([mb.node("LayerNormalization", [x, mb.weight("g", (768,), scale=1.0),
+                                                    mb.weight("b", (768,), scale=0.1)], axis=-1, epsilon=1e-5)])
+
+
+def case_conv3x3():
+    mb = ModelBuilder(); x = mb.input("x", (1, 64, 56, 56))
+    return mb.model([mb.node("Relu", [_conv(mb, x, 64, 64, 3)])])
+
+
+def case_conv1x1():
+    mb = ModelBuilder(); x = mb.input("x", (1, 256, 56, 56))
+    return mb.model([_conv(mb, x, 256, 64, 1, bias=False)])
+
+
+def case_depthwise3x3():
+    mb = ModelBuilder(); x = mb.input("x", (1, 96, 112, 112))
+    return mb.model([_conv(mb, x, 96, 96, 3, groups=96)])
+
+
+def case_conv_stride2():
+    mb = ModelBuilder(); x = mb.input("x", (1, 128, 56, 56))
+    return mb.model([_conv(mb, x, 128, 256, 3, stride=2)])
+
+
+def case_stem():
+    mb = ModelBuilder(); x = mb.input("x", (1, 3, 224, 224))
+    return mb.model([_conv(mb, x, 3, 64, 7, stride=2)])
+
+
+def case_global_avgpool():
+    mb = ModelBuilder(); x = mb.input("x", (1, 2048, 7, 7))
+    return mb.model([mb.node("GlobalAveragePool", [x])])
+
+
+def case_softmax():
+    mb = ModelBuilder(); x = mb.input("x", (4096, 1024))
+    return mb.model([mb.node("Softmax", [x], axis=-1)])
+
+
+def case_softmax_short_rows():
+    mb = ModelBuilder(); x = mb.input("x", (64 * 1024, 16))
+    return mb.model([mb.node("Softmax", [x], axis=-1)])
+
+
+def case_softmax_axis1():
+    mb = ModelBuilder(); x = mb.input("x", (8, 1000, 512))
+    return mb.model([mb.node("Softmax", [x], axis=1)])
+
+
+def case_concat():
+    mb = ModelBuilder(); x = mb.input("x", (1, 192, 28, 28))
+    branches = [mb.node("Relu", [_conv(mb, x, 192, c, 1)]) for c in (64, 96, 16, 32)]
+    return mb.model([mb.node("Concat", branches, axis=1)])
+
+
+def case_maxpool():
+    mb = ModelBuilder(); x = mb.input("x", (1, 64, 112, 112))
+    return mb.model([mb.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])])
+
+
+def case_avgpool():
+    mb = ModelBuilder(); x = mb.input("x", (1, 256, 28, 28))
+    return mb.model([mb.node("AveragePool", [x], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1],
+                             count_include_pad=0)])
+
+
+def case_lrn():
+    mb = ModelBuilder(); x = mb.input("x", (1, 64, 56, 56))
+    return mb.model([mb.node("LRN", [x], size=5, alpha=1e-4, beta=0.75, bias=1.0)])
+
+
+def case_resize_nearest():
+    mb = ModelBuilder(); x = mb.input("x", (1, 256, 40, 40))
+    scales = mb.weight("scales", (4,), value=np.array([1, 1, 2, 2], np.float32))
+    return mb.model([mb.node("Resize", [x, "", scales], mode="nearest", nearest_mode="floor",
+                             coordinate_transformation_mode="asymmetric")])
+
+
+def case_resize_linear():
+    mb = ModelBuilder(); x = mb.input("x", (1, 128, 40, 40))
+    scales = mb.weight("scales", (4,), value=np.array([1, 1, 2, 2], np.float32))
+    return mb.model([mb.node("Resize", [x, "", scales], mode="linear", coordinate_transformation_mode="half_pixel")])
+
+
+def case_conv_transpose():
+    mb = ModelBuilder(); x = mb.input("x", (1, 64, 40, 40))
+    w = mb.weight("w", (64, 32, 4, 4))
+    return mb.model([mb.node("ConvTranspose", [x, w, mb.weight("b", (32,), scale=0.1)], kernel_shape=[4, 4],
+                             strides=[2, 2], pads=[1, 1, 1, 1])])
+
+
+def case_depthwise5x5_hardswish():
+    mb = ModelBuilder(); x = mb.input("x", (1, 120, 28, 28))
+    return mb.model([_hardswish_mul_add(mb, _conv(mb, x, 120, 120, 5, groups=120, bias=False), 120)])
+
+
+def case_depthwise_stride21():
+    mb = ModelBuilder(); x = mb.input("x", (1, 128, 16, 80))
+    return mb.model([_conv(mb, x, 128, 128, 3, stride=(2, 1), groups=128)])
+
+
+CASES = {
+    "matmul1024": ("MatMul 1024", case_matmul),
+    "dense": ("dense+bias+relu 128x768x3072", case_dense),
+    "eltwise": ("exp(a)*b+c 4M", case_eltwise),
+    "layernorm": ("LayerNormalization 128x768", case_layernorm),
+    "conv3x3": ("conv 3x3 64->64 56x56 +bias+relu", case_conv3x3),
+    "conv1x1": ("conv 1x1 256->64 56x56", case_conv1x1),
+    "depthwise3x3": ("depthwise 3x3 96ch 112x112", case_depthwise3x3),
+    "conv_stride2": ("conv 3x3 stride 2, 128->256 56x56", case_conv_stride2),
+    "stem": ("stem conv 7x7 stride 2, 3->64 224x224", case_stem),
+    "global_avgpool": ("global average pool 2048x7x7", case_global_avgpool),
+    "softmax": ("Softmax 4096x1024", case_softmax),
+    "softmax_short": ("Softmax 65536x16", case_softmax_short_rows),
+    "softmax_axis1": ("Softmax axis 1 of 8x1000x512", case_softmax_axis1),
+    "concat": ("Concat of four 1x1 convs (inception)", case_concat),
+    "maxpool": ("MaxPool 3x3 stride 2, 64x112x112", case_maxpool),
+    "avgpool": ("AvgPool 3x3 stride 1, 256x28x28", case_avgpool),
+    "lrn": ("LRN size 5, 64x56x56", case_lrn),
+    "resize_nearest": ("Resize nearest x2, 256x40x40", case_resize_nearest),
+    "resize_linear": ("Resize linear x2, 128x40x40", case_resize_linear),
+    "conv_transpose": ("ConvTranspose 4x4/2, 64->32 40x40", case_conv_transpose),
+    "dw5x5_hardswish": ("depthwise 5x5 120ch 28x28 +BN+hardswish", case_depthwise5x5_hardswish),
+    "dw_stride21": ("depthwise 3x3 stride (2,1) 128x16x80", case_depthwise_stride21),
+}
+
+
+# ---------------------------------------------------------------------------- timing
+
+def bench_case(key: str, rounds: int) -> tuple[float, float, str]:
+    """(onnxruntime seconds, tilefuse seconds, notes) of one case, outputs checked first."""
+    import onnxruntime
+    import graph_api
+    from graph_api.onnx.importer import import_onnx
+    _, make = CASES[key]
+    model = make()
+    mb_feeds = _feeds(model)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = os.cpu_count() or 1
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    want = session.run(None, mb_feeds)[0]
+    started = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        imported = import_onnx(model)
+        compiled = graph_api.compile_graph(imported.graph)
+    compile_seconds = time.monotonic() - started
+    feeds = {tid: mb_feeds[name] for name, tid in imported.inputs if tid is not None}
+    out_id = imported.outputs[0][1]
+    got = compiled.run(feeds)[out_id]
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+    kinds = [p.get_kind() + ("" if p.is_supported() else "(ref)") for p in compiled.partitions]
+    notes = f"{len(kinds)} partition(s): {', '.join(kinds)}; compile {compile_seconds:.1f} s"
+    if any("reference" in str(w.message) or "Wildcard" in str(w.message) for w in caught):
+        notes += "; NUMPY FALLBACK"
+    times = timed_interleaved({"ort": lambda: session.run(None, mb_feeds), "ours": lambda: compiled.run(feeds)},
+                              rounds)
+    return times["ort"], times["ours"], notes
+
+
+def _feeds(model) -> dict:
+    rng = np.random.default_rng(1)
+    constant = {i.name for i in model.graph.initializer}
+    return {v.name: rng.standard_normal([d.dim_value for d in v.type.tensor_type.shape.dim]).astype(np.float32)
+            for v in model.graph.input if v.name not in constant}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds, best block kept (default 5)")
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        for key, (title, _) in CASES.items():
+            print(f"{key:18} {title}")
+        return 0
+    import onnxruntime
+    print(f"{os.cpu_count()} CPUs; onnxruntime {onnxruntime.__version__}; ratio = onnxruntime time / tilefuse time "
+          f"(above 1: tilefuse faster); default configs")
+    print(f"{'case':42} {'onnxruntime':>12} {'tilefuse':>12} {'ratio':>7}  notes")
+    ratios = []
+    for key in args.cases:
+        title, _ = CASES[key]
+        try:
+            ort, ours, notes = bench_case(key, args.rounds)
+        except Exception as e:          # a case that fails is reported, the others still run
+            print(f"{title:42} {'-':>12} {'-':>12} {'-':>7}  FAILED: {type(e).__name__}: {str(e)[:120]}")
+            continue
+        ratios.append(ort / ours)
+        print(f"{title:42} {ort * 1e3:9.3f} ms {ours * 1e3:9.3f} ms {ort / ours:6.2f}x  {notes}", flush=True)
+    if ratios:
+        geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"geomean of {len(ratios)} ratios: {geomean:.2f}x; lowest {min(ratios):.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
