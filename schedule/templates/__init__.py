@@ -1,7 +1,8 @@
 """Schedule templates, one per operator class, whose knobs are the autotuner's search space.
 
 ``template_for(outputs)`` reads the compute DAG (its structure, or class-name tags) and picks:
-injective, reduction, complex (complex-out-fusable) or opaque.
+injective, reduction, complex (complex-out-fusable), window (pooling, depthwise convolution)
+or opaque.
 
 Example:
     >>> from tensorir import placeholder, compute, reduce_axis, sum
@@ -19,6 +20,7 @@ from .dag import Dag, op_class
 from .injective import InjectiveTemplate
 from .opaque import OpaqueTemplate
 from .reduction import ReductionTemplate
+from .window import WindowTemplate
 
 __all__ = ["template_for", "Template", "Dag", "op_class", "ComplexTemplate", "InjectiveTemplate",
-           "OpaqueTemplate", "ReductionTemplate", "TEMPLATES"]
+           "OpaqueTemplate", "ReductionTemplate", "WindowTemplate", "TEMPLATES"]

@@ -20,6 +20,9 @@ from tensorir.tensor import ComputeOp, Tensor, post_order
 from tensorir.visit import walk
 
 OP_CLASSES = ("injective", "reduction", "complex", "opaque")
+"""The operator classes of single ops. A whole DAG has one more kind, "window" (a pooling or
+depthwise convolution with its elementwise epilogue), which partitioning sees as the class of
+its window op (reduction or complex) and a template of its own schedules."""
 
 
 def op_class(op: ComputeOp) -> str:
@@ -54,6 +57,39 @@ def op_class(op: ComputeOp) -> str:
         if axes_read(source.a, reduce_axes) and axes_read(source.b, reduce_axes) and left - right and right - left:
             return "complex"
     return "reduction"
+
+
+def is_window(op: ComputeOp) -> bool:
+    """Whether ``op`` slides a small window over its input: a sum, max or min whose reduce axes
+    (those longer than 1) each index some dimension of one input together with an output axis
+    (``x[y * stride + k * dilation]``), where that input is read along every output axis longer
+    than 1. Pooling and depthwise convolution are; a convolution over input channels, a matmul
+    or a row reduction are not (some reduce axis indexes a dimension alone, or the input lacks
+    an output axis, the output channel).
+
+    Example:
+        >>> from tensorir import placeholder, compute, reduce_axis, max
+        >>> X = placeholder((4, 16), name="X"); k = reduce_axis((0, 3), name="k")
+        >>> is_window(compute((4, 14), lambda c, x: max(X[c, x + k], axis=k)).op)
+        True
+    """
+    body = op.body
+    if not isinstance(body, Reduce) or body.combiner not in ("sum", "max", "min"):
+        return False
+    window = {a.uid for a in body.axis if a.dom_extent > 1}
+    data = {a.uid for a in op.axis if a.dom_extent > 1}
+    if not window:
+        return False
+
+    def uids(e):
+        return {v.uid for v in walk(e) if isinstance(v, IterVar)}
+    for load in (n for n in walk(body.source) if isinstance(n, TensorLoad)):
+        read = [uids(index) for index in load.indices]
+        if data <= set().union(*read) if read else not data:
+            slid = {u for axes in read if axes & data for u in axes & window}
+            if slid == window:
+                return True
+    return False
 
 
 @dataclass
@@ -112,6 +148,32 @@ class Dag:
                     frontier.append(t.op)
         return [o for o in self.ops if id(o) in found]
 
+    def window_anchor(self):
+        """The one sliding-window op (``is_window``) of a DAG whose other ops are injective,
+        with one output of the window's rank that is the window or reads it, elementwise or
+        through unit dims (bias, activations, a depthwise convolution's channel layout); else
+        None.
+
+        Example:
+            >>> from tensorir import placeholder, compute, reduce_axis, max
+            >>> X = placeholder((4, 16), name="X"); k = reduce_axis((0, 3), name="k")
+            >>> M = compute((4, 14), lambda c, x: max(X[c, x + k], axis=k))
+            >>> Dag.of([compute((4, 14), lambda c, x: M[c, x] * 2.0)]).window_anchor() is M.op
+            True
+        """
+        if len(self.outputs) != 1:
+            return None
+        others = [op for op in self.ops if self.classes[id(op)] != "injective"]
+        if len(others) != 1 or not is_window(others[0]):
+            return None
+        anchor, out = others[0], self.outputs[0].op
+        if anchor is not out and out not in self.downstream(anchor):
+            return None
+        squeeze = [n for n in anchor.output(0).shape if n != 1]
+        if [n for n in out.output(0).shape if n != 1] != squeeze or out.output(0).shape[-1] != anchor.output(0).shape[-1]:
+            return None
+        return anchor
+
     def kind(self) -> str:
         """The operator class of the whole DAG, as the partitioner would group it.
 
@@ -123,6 +185,8 @@ class Dag:
         """
         if self.of_class("opaque"):      # an op tagged opaque (op_class honours class tags)
             return "opaque"
+        if self.window_anchor() is not None:
+            return "window"
         complex_ops, reductions = self.of_class("complex"), self.of_class("reduction")
         if not complex_ops and not reductions:
             return "injective"

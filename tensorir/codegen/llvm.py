@@ -5,9 +5,12 @@
 * ``let v = ramp(min, 1, L)`` (a vectorized loop, ``passes.vectorize_loops``) opens a vector
   region: ``v`` is the vector ``<min, min+1, ..., min+L-1>`` and every expression that depends
   on it is an ``<L x T>`` value.
-  Loads and stores whose flat index is ``1 * lane + rest`` are contiguous vector accesses,
-  other lane-dependent ones gathers / scatters; under a lane-dependent condition they are
-  masked (``llvm.masked.*``), so a tail needs no scalar loop.
+  Loads and stores whose flat index is ``1 * lane + rest`` are contiguous vector accesses.
+  Unmasked loads whose lanes sit at offsets known at compile time within a short span (a
+  stride of 2: ``2 * lane + rest``; an upsampling's ``lane // 2 + rest``) are one contiguous
+  load of the span and a shuffle. Other lane-dependent accesses are gathers / scatters. Under
+  a lane-dependent condition they are masked (``llvm.masked.*``), so a tail needs no scalar
+  loop.
 * ``serial`` loops are plain loops; unrolled loops are gone (``passes.unroll_loops``).
 * A ``ParallelFor`` (``passes.outline_parallel_loops``) becomes ``void body(i64 begin, i64 end,
   ptr closure)``, run by ``tilefuse_parallel_for`` on the native thread pool, over the closure
@@ -25,15 +28,16 @@ import llvmlite.ir as ir
 from .. import dtype as dt
 from .. import expr as E
 from .. import stmt as S
-from ..simplify import linear_coefficient, simplify
+from ..simplify import Linear, linear_coefficient, simplify
 from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARALLEL_FOR, PARAM_ALIGN, STATUS_BAD_ARGUMENT,
                            STATUS_NO_MEMORY, STATUS_OK)
-from ..visit import walk
+from ..visit import substitute, walk
 from ..visitor import Visitor
 from ..errors import TilefuseError
 
 ALLOC_ALIGN = 64
 STACK_LIMIT = 64 * 1024  # bytes; larger allocations go to the heap
+MAX_PATTERN_SPAN = 4     # a read whose lanes span up to this many vectors is a wide load and a shuffle
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
@@ -74,6 +78,7 @@ class _Ctx:
         self.buffers = buffers    # buffer uid -> ir.Value (pointer)
         self.lanes = None         # int while inside a vectorized loop
         self.lane_var = None
+        self.lane_start = None    # the vectorized loop's first value (an Expr)
         self.mask = None          # <L x i1> while inside a lane-dependent condition
         self.vector_vars = set()  # uids of vars bound to vector values
 
@@ -203,7 +208,7 @@ class CodeGen(Visitor):
         if isinstance(s.value, E.Ramp):      # a vectorized loop's variable: a vector region
             if ctx.lanes is not None:
                 raise CodegenError(f"ramp {s.var.name} inside the vector region of {ctx.lane_var.name}")
-            inner = ctx.child(lanes=s.value.lanes, lane_var=s.var, mask=None)
+            inner = ctx.child(lanes=s.value.lanes, lane_var=s.var, lane_start=s.value.base, mask=None)
         else:
             inner = ctx.child()
         inner.env[s.var.uid] = value
@@ -356,7 +361,9 @@ class CodeGen(Visitor):
         return simplify(flat if flat is not None else E.Const(0, "int64"))
 
     def _access(self, buf, indices, ctx):
-        """('scalar', ptr) | ('contiguous', ptr) | ('gather', <L x ptr>) for an access."""
+        """('scalar', ptr) | ('contiguous', ptr) | ('pattern', (ptr, offsets)) | ('gather',
+        <L x ptr>) for an access; a pattern's lanes are at ``ptr + offsets[k]``, offsets known
+        at compile time, the lowest 0."""
         base = ctx.buffers.get(buf.uid)
         if base is None:
             raise CodegenError(f"buffer {buf.name} is used but neither a parameter nor allocated")
@@ -370,12 +377,51 @@ class CodeGen(Visitor):
                 first = ctx.builder.extract_element(lane_min, ir.Constant(I32, 0))
                 offset = ctx.builder.add(base_offset, first)
                 return "contiguous", ctx.builder.gep(base, [offset], inbounds=True, source_etype=elem)
+            pattern = self._lane_pattern(flat, ctx)
+            if pattern is not None:
+                rest, offsets = pattern
+                low = min(offsets)
+                start = self.visit(simplify(rest + low if low else rest), ctx)
+                ptr = ctx.builder.gep(base, [start], inbounds=True, source_etype=elem)
+                return "pattern", (ptr, [o - low for o in offsets])
             offsets = self._widen(self.visit(flat, ctx), ctx)
             ptrs = ctx.builder.gep(base, [offsets], inbounds=True, source_etype=elem)
             ptrs.type = ir.VectorType(PTR, ctx.lanes)  # llvmlite does not type vector GEPs
             return "gather", ptrs
         offset = self.visit(flat, ctx)
         return "scalar", ctx.builder.gep(base, [offset], inbounds=True, source_etype=elem)
+
+    def _lane_pattern(self, flat: E.Expr, ctx):
+        """(rest, offsets): ``flat`` at lane k is ``rest + offsets[k]`` with ``rest`` the same for
+        every lane and the offsets constants spanning at most ``MAX_PATTERN_SPAN`` vectors; or
+        None. The lane-dependent terms must read only the lane variable, which must start at a
+        constant."""
+        if not isinstance(ctx.lane_start, E.Const):
+            return None
+        lin = Linear.of(flat)
+        rest = Linear({}, lin.const, lin.dtype)
+        offsets = [0] * ctx.lanes
+        for atom, coeff in lin.terms.items():
+            if not self._lane_dependent(atom, ctx):
+                rest = rest.add(Linear({atom: coeff}, 0, lin.dtype))
+                continue
+            if any(isinstance(n, E.Var) and n.uid != ctx.lane_var.uid for n in walk(atom)):
+                return None
+            for k in range(ctx.lanes):
+                value = simplify(substitute(atom, {ctx.lane_var: E.Const(ctx.lane_start.value + k, "int64")}))
+                if not isinstance(value, E.Const):
+                    return None
+                offsets[k] += coeff * int(value.value)
+        if max(offsets) - min(offsets) >= MAX_PATTERN_SPAN * ctx.lanes:
+            return None
+        return rest.to_expr(), offsets
+
+    def _pattern_pointers(self, start, offsets, elem, ctx):
+        """<L x ptr>: ``start + offsets[k]`` for each lane k."""
+        steps = ir.Constant(ir.VectorType(I64, ctx.lanes), offsets)
+        ptrs = ctx.builder.gep(start, [steps], inbounds=True, source_etype=elem)
+        ptrs.type = ir.VectorType(PTR, ctx.lanes)   # llvmlite does not type vector GEPs
+        return ptrs
 
     def _lane_dependent(self, e: E.Expr, ctx) -> bool:
         return any(isinstance(n, E.Var) and n.uid in ctx.vector_vars for n in walk(e))
@@ -386,6 +432,14 @@ class CodeGen(Visitor):
         align = dt.itemsize(buf.dtype)
         kind, ptr = self._access(buf, e.indices, ctx)
         b = ctx.builder
+        if kind == "pattern" and ctx.mask is None:        # one load of the span, the lanes picked out
+            start, offsets = ptr
+            wide = ir.VectorType(elem, max(offsets) + 1)
+            loaded = b.load(start, typ=wide, align=align)
+            value = b.shuffle_vector(loaded, ir.Constant(wide, None), ir.Constant(ir.VectorType(I32, ctx.lanes), offsets))
+            return self._from_memory(value, buf.dtype, b)
+        if kind == "pattern":
+            kind, ptr = "gather", self._pattern_pointers(*ptr, elem, ctx)
         if kind == "scalar":
             if ctx.mask is None:
                 value = b.load(ptr, typ=elem, align=align)
@@ -406,9 +460,11 @@ class CodeGen(Visitor):
                 fn = self._declare(f"llvm.masked.gather.{_vname(vtype)}.v{ctx.lanes}p0", vtype,
                                    [ptrs_t, I32, mask.type, vtype])
                 value = b.call(fn, [ptr, ir.Constant(I32, align), mask, ir.Constant(vtype, None)])
-        if buf.dtype == "bool":
-            zero = ir.Constant(value.type, None)
-            value = b.icmp_unsigned("!=", value, zero)
+        return self._from_memory(value, buf.dtype, b)
+
+    def _from_memory(self, value, dtype, b):
+        if dtype == "bool":
+            value = b.icmp_unsigned("!=", value, ir.Constant(value.type, None))
         return value
 
     def _guarded_scalar_load(self, ptr, elem, align, ctx):
@@ -449,6 +505,8 @@ class CodeGen(Visitor):
             return
         value = self._to_memory(self._widen(value, ctx), buf.dtype, b)
         vtype = value.type
+        if kind == "pattern":
+            kind, ptr = "gather", self._pattern_pointers(*ptr, memory_type(buf.dtype), ctx)
         if kind == "contiguous" and ctx.mask is None:
             b.store(value, ptr, align=align)
         elif kind == "contiguous":

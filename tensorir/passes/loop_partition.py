@@ -5,8 +5,10 @@ sometimes-false, so the main part carries no guard and only a short tail keeps i
 ``for io in [0, 6): for ii ...: body`` followed by the guarded tail ``io = 6``.
 Vectorized loops are left whole: their guards become masked accesses in codegen.
 
-A select between reads of different buffers (a concat: ``select(c < 64, A[c], B[c - 64])``)
-splits its loop the same way, so each piece reads one buffer and carries no select.
+A select on index comparisons splits its loop the same way: a concat's ``select(c < 64,
+A[c], B[c - 64])``, so each piece reads one buffer, and a padding's ``select(y >= 1 && y <= 56,
+X[y - 1], 0)``, so the interior reads without a select and only the border rows keep it. A
+condition that is a conjunction is decided one comparison at a time.
 """
 from __future__ import annotations
 
@@ -93,65 +95,75 @@ def _as_negative(cond: E.Expr):
     return d.to_expr()
 
 
-def _buffers_read(e: E.Expr) -> set:
-    return {n.buffer.uid for n in walk(e) if isinstance(n, E.BufferLoad)}
+def _conjuncts(cond: E.Expr):
+    if isinstance(cond, E.And):
+        yield from _conjuncts(cond.a)
+        yield from _conjuncts(cond.b)
+    else:
+        yield cond
 
 
-def _splits_at(node) -> bool:
-    """A guard without else, or a select choosing between reads of different buffers."""
-    if isinstance(node, S.IfThenElse):
-        return node.else_body is None
-    if isinstance(node, E.Select):
-        a, b = _buffers_read(node.true_value), _buffers_read(node.false_value)
-        return bool(a) and bool(b) and a != b
-    return False
+def _comparisons(node) -> list:
+    """The comparisons a guard without else, or a select, is decided by: the conjuncts of its
+    condition."""
+    if isinstance(node, S.IfThenElse) and node.else_body is None or isinstance(node, E.Select):
+        return list(_conjuncts(node.cond))
+    return []
 
 
 def _split(loop: S.For, ranges: dict):
     lo, hi = loop.min.value, loop.min.value + loop.extent.value
     inner = _inner_ranges(loop.body, ranges)
+    seen = []
     for node in walk(loop.body):
-        if not _splits_at(node):
-            continue
-        d = _as_negative(node.cond)
-        if d is None:
-            continue
-        lin = linear_coefficient(d, loop.var)
-        if lin is None or lin[0] == 0:
-            continue
-        c, rest = lin
-        rest_lo, rest_hi = bound(simplify(rest, inner), inner)
-        if rest_hi == math.inf or rest_lo == -math.inf:
-            continue
-        # the guard d = c*v + rest < 0 holds for every inner iteration when c*v + rest_hi <= -1
-        # and for none when c*v + rest_lo >= 0
-        if c > 0:
-            t_lo, t_hi = lo, (-1 - rest_hi) // c + 1       # always true for v < t_hi
-            f_lo, f_hi = -(rest_lo // c), hi                # never true for v >= f_lo
-        else:
-            t_lo, t_hi = -((-1 - rest_hi) // -c), hi        # always true for v >= t_lo
-            f_lo, f_hi = lo, rest_lo // -c + 1              # never true for v < f_hi
-        t_lo, t_hi = max(t_lo, lo), min(t_hi, hi)
-        if t_hi <= t_lo and not (lo < f_hi and f_lo < hi):
-            continue
-        if t_lo <= lo and t_hi >= hi:
-            continue
-        # the guard (or select) is decided in pieces where it always or never holds
-        decided = node
-        unguarded_body = rewrite(loop.body, lambda n: (n.then_body if isinstance(n, S.IfThenElse) else n.true_value)
-                                 if _splits_at(n) and same(n.cond, decided.cond) else n)
-        cuts = sorted({lo, hi} | {p for p in (t_lo, t_hi, f_lo, f_hi) if lo < p < hi})
-        pieces = []
-        for p_lo, p_hi in zip(cuts, cuts[1:]):
-            always = t_lo <= p_lo and p_hi <= t_hi
-            never = f_lo <= p_lo and p_hi <= f_hi
-            body = unguarded_body if always else loop.body
-            if never and isinstance(decided, E.Select):
-                body = rewrite(loop.body, lambda n: n.false_value if isinstance(n, E.Select)
-                               and _splits_at(n) and same(n.cond, decided.cond) else n)
-            piece = S.For(loop.var, E.Const(p_lo, "int64"), E.Const(p_hi - p_lo, "int64"), loop.kind, body)
-            piece = simplify_stmt(piece, ranges)   # a piece where the guard never holds vanishes
-            if not S.is_noop(piece):
-                pieces.append(piece)
-        return pieces
+        for comparison in _comparisons(node):
+            if any(same(comparison, c) for c in seen):
+                continue
+            seen.append(comparison)
+            pieces = _split_at(loop, comparison, lo, hi, inner, ranges)
+            if pieces is not None:
+                return pieces
     return None
+
+
+def _split_at(loop: S.For, comparison: E.Expr, lo: int, hi: int, inner: dict, ranges: dict):
+    """The loop cut where ``comparison`` (an integer comparison, linear in the loop variable)
+    goes from always to never holding, each piece with the comparison replaced by what it is
+    there; None when it cannot be decided in any piece."""
+    d = _as_negative(comparison)
+    if d is None:
+        return None
+    lin = linear_coefficient(d, loop.var)
+    if lin is None or lin[0] == 0:
+        return None
+    c, rest = lin
+    rest_lo, rest_hi = bound(simplify(rest, inner), inner)
+    if rest_hi == math.inf or rest_lo == -math.inf:
+        return None
+    # the comparison d = c*v + rest < 0 holds for every inner iteration when c*v + rest_hi <= -1
+    # and for none when c*v + rest_lo >= 0
+    if c > 0:
+        t_lo, t_hi = lo, (-1 - rest_hi) // c + 1       # always true for v < t_hi
+        f_lo, f_hi = -(rest_lo // c), hi                # never true for v >= f_lo
+    else:
+        t_lo, t_hi = -((-1 - rest_hi) // -c), hi        # always true for v >= t_lo
+        f_lo, f_hi = lo, rest_lo // -c + 1              # never true for v < f_hi
+    t_lo, t_hi = max(t_lo, lo), min(t_hi, hi)
+    if t_hi <= t_lo and not (lo < f_hi and f_lo < hi):
+        return None
+    if t_lo <= lo and t_hi >= hi:
+        return None
+    cuts = sorted({lo, hi} | {p for p in (t_lo, t_hi, f_lo, f_hi) if lo < p < hi})
+    pieces = []
+    for p_lo, p_hi in zip(cuts, cuts[1:]):
+        always = t_lo <= p_lo and p_hi <= t_hi
+        never = f_lo <= p_lo and p_hi <= f_hi
+        body = loop.body
+        if always or never:
+            decided = E.Const(bool(always), "bool")
+            body = rewrite(body, lambda n: decided if same(n, comparison) else n)
+        piece = S.For(loop.var, E.Const(p_lo, "int64"), E.Const(p_hi - p_lo, "int64"), loop.kind, body)
+        piece = simplify_stmt(piece, ranges)   # a piece where a guard never holds vanishes
+        if not S.is_noop(piece):
+            pieces.append(piece)
+    return pieces

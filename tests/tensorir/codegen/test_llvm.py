@@ -234,3 +234,23 @@ def test_fast_math_is_only_used_when_asked():
     x, a, b = _random((64,), "float32"), np.empty(64, "float32"), np.empty(64, "float32")
     strict(x, a), fast(x, b)
     np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("index, expected", [
+    (lambda i: i // 2, lambda a: np.repeat(a[:32], 2)),           # nearest-neighbour upsampling
+    (lambda i: i * 2 + 1, lambda a: a[1:129:2]),                    # stride 2
+    (lambda i: i * 3, lambda a: a[0:192:3]),                        # stride 3
+])
+def test_lane_patterns_known_at_compile_time_are_a_wide_load_and_a_shuffle(index, expected):
+    A = placeholder((200,), name="A")
+    B = compute((64,), lambda i: A[index(i)] * 2.0, name="B")
+    s = create_schedule(B)
+    _, lanes = s[B].split(B.op.axis[0], factor=8)
+    s[B].vectorize(lanes)
+    f = build(s, [A, B])
+    a = np.arange(200, dtype="float32")
+    b = np.full(64, np.nan, "float32")
+    f(a, b)
+    np.testing.assert_array_equal(b, expected(a) * 2)
+    text = f.source("llvm")
+    assert "shufflevector" in text and "masked.gather" not in text

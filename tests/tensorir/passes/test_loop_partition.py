@@ -81,13 +81,36 @@ def test_a_select_between_buffers_splits_its_loop_into_one_piece_per_buffer():
     assert [{n.buffer.name for n in walk(p) if isinstance(n, BufferLoad)} for p in pieces] == [{"P"}, {"Q"}, {"R"}]
 
 
-def test_a_select_against_a_constant_leaves_its_loop_whole():
-    from tensorir.expr import BufferLoad, Select
+def test_a_padding_select_is_cut_so_the_interior_has_none():
+    from tensorir.expr import And, BufferLoad, Select
     A, out = Buffer("A", (6,), "float32"), Buffer("out", (9,), "float32")
     i = var("i")
-    padded = Select(i < 6, BufferLoad(A, (i,), "float32"), const(0.0), "float32")   # a pad, not a concat
+    inside = And(i >= 2, i < 8, "bool")                           # two pads in front, one behind
+    padded = Select(inside, BufferLoad(A, (i - 2,), "float32"), const(0.0), "float32")
     loop = For(i, const(0), const(9), "serial", BufferStore(out, padded, (i,)))
-    assert partition_loops(loop) == loop
+    text = str(simplify_stmt(partition_loops(loop)))
+    assert "select" not in text and "A[i - 2]" in text
+    f = build_prim_func(PrimFunc("pad", [A, out], simplify_stmt(partition_loops(loop))))
+    a, got = np.arange(1, 7, dtype="float32"), np.full(9, np.nan, "float32")
+    f(a, got)
+    np.testing.assert_array_equal(got, np.pad(a, (2, 1)))
+
+
+def test_a_window_over_padding_keeps_selects_only_at_the_borders():
+    from tensorir.expr import And, BufferLoad, Select
+    A, out = Buffer("A", (10,), "float32"), Buffer("out", (10,), "float32")
+    i, k = var("i"), var("k")
+    inside = And(i + k >= 1, i + k < 11, "bool")                   # out[i] = sum A[i + k - 1], k < 3
+    read = Select(inside, BufferLoad(A, (i + k - 1,), "float32"), const(0.0), "float32")
+    body = For(k, const(0), const(3), "serial",
+               BufferStore(out, BufferLoad(out, (i,), "float32") + read, (i,)))
+    loop = For(i, const(0), const(10), "serial", body)
+    lowered = simplify_stmt(partition_loops(loop))
+    assert "select" not in str(lowered)                            # the border taps are cut off too
+    f = build_prim_func(PrimFunc("window", [A, out], lowered))
+    a, got = np.arange(1, 11, dtype="float32"), np.zeros(10, "float32")
+    f(a, got)
+    np.testing.assert_array_equal(got, np.convolve(a, np.ones(3, "float32"), mode="same"))
 
 
 def test_concat_pieces_compute_the_concatenation():

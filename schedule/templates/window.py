@@ -1,0 +1,77 @@
+"""Sliding-window DAGs: a pooling or a depthwise convolution (``Dag.window_anchor``) with its
+padding before it and its elementwise epilogue after it (an average's division, bias,
+activations).
+
+The output's last axis (the image's width in NCHW, the channels in NHWC: the contiguous one)
+is split by the vector width and vectorized; the axis before it (the rows) stays a loop of
+its own; the leading axes (batch, channels) are fused and run in parallel. The window op is
+computed at each vector of the output into a one-vector accumulator, its window loops
+outside the vector and unrolled, so a 3x3 max pool is nine vector max operations in
+registers. The padding is inlined: its select is decided by loop partitioning, so the
+interior rows and vectors read the input with no select and only the borders keep one. A
+stride of 2 along the width is a wide load and a shuffle (the code generator's strided
+access), not a gather.
+"""
+from __future__ import annotations
+
+from .base import Template, fuse_all
+from .injective import extent
+
+VECTORS = (4, 8, 16, 32)
+UNROLL_MAX_TAPS = 64          # a window of more taps keeps its innermost loop rolled
+
+
+class WindowTemplate(Template):
+    name = "window"
+
+    def __init__(self, dag, target=None):
+        self.anchor = dag.window_anchor()
+        self.out = dag.outputs[0].op
+        super().__init__(dag, target)
+
+    def define(self, space):
+        lanes = self.target.lanes(self.out.dtype)
+        space.define_knob("vector", sorted({v for v in VECTORS if v <= 2 * lanes} | {lanes}))
+        space.define_knob("unroll", [False, True])
+        space.define_knob("parallel", [False, True])
+
+    def default(self):
+        lanes = self.target.lanes(self.out.dtype)
+        width = self.out.output(0).shape[-1]
+        vectors = self.space.knobs["vector"].candidates
+        vector = min((v for v in vectors if v >= min(width, lanes)), default=lanes)
+        taps = extent([a.dom_extent for a in self.anchor.reduce_axis])
+        rows = extent(self.out.output(0).shape[:-1])
+        return {"vector": vector, "unroll": taps <= UNROLL_MAX_TAPS, "parallel": rows >= 2}
+
+    def schedule(self, s, cfg):
+        dag = self.dag
+        for op in dag.ops:
+            if op is not self.anchor and not dag.is_output(op):
+                s[op].compute_inline()
+        if self.anchor is self.out:
+            acc = s[s.cache_write(self.anchor.output(0), "local")]
+        else:
+            acc = s[self.anchor]
+        out = s[self.out]
+        axes = list(self.out.axis)
+        xo, xi = out.split(axes[-1], factor=cfg["vector"])
+        lead, row = axes[:-2], (axes[-2] if len(axes) >= 2 else None)
+        lead_loop = fuse_all(out, lead) if lead else None
+        out.vectorize(xi)
+        if cfg["parallel"]:
+            if lead_loop is not None and extent(self.out.output(0).shape[:-2]) >= 2:
+                out.parallel(lead_loop)
+            elif row is not None:
+                out.parallel(row)
+            else:
+                out.parallel(xo)
+        acc.compute_at(out, xo)
+        data = list(acc.op.axis)
+        window = list(acc.op.reduce_axis)
+        acc.reorder(*data[:-1], *window, data[-1])
+        if cfg["unroll"]:
+            for r in window:
+                if r.dom_extent > 1:
+                    acc.unroll(r)
+        acc.vectorize(data[-1])
