@@ -19,6 +19,8 @@ class OpKind(enum.Enum):
     * ``Identity``: a copy.
     * ``Pad``: pad (or crop, with negative amounts) by ``pads_begin``/``pads_end`` in ``mode``
       constant (with ``value``), reflect, edge or wrap.
+    * ``Resize``: ONNX's resampling of any axes to ``sizes``, nearest or linear, with its
+      coordinate transformations and nearest rounding modes (oneDNN's Interpolate has two).
     * ``Slice``: ``src[start:end:step]`` along ``axes`` (Python/ONNX clamping rules).
 
     Each has a schema, a shape rule, a reference implementation and a compute definition.
@@ -98,6 +100,7 @@ class OpKind(enum.Enum):
     ReduceSum = "ReduceSum"
     ReLU = "ReLU"
     ReLUBackward = "ReLUBackward"
+    Resize = "Resize"
     Reorder = "Reorder"
     RMSNorm = "RMSNorm"
     Round = "Round"

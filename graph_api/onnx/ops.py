@@ -50,6 +50,8 @@ Slice Gather Expand Pad  Slice Gather Expand Pad (our own kinds; Gather with con
 Cast CastLike            Cast (our own kind; no op for the same type)
 Dropout                  no op (inference; the mask output is a constant of ones)
 LRN                      Square, AvgPool over the channels, Multiply, Add, Pow, Divide
+Resize                   Resize (opset 11 and later; nearest and linear, every coordinate
+                         transformation but tf_crop_and_resize, every nearest mode)
 Shape Size               folded at import (static shapes)
 ConstantOfShape          folded at import (a static shape input)
 Constant                 folded at import
@@ -706,6 +708,53 @@ def _gather(b, node):
 def _expand(b, node):
     shape = _ints(b.value(node.inputs[1], f"the shape of {node.label}"))
     return [b.op(_K.Expand, [_x(b, node)], {"shape": shape})]
+
+
+@_register("Resize")
+def _resize(b, node):
+    """Resize (opset 11 and later) to Resize: sizes for every axis, with the scales the
+    coordinate transformation uses when they are given; cubic mode, tf_crop_and_resize,
+    antialiased downscaling and a kept aspect ratio run as a Wildcard."""
+    if node.opset < 11:
+        raise OnnxUnsupported("opset 10 Resize (its coordinate rules predate the attributes)")
+    x = _x(b, node)
+    rank = len(x.shape)
+    mode = node.attr("mode", "nearest")
+    ctm = node.attr("coordinate_transformation_mode", "half_pixel")
+    if mode == "cubic" or ctm == "tf_crop_and_resize":
+        raise OnnxUnsupported(f"mode {mode!r} with coordinate_transformation_mode {ctm!r}")
+    if node.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise OnnxUnsupported(f"keep_aspect_ratio_policy {node.attr('keep_aspect_ratio_policy')!r}")
+    axes = [_norm_axis(a, rank, node) for a in _ints(node.attr("axes", []))] or list(range(rank))
+    scales = np.asarray(b.value(node.inputs[2], f"the scales of {node.label}") if node.input(2) else [],
+                        np.float32).reshape(-1)
+    sizes = np.asarray(b.value(node.inputs[3], f"the sizes of {node.label}") if node.input(3) else [],
+                       np.int64).reshape(-1)
+    if (scales.size > 0) == (sizes.size > 0):
+        raise GraphError(f"{node.label}: exactly one of scales and sizes must be given")
+    given = scales if scales.size else sizes
+    if given.size != len(axes):
+        raise GraphError(f"{node.label}: {'scales' if scales.size else 'sizes'} {given.tolist()} need "
+                         f"{len(axes)} values, one per axis of {axes}")
+    out_shape, out_scales = list(x.shape), [1.0] * rank
+    for k, a in enumerate(axes):
+        if scales.size:
+            if scales[k] <= 0:
+                raise GraphError(f"{node.label}: scales {scales.tolist()} must be positive")
+            out_shape[a] = int(math.floor(x.shape[a] * float(scales[k])))
+            out_scales[a] = float(scales[k])
+        else:
+            out_shape[a] = int(sizes[k])
+    if any(n <= 0 for n in out_shape):
+        raise GraphError(f"{node.label}: the output shape {out_shape} is not positive")
+    downscaled = any(o < n for o, n in zip(out_shape, x.shape))
+    if node.attr("antialias", 0) and mode == "linear" and downscaled:
+        raise OnnxUnsupported("antialiased linear downscaling")
+    attrs = {"mode": mode, "sizes": out_shape, "coordinate_transformation_mode": ctm,
+             "nearest_mode": node.attr("nearest_mode", "round_prefer_floor")}
+    if scales.size:
+        attrs["scales"] = out_scales
+    return [b.op(_K.Resize, [x], attrs)]
 
 
 @_register("Pad")

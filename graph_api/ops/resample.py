@@ -1,5 +1,6 @@
 """Interpolate (resampling): nearest and (bi/tri)linear with half_pixel or align_corners
-coordinates, to given sizes or scales.
+coordinates, to given sizes or scales; and Resize, ONNX's resampling of any axes with its
+coordinate transformations and nearest rounding modes.
 
 Example:
     >>> from graph_api.ops import op_def
@@ -7,6 +8,9 @@ Example:
     'half_pixel'
 """
 from __future__ import annotations
+
+import math
+from fractions import Fraction
 
 import numpy as np
 from tensorir import ops as T
@@ -111,6 +115,45 @@ def _ref_interpolate(op: Op, xs: list) -> list:
     return [_from_ncx(y, fmt)]
 
 
+def _ref_resize(op: Op, xs: list) -> list:
+    """ONNX Resize, nearest or linear: each resized axis in turn, source coordinates exact
+    (``tensorir.ops.resample.source_coordinate``), indices clamped to the input."""
+    _nin(op, xs, {1})
+    x = _f64(xs[0])
+    sizes = _ints(op, "sizes")
+    if len(sizes) != x.ndim:
+        raise _err(op, f"sizes {sizes} must hold {x.ndim} values, one per axis")
+    scales = get_attr(op, "scales") or [Fraction(o, n) for o, n in zip(sizes, x.shape)]
+    mode, ctm = get_attr(op, "mode"), get_attr(op, "coordinate_transformation_mode")
+    nearest = {"floor": math.floor, "ceil": math.ceil,
+               "round_prefer_floor": lambda q: math.ceil(q - Fraction(1, 2)),
+               "round_prefer_ceil": lambda q: math.floor(q + Fraction(1, 2))}[get_attr(op, "nearest_mode")]
+    y = x
+    for axis, (n_in, n_out, scale) in enumerate(zip(x.shape, sizes, scales)):
+        if n_in == n_out and scale == 1:
+            continue
+        slope, intercept = T.resample.source_coordinate(n_in, n_out, T.resample.resize_scale(scale), ctm)
+        coords = [slope * o + intercept for o in range(n_out)]
+        if mode == "nearest":
+            y = np.take(y, np.clip([nearest(q) for q in coords], 0, n_in - 1), axis=axis)
+            continue
+        left = np.array([math.floor(q) for q in coords])
+        weight = np.array([float(q - math.floor(q)) for q in coords]).reshape([-1 if k == axis else 1
+                                                                               for k in range(y.ndim)])
+        y = np.take(y, np.clip(left, 0, n_in - 1), axis=axis) * (1 - weight) + \
+            np.take(y, np.clip(left + 1, 0, n_in - 1), axis=axis) * weight
+    return [y]
+
+
+def _shape_resize(op, s):
+    sizes = tuple(get_attr(op, "sizes"))
+    scales = get_attr(op, "scales")
+    _require(len(sizes) == len(s[0]), f"sizes {list(sizes)} need {len(s[0])} values, one per axis")
+    _require(not scales or len(scales) == len(s[0]), f"scales {list(scales or [])} need {len(s[0])} values")
+    _require(not scales or all(v > 0 for v in scales), f"scales {list(scales or [])} must be positive")
+    return [_positive(sizes)]
+
+
 # ---- lowering ---------------------------------------------------------------------------------------
 
 def _lower_interpolate(op, xs):
@@ -137,3 +180,15 @@ INTERP_ATTRS = {"mode": required("string", ("nearest", "linear", "bilinear", "tr
 define(schema("Interpolate", "src:T1 sizes:T2", "dst:T1", INTERP_ATTRS, {"T1": FP, "T2": S32}, n_in={1, 2},
               checks=[check_interpolate]),
        shape=_shape_interpolate, reference=_ref_interpolate, lower=_lower_interpolate)
+
+RESIZE_ATTRS = {"mode": required("string", T.resample.RESIZE_MODES), "sizes": required("s64[]"),
+                "scales": optional("f32[]"),
+                "coordinate_transformation_mode": optional("string", "half_pixel",
+                                                           T.resample.RESIZE_COORDINATE_MODES),
+                "nearest_mode": optional("string", "round_prefer_floor", T.resample.NEAREST_MODES)}
+
+define(schema("Resize", "src:T", "dst:T", RESIZE_ATTRS, {"T": FP}),
+       shape=_shape_resize, reference=_ref_resize,
+       lower=lambda op, xs: T.resize(_inputs(op, xs, 1, 1)[0], get_attr(op, "sizes"), get_attr(op, "scales") or None,
+                                     get_attr(op, "mode"), get_attr(op, "coordinate_transformation_mode"),
+                                     get_attr(op, "nearest_mode")))

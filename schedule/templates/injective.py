@@ -9,6 +9,11 @@ contiguous load, not a gather), however many dimensions the tensor has.
 An output that is a concat (or elementwise after one) keeps the concat axis as a loop of its
 own, outside the fused inner axes and parallel: loop partitioning then cuts it at the inputs'
 boundaries, so each piece copies from one input without a select per element.
+
+A resampling (Resize, Interpolate) vectorizes its last axis alone, one vector at a time, with
+the rows a loop of their own: its source indices are then a fixed pattern per vector (a read
+of the span and a shuffle), and loop partitioning confines its border clamps to the first and
+last rows and vectors.
 """
 from __future__ import annotations
 
@@ -29,7 +34,9 @@ class InjectiveTemplate(Template):
 
     def default(self):
         out = self.outputs[0]
-        return {"vector": self.target.lanes(out.dtype), "unroll": 4, "parallel": extent(out.shape) >= PARALLEL_MIN_ELEMENTS}
+        resampling = any(_resamples(op, self.dag) for op in self.dag.ops if self.dag.is_output(op))
+        return {"vector": self.target.lanes(out.dtype), "unroll": 1 if resampling else 4,
+                "parallel": extent(out.shape) >= PARALLEL_MIN_ELEMENTS}
 
     def schedule(self, s, cfg):
         for op in self.dag.ops:
@@ -64,24 +71,36 @@ def schedule_elementwise(stage, dag, vector: int, unroll: int, parallel: bool) -
         stage.unroll(unrolled)
     rows = fuse_all(stage, lead) if lead else None
     if parallel:
-        if split_axis is not None:
-            stage.parallel(split_axis)
-        elif rows is not None and extent(op.output(0).shape[:len(lead)]) >= PARALLEL_MIN_ROWS:
+        many_rows = rows is not None and extent(op.output(0).shape[:len(lead)]) >= PARALLEL_MIN_ROWS
+        if many_rows:
             stage.parallel(rows)
+        elif split_axis is not None:
+            stage.parallel(split_axis)
         else:
             stage.parallel(outer)
 
 
 def _loop_nest(op, dag):
-    """(leading axes, the concat axis or None, inner axes)."""
+    """(leading axes, the concat axis, a resampling's rows or None, inner axes)."""
     axes, shape = list(op.axis), op.output(0).shape
     at = _concat_axis(op, dag)
     if at is not None:
         return axes[:at], axes[at], axes[at + 1:]
+    if len(axes) >= 2 and _resamples(op, dag):
+        return axes[:-2], axes[-2], axes[-1:]
     k = len(axes) - 1
     while k > 0 and extent(shape[k:]) < INNER_MIN_ELEMENTS:
         k -= 1
     return axes[:k], None, axes[k:]
+
+
+RESAMPLING_TAGS = ("resize", "interpolate")
+
+
+def _resamples(op, dag) -> bool:
+    """Whether ``op`` is, or reads elementwise, a resampling of its own shape."""
+    shape = tuple(op.output(0).shape)
+    return any(p.tag in RESAMPLING_TAGS and tuple(p.output(0).shape) == shape for p in dag.upstream(op) + [op])
 
 
 def _concat_axis(op, dag):

@@ -10,7 +10,7 @@ op and the attribute; mismatched dtypes raise TypeError.
 
 Modules: ``elementwise`` (activations, binary arithmetic, Select, BiasAdd, PReLU, TypeCast),
 ``nn`` (MatMul, norms, softmax, Reduce*), ``window`` (Convolution, ConvTranspose, pooling),
-``transform`` (reshape, transpose, concat, GenIndex, Dropout, Gather, Slice, Pad, Expand), ``resample`` (Interpolate),
+``transform`` (reshape, transpose, concat, GenIndex, Dropout, Gather, Slice, Pad, Expand), ``resample`` (Interpolate, Resize),
 ``quantize`` (Quantize, Dequantize) and ``backward`` (gradient ops).
 
 Example:
@@ -33,7 +33,7 @@ from .elementwise import (abs, add, bias_add, clamp, divide, elu, erf, exp, gelu
 from .nn import (REDUCE_KINDS, batch_norm_inference, group_norm, layer_norm, log_softmax, matmul, reduce, rms_norm,
                  softmax)
 from .quantize import dequantize, dynamic_dequantize, dynamic_quantize, quantize
-from .resample import interpolate
+from .resample import interpolate, resize
 from .transform import concat, dropout, expand, gather, gen_index, identity, pad, reorder, reshape, slice, transpose
 from .window import avg_pool, conv, conv_transpose, max_pool, pool
 
@@ -52,7 +52,7 @@ __all__ = [
     "reshape", "transpose", "concat", "reorder", "identity", "gen_index", "dropout", "gather", "slice", "pad",
     "expand",
     # resample, quantize
-    "interpolate", "quantize", "dequantize", "dynamic_quantize", "dynamic_dequantize",
+    "interpolate", "resize", "quantize", "dequantize", "dynamic_quantize", "dynamic_dequantize",
     # backward
     "relu_backward", "sigmoid_backward", "tanh_backward", "elu_backward", "gelu_backward", "hardsigmoid_backward",
     "hardswish_backward", "mish_backward", "softplus_backward", "sqrt_backward", "abs_backward", "clamp_backward",

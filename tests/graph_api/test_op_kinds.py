@@ -353,6 +353,22 @@ cases("Interpolate", {"sizes-input": lambda m: m.op(
     "Interpolate", [m.input((2, 3, 7, 13)), m.given([9, 5], S32)], out_shapes=[(2, 3, 9, 5)], mode="linear",
     data_format="NCX")})
 
+RESIZES = {    # src, sizes, attributes: every coordinate transformation, every nearest mode, up and down
+    f"{mode}-{ctm}-{nearest}": ((1, 3, 7, 11), (1, 3, 12, 16) if k % 2 else (1, 3, 5, 22),
+                                {"mode": mode, "coordinate_transformation_mode": ctm, "nearest_mode": nearest})
+    for k, (mode, ctm, nearest) in enumerate(
+        [("nearest", c, "round_prefer_floor") for c in ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+                                                        "align_corners", "asymmetric")] +
+        [("nearest", "asymmetric", n) for n in ("round_prefer_ceil", "floor", "ceil")] +
+        [("linear", c, "round_prefer_floor") for c in ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+                                                       "align_corners", "asymmetric")])}
+RESIZES["nearest-scales-channels"] = ((2, 3, 8, 5), (2, 6, 16, 5), {"mode": "nearest", "scales": [1.0, 2.0, 2.0, 1.0],
+                                                                     "coordinate_transformation_mode": "asymmetric",
+                                                                     "nearest_mode": "floor"})
+RESIZES["linear-scales-third"] = ((1, 2, 9, 7), (1, 2, 3, 21), {"mode": "linear", "scales": [1.0, 1.0, 0.3333333, 3.0]})
+cases("Resize", {name: lambda m, s=s, o=o, a=a: m.op("Resize", [m.input(s)], sizes=list(o), **a)
+                 for name, (s, o, a) in RESIZES.items()})
+
 QUANTS = {
     "per_tensor-u8": ((7, 13, 37), U8, {"scales": [0.02], "zps": [100]}),
     "per_tensor-s8-no-zps": ((7, 37), S8, {"scales": [0.015]}),

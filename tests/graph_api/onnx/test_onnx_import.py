@@ -170,6 +170,28 @@ CASES += [
 ]
 
 
+def _resize_case(mode, ctm, nearest="round_prefer_floor", scales=None, sizes=None, x=IMG, axes=None):
+    inputs = [("x", x), ("roi", None), ("scales", None if scales is None else np.array(scales, np.float32))]
+    if sizes is not None:
+        inputs.append(("sizes", i64(sizes)))
+    attrs = {"mode": mode, "coordinate_transformation_mode": ctm, "nearest_mode": nearest}
+    if axes is not None:
+        attrs["axes"] = axes
+    what = f"scales{scales}" if scales is not None else f"sizes{sizes}"
+    return Case(f"Resize-{mode}-{ctm}-{nearest if mode == 'nearest' else ''}-{what}".replace(" ", ""), "Resize",
+                inputs, attrs, opset=18 if axes is not None else 13, constants=("scales", "sizes"))
+
+
+RESIZE_COORDINATES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric")
+CASES += [_resize_case("nearest", ctm, nearest, scales=[1, 1, 2, 1.5])
+          for ctm in RESIZE_COORDINATES for nearest in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")]
+CASES += [_resize_case("linear", ctm, scales=[1, 1, 2, 3]) for ctm in RESIZE_COORDINATES]
+CASES += [_resize_case("linear", ctm, sizes=[1, 4, 5, 11]) for ctm in RESIZE_COORDINATES]    # down and up
+CASES += [_resize_case("nearest", "asymmetric", "floor", sizes=[1, 2, 3, 12]),                # channels too
+          _resize_case("linear", "half_pixel", scales=[0.5, 3.0], axes=[2, 3]),
+          _resize_case("nearest", "half_pixel", scales=[1, 1, 0.6, 0.5])]
+
+
 def _value_info(name, array):
     return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape)
 

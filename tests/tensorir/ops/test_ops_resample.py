@@ -1,5 +1,6 @@
-"""tensorir.ops.resample (Interpolate) against a loop reference built from oneDNN's documented
-coordinate transformation, nearest and linear, NCX and NXC, sizes and scales."""
+"""tensorir.ops.resample: Interpolate against a loop reference built from oneDNN's documented
+coordinate transformation, nearest and linear, NCX and NXC, sizes and scales; Resize against
+ONNX's formulas in float64, every coordinate transformation and nearest mode."""
 import itertools
 import math
 
@@ -9,8 +10,12 @@ import pytest
 from tensorir.errors import Unsupported
 
 from ops_testing import check, from_ncx, rand, to_ncx
+from schedule import lower, template_for
 from tensorir import placeholder
 from tensorir import ops
+from tensorir.expr import Select
+from tensorir.stmt import For
+from tensorir.visit import walk
 
 
 def ref_interpolate(x, sizes, mode, coordinate_mode, data_format):
@@ -82,3 +87,92 @@ def test_interpolate_rejects_bad_attributes():
         ops.interpolate(x, "nearest", scales=[0.1, 1.0], data_format="NCX")
     with pytest.raises(ValueError, match="rank >= 3"):
         ops.interpolate(placeholder((4, 4)), "nearest", sizes=[2])
+
+
+# ---------------------------------------------------------------------------- ONNX Resize
+
+def _onnx_coordinate(o, n_in, n_out, scale, mode):
+    """ONNX's x_original, in float64, straight from the operator's definition."""
+    if mode == "asymmetric":
+        return o / scale
+    if mode == "align_corners":
+        return 0.0 if n_out == 1 else o * (n_in - 1) / (n_out - 1)
+    if mode == "pytorch_half_pixel":
+        return (o + 0.5) / scale - 0.5 if n_out > 1 else 0.0
+    if mode == "half_pixel_symmetric":
+        adjustment = n_out / (scale * n_in)
+        return n_in / 2 * (1 - adjustment) + (o + 0.5) / scale - 0.5
+    return (o + 0.5) / scale - 0.5
+
+
+def _ref_resize(x, sizes, scales, mode, ctm, nearest_mode):
+    y = x.astype(np.float64)
+    rounding = {"floor": np.floor, "ceil": np.ceil, "round_prefer_floor": lambda q: np.ceil(q - 0.5),
+                "round_prefer_ceil": lambda q: np.floor(q + 0.5)}[nearest_mode]
+    for axis, (n_in, n_out) in enumerate(zip(x.shape, sizes)):
+        scale = scales[axis] if scales else n_out / n_in
+        if n_in == n_out and scale == 1:
+            continue
+        q = np.array([_onnx_coordinate(o, n_in, n_out, scale, ctm) for o in range(n_out)])
+        if mode == "nearest":
+            y = np.take(y, np.clip(rounding(q), 0, n_in - 1).astype(int), axis=axis)
+            continue
+        left = np.floor(q)
+        w = (q - left).reshape([-1 if k == axis else 1 for k in range(y.ndim)])
+        left = left.astype(int)
+        y = np.take(y, np.clip(left, 0, n_in - 1), axis=axis) * (1 - w) + \
+            np.take(y, np.clip(left + 1, 0, n_in - 1), axis=axis) * w
+    return y
+
+
+RESIZE_CASES = [   # src shape, sizes, scales, mode, coordinate transformation, nearest mode
+    ((1, 2, 7, 9), (1, 2, 14, 18), None, "nearest", "asymmetric", "floor"),
+    ((1, 2, 7, 9), (1, 2, 14, 27), [1, 1, 2.0, 3.0], "nearest", "half_pixel", "round_prefer_floor"),
+    ((1, 2, 7, 9), (1, 2, 10, 5), None, "nearest", "align_corners", "round_prefer_ceil"),
+    ((1, 3, 8, 6), (1, 3, 3, 13), None, "nearest", "pytorch_half_pixel", "ceil"),
+    ((1, 2, 7, 9), (1, 2, 14, 18), None, "linear", "half_pixel", "round_prefer_floor"),
+    ((1, 2, 7, 9), (1, 2, 12, 4), None, "linear", "align_corners", "round_prefer_floor"),
+    ((2, 2, 5, 6), (2, 2, 9, 14), None, "linear", "half_pixel_symmetric", "round_prefer_floor"),
+    ((1, 2, 9, 7), (1, 2, 3, 21), [1, 1, 0.3333333, 3.0], "linear", "asymmetric", "round_prefer_floor"),
+    ((3, 5), (3, 1), None, "linear", "pytorch_half_pixel", "round_prefer_floor"),       # a single output
+    ((2, 4, 6), (4, 2, 6), None, "nearest", "half_pixel", "round_prefer_floor"),         # leading axes
+]
+
+
+@pytest.mark.parametrize("shape, sizes, scales, mode, ctm, nearest", RESIZE_CASES)
+def test_resize_against_onnx_formulas(shape, sizes, scales, mode, ctm, nearest):
+    x = placeholder(shape, name="x")
+    xv = rand(shape)
+    y = ops.resize(x, sizes, scales, mode, ctm, nearest)
+    assert y.shape == tuple(sizes) and y.op.tag == "resize"
+    check(y, {x: xv}, _ref_resize(xv, sizes, scales, mode, ctm, nearest), template="injective",
+          rtol=1e-5, atol=1e-5)
+
+
+def test_resize_interior_reads_without_select_or_gather():
+    x = placeholder((1, 4, 20, 40), name="x")
+    y = ops.resize(x, (1, 4, 40, 80), None, "linear", "half_pixel")
+    t = template_for(y)
+    func = lower(t.apply(t.default_config()), t.args)
+    loops = [n for n in walk(func.body) if isinstance(n, For)]
+    rows = [n for n in loops if n.var.name == "ax2" and n.extent.value == 38]     # all but the first and last
+    vectors = [n for n in walk(rows[0]) if isinstance(n, For) and n.var.name == "ax3.outer"]
+    assert [v.extent.value for v in vectors] == [8]                                # all but the first and last
+    assert not any(isinstance(n, Select) for n in walk(vectors[0]))
+    text = t.build(t.default_config()).source("llvm")
+    assert text.count("shufflevector") > text.count("masked.gather")
+    nearest = ops.resize(x, (1, 4, 40, 80), [1, 1, 2.0, 2.0], "nearest", "asymmetric", "floor")
+    t = template_for(nearest)
+    assert "masked.gather" not in t.build(t.default_config()).source("llvm")
+
+
+def test_resize_rejects_what_it_does_not_compile():
+    x = placeholder((1, 2, 4, 4))
+    with pytest.raises(Unsupported, match="cubic"):
+        ops.resize(x, (1, 2, 8, 8), None, "cubic")
+    with pytest.raises(ValueError, match="sizes"):
+        ops.resize(x, (8, 8), None, "nearest")
+    with pytest.raises(ValueError, match="scales"):
+        ops.resize(x, (1, 2, 8, 8), [1, 1, 2], "nearest")
+    with pytest.raises(ValueError, match="nearest_mode"):
+        ops.resize(x, (1, 2, 8, 8), None, "nearest", nearest_mode="round")
