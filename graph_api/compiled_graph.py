@@ -1,13 +1,20 @@
 """Whole-graph compilation, as frameworks use oneDNN: every supported partition compiled,
-the rest run by the reference interpreter, all in topological order."""
+the rest run by the reference interpreter, all in topological order.
+
+A Concat whose inputs are all written by compiled partitions, along an axis with only unit
+dims before it (channels of a batch-1 NCHW tensor), costs nothing: its output is allocated
+first and each producer's kernel writes straight into its slice, a contiguous block."""
 from __future__ import annotations
 
 import warnings
 
 import numpy as np
 
+from tensorir.runtime.abi import PARAM_ALIGN
+
 from . import reference
 from .logical_tensor import GraphError, PropertyType
+from .op import OpKind
 from .runtime import Engine
 
 
@@ -47,6 +54,9 @@ class CompiledGraph:
         self.output_ids = [t.id for t in graph.get_output_ports()]
         self.input_ports = [t for t in graph.get_input_ports() if t.id not in self.bound]
         self._input_specs = [(t.id, t.shape, t.dtype.numpy) for t in self.input_ports if t.is_known()]
+        self.in_place = _in_place_concats(self.steps, set(self.output_ids))
+        elided = {id(step) for step, _ in self.in_place}
+        self._run_steps = [step for step in self.steps if id(step) not in elided]
 
     def run(self, feeds: dict) -> dict:
         """Run the graph on ``feeds`` (graph input id -> array; bound constants need none);
@@ -66,8 +76,14 @@ class CompiledGraph:
                 raise GraphError(f"no feed for graph input {tid}")
             if array.shape != shape or array.dtype != dtype:
                 raise GraphError(f"graph input {tid} must be {dtype}{list(shape)}, got {array.dtype}{list(array.shape)}")
-        for step in self.steps:
-            values.update(step.run(values))
+        slices = {}
+        for step, plan in self.in_place:        # a concat's output first: producers write into it
+            whole = np.empty(plan.shape, plan.dtype)
+            values[plan.output] = whole
+            for tid, index in plan.slices:
+                slices[tid] = whole[index]
+        for step in self._run_steps:
+            values.update(step.run(values, slices))
         return {tid: values[tid] for tid in self.output_ids}
 
 
@@ -82,7 +98,9 @@ class _Step:
             self._outputs = [(t.id, t.shape, t.dtype.numpy) for t in ports[1]]
             self._args = [(role == "out", tid) for role, tid in compiled._arg_ports]
 
-    def run(self, values: dict) -> dict:
+    def run(self, values: dict, slices: dict | None = None) -> dict:
+        """The partition's outputs by id; an output with an array in ``slices`` (a slice of a
+        concat's output) is written there."""
         p = self.partition
         if self.constant:
             inputs = [values[t.id] for t in p.get_input_ports()]
@@ -95,7 +113,8 @@ class _Step:
                                                for t in op.inputs])
                 results.update({t.id: v for t, v in zip(op.outputs, outs)})
         else:
-            results = {tid: np.empty(shape, dtype) for tid, shape, dtype in self._outputs}
+            slices = slices or {}
+            results = {tid: slices[tid] if tid in slices else np.empty(shape, dtype) for tid, shape, dtype in self._outputs}
             self.compiled.kernel(*[results[tid] if out else values[tid] for out, tid in self._args])
         if self.constant:
             self._kept = (inputs, results)
@@ -118,3 +137,48 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
         >>> # outputs = compile_graph(load_json("mlp.json"), configs=autotune.HistoryBest("tuning.db")).run({0: x})
     """
     return CompiledGraph(graph, engine, configs, kernel_cache)
+
+
+class _InPlaceConcat:
+    """A concat computed by its producers: its output's id, shape and dtype, and for each input
+    the index of its slice."""
+
+    def __init__(self, output, shape, dtype, slices):
+        self.output, self.shape, self.dtype, self.slices = output, shape, dtype, slices
+
+
+def _in_place_concats(steps: list, graph_outputs: set) -> list:
+    """(step, plan) for each step that is a lone Concat whose slices its producers can write:
+    every input is a distinct tensor written by a compiled, non-constant partition and is no
+    graph output, and each slice is a contiguous, aligned block (unit dims before the axis)."""
+    producer = {}
+    for step in steps:
+        for t in step.partition.get_output_ports():
+            producer[t.id] = step
+    found, claimed = [], set()
+    for step in steps:
+        ops = step.partition.ops
+        if len(ops) != 1 or ops[0].kind is not OpKind.Concat or step.constant:
+            continue
+        op, out = ops[0], ops[0].outputs[0]
+        if not out.is_known() or any(not t.is_known() for t in op.inputs):
+            continue
+        axis = op.attrs["axis"] % len(out.shape)
+        ids = [t.id for t in op.inputs]
+        dtype = out.dtype.numpy
+        inner = int(np.prod(out.shape[axis + 1:], dtype=np.int64)) * dtype.itemsize
+        if any(n != 1 for n in out.shape[:axis]) or len(set(ids)) != len(ids) or claimed & set(ids):
+            continue
+        if any(tid in graph_outputs or tid not in producer or producer[tid].compiled is None
+               or producer[tid].constant for tid in ids):
+            continue
+        slices, start = [], 0
+        for t in op.inputs:
+            if (start * inner) % PARAM_ALIGN:
+                break
+            slices.append((t.id, (slice(None),) * axis + (slice(start, start + t.shape[axis]),)))
+            start += t.shape[axis]
+        else:
+            claimed.update(ids)
+            found.append((step, _InPlaceConcat(out.id, out.shape, dtype, slices)))
+    return found

@@ -6,7 +6,8 @@ input when the rule for (that group, this op) allows it:
 * injective after injective: an injective chain;
 * reduction after an injective-only group: injective producers fuse into a reduction;
 * elementwise (injective) after a group with a complex op or a reduction: the epilogue
-  (bias, activation, residual add; softmax's and layer norm's elementwise tail);
+  (bias, activation, residual add; softmax's and layer norm's elementwise tail), but not a
+  Concat: it stands alone, so its producers can write into its slices (``CompiledGraph``);
 * reduction after a group of reductions and their epilogue over the same rows (softmax's
   max then sum), never after a complex op;
 * at most one complex op per group; opaque ops (and unsupported ones) stand alone;
@@ -20,6 +21,8 @@ input when the rule for (that group, this op) allows it:
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from .op import OpKind
 
 MAX_GROUP = 32
 
@@ -119,7 +122,9 @@ def _allowed(group: _Group, op, cls: str, rows_of) -> bool:
         return False
     kind = group.kind()
     if cls == "injective":
-        return True       # chains, and the epilogue of a complex op or a reduction
+        # chains, and the epilogue of a complex op or a reduction; but a concat after a complex
+        # op or a reduction stands alone, so that its producers can write into its slices
+        return kind == "injective" or getattr(op, "kind", None) is not OpKind.Concat
     if cls == "reduction":
         if kind == "injective":
             return True

@@ -117,3 +117,42 @@ def test_compiled_graph_checks_its_feeds():
         cg.run({**feeds, 0: feeds[0].astype("float64")})
     with pytest.raises(GraphError, match="no feed for graph input 0"):
         cg.run({k: v for k, v in feeds.items() if k != 0})
+
+
+def inception_block(batch=1, size=12, widths=(8, 12, 4, 16), extra_reader=False):
+    """Four 1x1 convolutions (+ReLU) of one input, concatenated along the channels."""
+    b = Builder()
+    x = b.input((batch, 6, size, size))
+    branches = []
+    for c in widths:
+        w = b.input((c, 6, 1, 1), constant=True)
+        y = b.op("Convolution", [x, w], strides=[1, 1], pads_begin=[0, 0], pads_end=[0, 0], dilations=[1, 1],
+                 data_format="NCX", weights_format="OIX")
+        branches.append(b.op("ReLU", [y]))
+    b.op("Concat", branches, axis=1)
+    if extra_reader:                          # a branch also read by another op
+        b.op("Sigmoid", [branches[1]])
+    return b
+
+
+@pytest.mark.parametrize("batch, size, widths, in_place", [
+    (1, 12, (8, 12, 4, 16), True),             # batch 1, channel slices 16-byte aligned: written in place
+    (2, 12, (8, 12, 4, 16), False),            # batch 2: a channel slice is not one block
+    (1, 7, (3, 5, 2, 4), False),               # 7x7 floats per channel: slices not 16-byte aligned
+])
+def test_a_concat_of_convolutions_is_written_in_place_where_it_can_be(batch, size, widths, in_place):
+    for extra_reader in (False, True):
+        b = inception_block(batch, size, widths, extra_reader)
+        g = b.finalize()
+        feeds = b.feeds()
+        compiled = compile_graph(g)
+        assert bool(compiled.in_place) == in_place
+        concat = [p for p in g.get_partitions() if [op.kind.value for op in p.ops] == ["Concat"]]
+        assert len(concat) == 1                                       # not fused into a convolution
+        want = reference.run(g, feeds)
+        for _ in range(2):                                            # a new output buffer each run
+            got = compiled.run(feeds)
+            for tid in want:
+                np.testing.assert_allclose(got[tid], want[tid], rtol=1e-5, atol=1e-5)
+        first, second = compiled.run(feeds), compiled.run(feeds)
+        assert all(first[tid] is not second[tid] for tid in first)
