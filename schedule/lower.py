@@ -26,7 +26,9 @@ from tensorir.visit import free_vars, rewrite, substitute, walk
 
 from .schedule import Fuse, Schedule, ScheduleError, Split, Stage, split_extents
 
-_COMBINE = {"sum": E.Add, "prod": E.Mul, "max": E.Max, "min": E.Min}
+_COMBINE = {"sum": E.Add, "prod": E.Mul, "max": E.Max, "min": E.Min,
+            # the new value where it is greater, so a NaN never enters: one compare and select
+            "max_skip_nan": lambda current, value, dtype: E.Select(E.GT(value, current, "bool"), value, current, dtype)}
 
 
 def lower(sch: Schedule, args: list, name: str = "main") -> S.PrimFunc:

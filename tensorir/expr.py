@@ -279,7 +279,8 @@ class BufferLoad(Expr):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Reduce(Expr):
-    """A commutative reduction (``combiner`` in sum, prod, max, min) of ``source`` over ``axis``."""
+    """A commutative reduction (``combiner`` in sum, prod, max, min, max_skip_nan) of ``source``
+    over ``axis``."""
     combiner: str
     source: Expr
     axis: tuple

@@ -1,4 +1,6 @@
-"""Reduction axes and the commutative reducers sum, prod, max and min."""
+"""Reduction axes and the commutative reducers sum, prod, max and min, and ``max_skip_nan``:
+the largest value that is not NaN (-inf when there is none), one compare-and-select per
+element where ``max`` (NaN-propagating, like numpy's) needs several."""
 from __future__ import annotations
 
 from . import dtype as dt
@@ -24,7 +26,8 @@ def reduce_axis(dom, name: str = "r") -> IterVar:
 
 
 def _identity(combiner: str, dtype: str) -> Const:
-    value = {"sum": 0, "prod": 1, "max": dt.min_value(dtype), "min": dt.max_value(dtype)}[combiner]
+    value = {"sum": 0, "prod": 1, "max": dt.min_value(dtype), "max_skip_nan": dt.min_value(dtype),
+             "min": dt.max_value(dtype)}[combiner]
     if dt.is_float(dtype):
         value = float(value)
     return Const(value, dtype)
@@ -58,3 +61,4 @@ sum = _reducer("sum")  # noqa: A001 - the DSL names, as in TVM
 prod = _reducer("prod")
 max = _reducer("max")  # noqa: A001
 min = _reducer("min")  # noqa: A001
+max_skip_nan = _reducer("max_skip_nan")

@@ -74,7 +74,7 @@ def is_window(op: ComputeOp) -> bool:
         True
     """
     body = op.body
-    if not isinstance(body, Reduce) or body.combiner not in ("sum", "max", "min"):
+    if not isinstance(body, Reduce) or body.combiner not in ("sum", "max", "min", "max_skip_nan"):
         return False
     window = {a.uid for a in body.axis if a.dom_extent > 1}
     data = {a.uid for a in op.axis if a.dom_extent > 1}

@@ -2,15 +2,30 @@
 
 The output's leading axes that the reductions share are the "rows": they are fused and run in
 parallel, and every reduction is computed at that row loop (one row at a time, in cache).
+Each reduction's innermost reduce loop is split by the ``vector`` knob and rfactored, so the
+partial results are an explicit vector accumulated across the row; a vector of several
+registers (four by default on long rows) gives as many independent chains of adds. The
+output's remaining axes are fused and vectorized. Injective intermediates are inlined, except
+an expensive one (a call such as exp) read by more than one stage, which is computed once per
+row into a row-sized buffer (``cache`` knob): softmax's exp feeds its sum and its output.
+
 When the output's axes are not the reductions' (a reshape after them, as a global pooling
-has), the reductions are computed whole first.
-Each reduction's innermost reduce loop is split by the vector width and rfactored, so the
-partial results are an explicit vector accumulated across the row; the output's remaining
-axes are fused and vectorized. Injective intermediates are inlined.
+has, or a reduction over a middle axis, as a softmax over the channels has), the reductions
+are computed whole first. One whose last data axis reads its input's innermost dimension (a
+column reduction: ``sum over r of x[n, r, j]``) runs its reduce loop outside that axis, which
+is vectorized, with the leading data axes in parallel; the output is then fused, vectorized and
+run in parallel.
 """
 from __future__ import annotations
 
+from tensorir.expr import Call, IterVar, TensorLoad
+from tensorir.visit import walk
+
 from .base import Template, fuse_all
+from .injective import PARALLEL_MIN_ELEMENTS, extent
+
+LONG_ROW = 256                 # a reduction this long gets a vector of four registers
+ROW_CACHE_BYTES = 32 * 1024    # a cached intermediate's row must fit this (a stack buffer, in L1)
 
 
 class ReductionTemplate(Template):
@@ -25,47 +40,99 @@ class ReductionTemplate(Template):
             self.rows = len(self.reductions[0].axis)
             shape = self.out.shape[:self.rows]
             if any(op.shape != shape for op in self.reductions):
-                self.rows = 0    # e.g. a reshape after the reduction: reductions stay whole, at root
+                self.rows = 0    # a reshape after the reductions, or a middle axis reduced: at root
+        self.cacheable = self._cacheable(dag)
         super().__init__(dag, target)
 
     def define(self, space):
         lanes = self.target.lanes(self.out.dtype)
-        space.define_knob("vector", sorted({0, 8, 16, 32, lanes}))
+        space.define_knob("vector", sorted({0, 8, 16, 32, lanes, 4 * lanes}))
         space.define_knob("parallel", [False, True])
         if self.out not in self.reductions:
             space.define_knob("out_vector", sorted({8, 16, 32, lanes}))
+        if self.cacheable:
+            space.define_knob("cache", [False, True])
 
     def default(self):
+        lanes = self.target.lanes(self.out.dtype)
         inner = min(op.reduce_axis[-1].dom_extent for op in self.reductions)
-        rows = 1
-        for n in self.out.shape[:self.rows]:
-            rows *= n
-        cfg = {"vector": self.target.lanes(self.out.dtype) if inner >= 16 else 0, "parallel": rows >= 2}
+        rows = extent(self.out.shape[:self.rows])
+        vector = 4 * lanes if inner >= LONG_ROW else (lanes if inner >= 16 else 0)
+        parallel = rows >= 2 if self.rows else extent(self.out.shape) >= PARALLEL_MIN_ELEMENTS
+        cfg = {"vector": vector, "parallel": parallel}
         if self.out not in self.reductions:
-            cfg["out_vector"] = self.target.lanes(self.out.dtype)
+            cfg["out_vector"] = lanes
+        if self.cacheable:
+            cfg["cache"] = True
         return cfg
 
+    def _cacheable(self, dag) -> list:
+        """Injective intermediates worth computing once per row: a call (exp, log, ...) in the
+        body, more than one reader, the output's rows, and a row that fits ``ROW_CACHE_BYTES``."""
+        if not self.rows or self.out in self.reductions:
+            return []
+        rows = self.out.shape[:self.rows]
+        found = []
+        for op in dag.ops:
+            if dag.classes[id(op)] != "injective" or dag.is_output(op) or len(dag.readers.get(id(op), [])) < 2:
+                continue
+            row_bytes = extent(op.shape[self.rows:]) * 4
+            if op.shape[:self.rows] == rows and row_bytes <= ROW_CACHE_BYTES and \
+                    any(isinstance(n, Call) for n in walk(op.body)):
+                found.append(op)
+        return found
+
     def schedule(self, s, cfg):
+        cached = self.cacheable if self.cacheable and cfg["cache"] else []
         for op in self.dag.ops:
-            if self.dag.classes[id(op)] == "injective" and not self.dag.is_output(op):
+            if self.dag.classes[id(op)] == "injective" and not self.dag.is_output(op) and op not in cached:
                 s[op].compute_inline()
         out = s[self.out]
-        factored = [self._factor(s, s[op], cfg["vector"]) for op in self.reductions]
+        columns = [op for op in self.reductions if not self.rows and _column_axis(op) is not None]
+        factored = [None if op in columns else self._factor(s, s[op], cfg["vector"]) for op in self.reductions]
+        for op in columns:
+            self._schedule_column(s[op], cfg)
         row = fuse_all(out, self.out.axis[:self.rows]) if self.rows else None
         if row is not None and cfg["parallel"]:
             out.parallel(row)
         if self.out not in self.reductions:
             rest = self.out.axis[self.rows:]
-            if rest:
-                _, lanes = out.split(fuse_all(out, rest), factor=cfg["out_vector"])
+            if row is None and len(rest) >= 2 and extent(self.out.shape[:-1]) >= 2:
+                # the last axis vectorized alone: a column reduction's results are read along it
+                lead = fuse_all(out, rest[:-1])
+                _, lanes = out.split(rest[-1], factor=cfg["out_vector"])
                 out.vectorize(lanes)
+                if cfg["parallel"]:
+                    out.parallel(lead)
+            elif rest:
+                outer, lanes = out.split(fuse_all(out, rest), factor=cfg["out_vector"])
+                out.vectorize(lanes)
+                if row is None and cfg["parallel"]:
+                    out.parallel(outer)
         if row is None:
             return
+        for op in cached:
+            stage = s[op]
+            stage.compute_at(out, row)
+            _, lanes = stage.split(fuse_all(stage, op.axis[self.rows:]), factor=cfg["out_vector"])
+            stage.vectorize(lanes)
         for op, rf in zip(self.reductions, factored):
             if op is not self.out:
                 s[op].compute_at(out, row)
             if rf is not None:
                 s[rf].compute_at(out, row)
+
+    @staticmethod
+    def _schedule_column(stage, cfg):
+        """Reduce loops outside the last data axis, which is vectorized; leading data axes
+        fused and parallel."""
+        data, reduce_axes = list(stage.op.axis), list(stage.op.reduce_axis)
+        lanes = cfg.values.get("out_vector", 8)
+        outer, inner = stage.split(data[-1], factor=lanes)
+        stage.reorder(*data[:-1], *reduce_axes, outer, inner)
+        stage.vectorize(inner)
+        if data[:-1] and cfg["parallel"]:
+            stage.parallel(fuse_all(stage, data[:-1]))
 
     @staticmethod
     def _factor(s, stage, vector):
@@ -79,3 +146,18 @@ class ReductionTemplate(Template):
         rf_stage.reorder(*[a for a in rf_stage.leaf_iter_vars if a.kind == "reduce"], lane)
         rf_stage.vectorize(lane)
         return rf
+
+
+def _column_axis(op):
+    """The last data axis of reduction ``op`` when it is a column reduction: an input it
+    reduces is read with exactly that axis as its innermost index; else None."""
+    if not op.axis:
+        return None
+    last = op.axis[-1]
+    reduce_uids = {a.uid for a in op.reduce_axis}
+    for load in (n for n in walk(op.body) if isinstance(n, TensorLoad)):
+        if not load.indices or not (isinstance(load.indices[-1], IterVar) and load.indices[-1].uid == last.uid):
+            continue
+        if any(isinstance(v, IterVar) and v.uid in reduce_uids for i in load.indices[:-1] for v in walk(i)):
+            return last
+    return None

@@ -22,6 +22,7 @@ from .. import dtype as dt
 from .. import intrinsics as ti
 from ..errors import Unsupported
 from ..reduce import max as rmax
+from ..reduce import max_skip_nan
 from ..reduce import min as rmin
 from ..reduce import prod as rprod
 from ..reduce import reduce_axis
@@ -328,7 +329,8 @@ def softmax(x: Tensor, axis: int = 1, mode: str = "none", stats: bool = False, n
     oneDNN's optional second output: ``max + log(sum(exp(x - max)))`` (the row's log-sum-exp,
     -inf for an all -inf row), shaped like ``x`` with ``axis`` of size 1.
 
-    Stages: max (reduction), exp(x - max), sum (reduction), division (and the stats).
+    Stages: max (reduction), exp(x - max), sum (reduction), the product with the sum's
+    reciprocal (and the stats).
 
     Example:
         >>> from tensorir import placeholder
@@ -341,13 +343,16 @@ def softmax(x: Tensor, axis: int = 1, mode: str = "none", stats: bool = False, n
     axis = normalize_axis(op, "axis", axis, x.ndim)
     check_choice(op, "mode", mode, ("none", "inf_as_zero"))
     base, tag = name or "softmax", "softmax"
-    mx = _row_reduce(x, axis, rmax, lambda v, i: v, base + "_max", tag)
+    # a NaN in a row makes its sum, hence the whole row, NaN whatever its max is: a max that
+    # skips NaN (cheaper) gives the same softmax, except that inf_as_zero must see an all-NaN
+    # row's max as NaN, not -inf
+    mx = _row_reduce(x, axis, max_skip_nan if mode == "none" else rmax, lambda v, i: v, base + "_max", tag)
     row = lambda i: i[:axis] + i[axis + 1:]  # noqa: E731
     e = compute(x.shape, lambda *i: ti.exp(x[i] - mx[row(i)]), name=base + "_exp", tag=tag)
     s = _row_reduce(e, axis, rsum, lambda v, i: v, base + "_sum", tag)
 
     def body(*i):
-        v = e[i] / s[row(i)]
+        v = e[i] * (fconst(1, x.dtype) / s[row(i)])      # one division per row, hoisted out of it
         if mode == "inf_as_zero":
             return ti.if_then_else(mx[row(i)] == fconst(-math.inf, x.dtype), fconst(0, x.dtype), v)
         return v
@@ -376,7 +381,7 @@ def log_softmax(x: Tensor, axis: int = -1, name: str | None = None) -> Tensor:
     check_float(op, "src", x)
     axis = normalize_axis(op, "axis", axis, x.ndim)
     base, tag = name or "log_softmax", "log_softmax"
-    mx = _row_reduce(x, axis, rmax, lambda v, i: v, base + "_max", tag)
+    mx = _row_reduce(x, axis, max_skip_nan, lambda v, i: v, base + "_max", tag)   # a NaN reaches the sum
     row = lambda i: i[:axis] + i[axis + 1:]  # noqa: E731
     s = _row_reduce(x, axis, rsum, lambda v, i: ti.exp(v - mx[row(i)]), base + "_sum", tag)
     return compute(x.shape, lambda *i: x[i] - mx[row(i)] - ti.log(s[row(i)]), name=base, tag=tag)

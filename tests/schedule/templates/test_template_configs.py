@@ -6,7 +6,7 @@ from schedule import lower, template_for
 from schedule.space import Config
 from tensorir.expr import Select
 from tensorir.ops import transform
-from tensorir.stmt import Allocate, BufferStore
+from tensorir.stmt import Allocate, BufferStore, For
 from tensorir.visit import walk
 from tensorir import compute, exp, if_then_else, placeholder, reduce_axis, rsqrt, sum as rsum, tanh
 from tensorir.expr import Const, Max
@@ -74,6 +74,31 @@ def test_reduction_softmax():
         e = np.exp(x - x.max(1, keepdims=True))
         return e / e.sum(1, keepdims=True)
     check_all_configs(Y, softmax, "reduction")
+
+
+def test_reduction_softmax_over_a_middle_axis_reduces_columns():
+    X = placeholder((3, 29, 21), name="X")
+    Y = __import__("tensorir.ops", fromlist=["softmax"]).softmax(X, axis=1)
+
+    def softmax(x):
+        e = np.exp(x - x.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+    t = check_all_configs(Y, softmax, "reduction")
+    func = lower(t.apply(t.default_config()), t.args)
+    assert "gather" not in t.build(t.default_config()).source("llvm")     # columns: contiguous vectors
+    reduce_loops = [n for n in walk(func.body) if isinstance(n, For) and n.var.name == "r"]
+    assert len(reduce_loops) == 2 and all(any(isinstance(m, For) and m.kind == "vectorized" for m in walk(loop))
+                                          for loop in reduce_loops)      # the reduce loop outside the vectors
+
+
+def test_reduction_softmax_computes_its_exp_once_per_row():
+    X = placeholder((5, 300), name="X")
+    Y = __import__("tensorir.ops", fromlist=["softmax"]).softmax(X, axis=-1)
+    t = template_for(Y)
+    assert t.default_config()["cache"]
+    text = str(lower(t.apply(t.default_config()), t.args))
+    assert "allocate softmax_exp[1, 300]" in text
+    assert all(line.strip().startswith("softmax_exp[") for line in text.splitlines() if "exp(" in line)
 
 
 def test_reduction_layernorm():

@@ -332,6 +332,32 @@ def test_softmax(shape, axis, template):
     check(y, {x: xv}, _softmax_ref(xv, axis), template=template, rtol=1e-5, atol=1e-6)
 
 
+def test_softmax_and_log_softmax_of_a_row_with_a_nan_are_nan_in_that_row_only():
+    x = placeholder((4, 21), name="x")
+    xv = rand((4, 21)) * 3
+    xv[1, 5] = np.nan
+    xv[2, 0] = np.nan                                  # the first element: the max must not lose it
+    with np.errstate(invalid="ignore"):
+        expected = _softmax_ref(xv, -1)
+        logs = np.log(expected)
+    assert np.isnan(expected[1]).all() and np.isnan(expected[2]).all()
+    check(ops.softmax(x, axis=-1), {x: xv}, expected, template="reduction", rtol=1e-5, atol=1e-6)
+    check(ops.log_softmax(x), {x: xv}, logs, template="reduction", rtol=1e-5, atol=1e-5)
+
+
+def test_max_skip_nan_skips_nan_and_gives_the_lowest_value_for_a_row_of_nan():
+    from tensorir import compute, reduce_axis
+    from tensorir.reduce import max_skip_nan
+    x = placeholder((3, 9), name="x")
+    r = reduce_axis((0, 9), name="r")
+    m = compute((3,), lambda i: max_skip_nan(x[i, r], axis=r), name="m")
+    xv = rand((3, 9))
+    xv[0, 4] = np.nan
+    xv[1, :] = np.nan
+    expected = np.array([np.nanmax(xv[0]), -np.inf, xv[2].max()], np.float32)
+    check(m, {x: xv}, expected, rtol=0, atol=0)
+
+
 def test_softmax_inf_as_zero_and_log_softmax():
     x = placeholder((3, 13), name="x")
     xv = rand((3, 13))
