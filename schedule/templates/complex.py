@@ -59,16 +59,17 @@ class ComplexTemplate(Template):
         return (self.out.axis[i] if i is not None else None), self.out.axis[j]
 
     def _channel_dim(self):
-        """The dim (not the last) of the anchor that only constant inputs of rank > 1 read, one
-        with exactly its index, as a convolution's weights read the output channels; None when
-        there is none or the tiled output's shape is not the anchor's."""
+        """The dim (not the last) of the anchor that only constant inputs (or stages computed
+        from them) of rank > 1 read, one with exactly its index, as a convolution's weights read
+        the output channels; None when there is none or the tiled output's shape is not the
+        anchor's."""
         if tuple(self.out.output(0).shape) != tuple(self.anchor.output(0).shape) or len(self.anchor.axis) < 3:
             return None
         loads = [n for n in walk(self.anchor.body) if isinstance(n, TensorLoad)]
         for d, axis in enumerate(self.anchor.axis[:-1]):
             readers = [n for n in loads if any(isinstance(v, IterVar) and v.uid == axis.uid
                                                for index in n.indices for v in walk(index))]
-            if readers and all(n.tensor.op.tag == "constant" and n.tensor.ndim > 1 for n in readers) and \
+            if readers and all(_is_constant(n.tensor) and n.tensor.ndim > 1 for n in readers) and \
                     any(isinstance(index, IterVar) and index.uid == axis.uid for n in readers for index in n.indices):
                 return d
         return None
@@ -222,3 +223,11 @@ class ComplexTemplate(Template):
         if li is not None:
             local.unroll(li)
         local.vectorize(lj)
+
+
+def _is_constant(tensor) -> bool:
+    """A constant input (weights), or a stage computed from constant inputs only (weights
+    regrouped, which a prepacked kernel computes once)."""
+    if isinstance(tensor.op, PlaceholderOp):
+        return tensor.op.tag == "constant"
+    return bool(tensor.op.input_tensors) and all(_is_constant(t) for t in tensor.op.input_tensors)

@@ -245,10 +245,13 @@ def conv_transpose(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilation
     accepted too. Output size per spatial axis: ``(X - 1) * stride + (K - 1) * dilation + 1 -
     pads_begin - pads_end + output_padding``.
 
-    Stages: the input spread out by the stride over a zero background with ``(K - 1) * dilation
-    - pads_begin`` in front (its own compute), the multiply-accumulate of a stride-1
-    convolution over it with the kernel flipped, ``sum(spread[...] * w[..., K - 1 - k], axis=[ci,
-    k...])`` (the "complex" outer product), then the channel layout and ``bias`` as in ``conv``.
+    Stages, with strides, one group and no dilation: the input padded, the weights regrouped
+    by output phase and the multiply-accumulate per phase (``_conv_transpose_by_phases``: no
+    multiply meets a zero), then ``bias``. Otherwise: the input spread out by the stride over
+    a zero background with ``(K - 1) * dilation - pads_begin`` in front (its own compute), the
+    multiply-accumulate of a stride-1 convolution over it with the kernel flipped,
+    ``sum(spread[...] * w[..., K - 1 - k], axis=[ci, k...])`` (the "complex" outer product),
+    then the channel layout and ``bias`` as in ``conv``.
 
     Example:
         >>> from tensorir import placeholder
@@ -299,6 +302,9 @@ def conv_transpose(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilation
                          f"{kernel}, pads {pads_begin} + {pads_end})")
     base = name or "conv_transpose"
     tag = "conv_transpose"
+    if groups == 1 and any(st > 1 for st in strides) and all(d == 1 for d in dilations):
+        return _conv_transpose_by_phases(x, w, strides, pads_begin, kernel, outs, data_format, weights_format,
+                                         bias, base, tag)
     front = [(k - 1) * d - pb for k, d, pb in zip(kernel, dilations, pads_begin)]
     extents = [o + (k - 1) * d for o, k, d in zip(outs, kernel, dilations)]
     spread = _pad(x, data_format, front, extents, 0, base + "_spread", tag, strides=strides)
@@ -310,6 +316,57 @@ def conv_transpose(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilation
                   "XOI": (*flipped, o, in_ch), "XIO": (*flipped, in_ch, o)}[weights_format]]
     return _multiply_accumulate(spread, weight_at, kernel, [1] * nd, dilations, outs, groups, icg, ocg,
                                 data_format, bias, base, tag)
+
+
+def _conv_transpose_by_phases(x: Tensor, w: Tensor, strides, pads_begin, kernel, outs, data_format: str,
+                              weights_format: str, bias, base: str, tag: str) -> Tensor:
+    """ConvTranspose with strides (one group, no dilation) as a convolution per output phase:
+    output position ``y`` (``q = y + pads_begin``) receives the taps ``k = q % s + s * t`` from
+    input positions ``q // s - t``, ``t < ceil(K / s)``. So no multiply meets a zero of a
+    spread-out input (an s-fold saving per strided axis). The weights are regrouped once, into
+    ``(*phases, *taps, C, O)`` with the taps past the kernel zero (a stage reading only the
+    constant weights, which a prepacked kernel runs once per weight array), and the input is
+    padded by the taps that reach before or past it."""
+    axes = spatial_axes(data_format, x.ndim)
+    sizes = [x.shape[a] for a in axes]
+    taps = [-(-k // st) for k, st in zip(kernel, strides)]
+    c = x.shape[channel_axis(data_format, x.ndim)]
+    oc = w.shape[1] if weights_format == "IOX" else (w.shape[0] if weights_format == "OIX" else
+                                                    (w.shape[-2] if weights_format == "XOI" else w.shape[-1]))
+    # input positions read: from pads_begin // s - (T - 1) to (out - 1 + pads_begin) // s
+    lowest = [p // st - (t - 1) for p, st, t in zip(pads_begin, strides, taps)]
+    highest = [(o - 1 + p) // st for o, p, st in zip(outs, pads_begin, strides)]
+    padded = _pad(x, data_format, [-lo for lo in lowest], [hi - lo + 1 for lo, hi in zip(lowest, highest)], 0,
+                  base + "_pad", tag)
+
+    def regroup(*idx):
+        nd = len(kernel)
+        phases, ts, ci, o = idx[:nd], idx[nd:2 * nd], idx[2 * nd], idx[2 * nd + 1]
+        ks = [r + st * t for r, st, t in zip(phases, strides, ts)]
+        read = w[{"IOX": (ci, o, *ks), "OIX": (o, ci, *ks), "XOI": (*ks, o, ci), "XIO": (*ks, ci, o)}[weights_format]]
+        inside = [k < kk for k, kk, st, t in zip(ks, kernel, strides, taps) if st * t > kk]   # taps past K
+        if not inside:
+            return read
+        cond = inside[0]
+        for extra in inside[1:]:
+            cond = cond & extra
+        return ti.if_then_else(cond, read, fconst(0, w.dtype))
+    regrouped = compute((*strides, *taps, c, oc), regroup, name=base + "_weights", tag=tag)
+
+    def body(*idx):
+        n, o, ys = _split_data_index(data_format, idx)
+        ci = reduce_axis((0, c), name="ci")
+        ts = [reduce_axis((0, t), name=f"t{d}") for d, t in enumerate(taps)]
+        qs = [y + p if p else y for y, p in zip(ys, pads_begin)]
+        pos = [q // st - t - lo if st > 1 else q - t - lo for q, st, t, lo in zip(qs, strides, ts, lowest)]
+        phases = [q % st if st > 1 else 0 for q, st in zip(qs, strides)]
+        src = padded[(n, ci, *pos) if data_format == "NCX" else (n, *pos, ci)]
+        return rsum(src * regrouped[(*phases, *ts, ci, o)], axis=[ci, *ts])
+    shape = _data_shape(data_format, x.shape[0], oc, outs)
+    acc = compute(shape, body, name=base if bias is None else base + "_acc", tag=tag)
+    if bias is None:
+        return acc
+    return compute(shape, lambda *idx: acc[idx] + bias[_split_data_index(data_format, idx)[1]], name=base, tag=tag)
 
 
 def _window_count(o, size, k, s, d, pl, pr, exclude_pad):

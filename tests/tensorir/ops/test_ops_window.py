@@ -92,3 +92,18 @@ def test_softmax_stats_is_the_log_sum_exp():
     m = xv.astype(np.float64).max(axis=1, keepdims=True)
     want = m + np.log(np.exp(xv - m).sum(axis=1, keepdims=True))
     check(stats, {x: xv}, want, rtol=1e-5, atol=1e-5)
+
+
+def test_strided_conv_transpose_multiplies_no_spread_zeros():
+    x, w = placeholder((1, 6, 9, 7), name="x"), placeholder((6, 16, 4, 3), name="w", constant=True)
+    y = ops.conv_transpose(x, w, [2, 3], [1, 0], [1, 2], [1, 1], 1, "NCX", "IOX", [1, 0])
+    names = {t.op.name for t in y.op.input_tensors}
+    assert "conv_transpose_weights" in names and "conv_transpose_spread" not in names
+    regrouped = next(t for t in y.op.input_tensors if t.op.name == "conv_transpose_weights")
+    assert regrouped.shape == (2, 3, 2, 1, 6, 16)           # phases, taps per phase, C, O
+    from schedule import template_for
+    t = template_for(y)
+    assert t.name == "complex" and t.default_config()["layout"] == "channels"   # regrouped weights are constant
+    xv, wv = rand((1, 6, 9, 7)), rand((6, 16, 4, 3))
+    want = ref_conv_transpose(xv, wv, [2, 3], [1, 0], [1, 2], [1, 1], 1, "NCX", "IOX", [1, 0])
+    check(y, {x: xv, w: wv}, want, rtol=1e-4, atol=1e-4)
