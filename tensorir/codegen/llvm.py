@@ -416,6 +416,24 @@ class CodeGen(Visitor):
             return None
         return rest.to_expr(), offsets
 
+    def _pattern_load(self, start, offsets, elem, align, ctx):
+        """The lanes at ``start + offsets[k]``: the span they cover read by two loads of the
+        largest power of two of elements that fits it, one from each end (one when the span is
+        that size), so nothing past the span is read and the loads are legal vector types; then
+        one shuffle picks the lanes."""
+        b = ctx.builder
+        span = max(offsets) + 1
+        width = 1 << (span.bit_length() - 1)
+        vtype = ir.VectorType(elem, width)
+        first = b.load(start, typ=vtype, align=align)
+        if width == span:
+            second, picks = ir.Constant(vtype, None), offsets
+        else:
+            tail = b.gep(start, [ir.Constant(I64, span - width)], inbounds=True, source_etype=elem)
+            second = b.load(tail, typ=vtype, align=align)
+            picks = [o if o < width else width + o - (span - width) for o in offsets]
+        return b.shuffle_vector(first, second, ir.Constant(ir.VectorType(I32, ctx.lanes), picks))
+
     def _pattern_pointers(self, start, offsets, elem, ctx):
         """<L x ptr>: ``start + offsets[k]`` for each lane k."""
         steps = ir.Constant(ir.VectorType(I64, ctx.lanes), offsets)
@@ -432,12 +450,8 @@ class CodeGen(Visitor):
         align = dt.itemsize(buf.dtype)
         kind, ptr = self._access(buf, e.indices, ctx)
         b = ctx.builder
-        if kind == "pattern" and ctx.mask is None:        # one load of the span, the lanes picked out
-            start, offsets = ptr
-            wide = ir.VectorType(elem, max(offsets) + 1)
-            loaded = b.load(start, typ=wide, align=align)
-            value = b.shuffle_vector(loaded, ir.Constant(wide, None), ir.Constant(ir.VectorType(I32, ctx.lanes), offsets))
-            return self._from_memory(value, buf.dtype, b)
+        if kind == "pattern" and ctx.mask is None:
+            return self._from_memory(self._pattern_load(*ptr, elem, align, ctx), buf.dtype, b)
         if kind == "pattern":
             kind, ptr = "gather", self._pattern_pointers(*ptr, elem, ctx)
         if kind == "scalar":
