@@ -3,13 +3,15 @@ the rest run by the reference interpreter, all in topological order.
 
 A Concat whose inputs are all written by compiled partitions, along an axis with only unit
 dims before it (channels of a batch-1 NCHW tensor), costs nothing: its output is allocated
-first and each producer's kernel writes straight into its slice, a contiguous block."""
+first and each producer's kernel writes straight into its slice, a contiguous block. A concat
+that is itself an input of such a concat (DenseNet's growing feature maps) is that slice."""
 from __future__ import annotations
 
 import warnings
 
 import numpy as np
 
+from tensorir.errors import Unsupported
 from tensorir.runtime.abi import PARAM_ALIGN
 
 from . import reference
@@ -29,7 +31,7 @@ class CompiledGraph:
         [[0.0, 2.0, 0.0], [4.0, 0.0, 6.0]]
     """
 
-    def __init__(self, graph, engine: Engine | None = None, configs=None, kernel_cache=None):
+    def __init__(self, graph, engine: Engine | None = None, configs=None, kernel_cache=None, strict: bool = False):
         self.graph = graph
         self.engine = engine or Engine()
         self.partitions = graph.get_partitions()
@@ -37,7 +39,10 @@ class CompiledGraph:
         computed = self.partitions[0].graph if self.partitions else graph
         self.bound = {**graph.constant_values, **computed.constant_values}
         self.steps = []
-        fallback = []
+        fallback = [f"{op.kind.value} (op {op.id})" for p in self.partitions if not p.is_supported() for op in p.ops]
+        if strict and fallback:
+            raise Unsupported(f"strict: {len(fallback)} op(s) would run in the numpy reference interpreter, not "
+                              f"compiled: {', '.join(fallback)}")
         for p in self.partitions:
             constant = all(t.property_type is PropertyType.constant for t in p.get_output_ports())
             if p.is_supported():
@@ -47,7 +52,6 @@ class CompiledGraph:
                 self.steps.append(_Step(p, compiled, ports, constant))
             else:
                 self.steps.append(_Step(p, None, None, constant))
-                fallback += [f"{op.kind.value} (op {op.id})" for op in p.ops]
         if fallback:
             warnings.warn(f"running {len(fallback)} op(s) in the numpy reference interpreter: "
                           f"{', '.join(fallback)}", stacklevel=2)
@@ -77,8 +81,10 @@ class CompiledGraph:
             if array.shape != shape or array.dtype != dtype:
                 raise GraphError(f"graph input {tid} must be {dtype}{list(shape)}, got {array.dtype}{list(array.shape)}")
         slices = {}
-        for step, plan in self.in_place:        # a concat's output first: producers write into it
-            whole = np.empty(plan.shape, plan.dtype)
+        for step, plan in reversed(self.in_place):    # concats' outputs first, the last concat first:
+            whole = slices.get(plan.output)           # a concat of a concat is a slice of it
+            if whole is None:
+                whole = np.empty(plan.shape, plan.dtype)
             values[plan.output] = whole
             for tid, index in plan.slices:
                 slices[tid] = whole[index]
@@ -121,7 +127,8 @@ class _Step:
         return results
 
 
-def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cache=None) -> CompiledGraph:
+def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cache=None,
+                  strict: bool = False) -> CompiledGraph:
     """Compile every supported partition of a finalized graph.
 
     ``configs`` is a ``schedule.ConfigSource``: each partition's template gets the config it
@@ -131,12 +138,14 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
     compiled kernels in the database. Without ``configs``, the source made active by
     ``autotune.apply_history_best`` (``schedule.using_configs``) is used, else the defaults.
     ``kernel_cache``: a ``tensorir.runtime.KernelCache`` (default: the config source when it is
-    one).
+    one). Ops without a compiled kernel (an unsupported kind or attribute, an ONNX Wildcard)
+    run in the numpy reference interpreter with a warning naming them; with ``strict=True``
+    such a graph is refused instead (``Unsupported``, naming the ops).
 
     Example:
         >>> # outputs = compile_graph(load_json("mlp.json"), configs=autotune.HistoryBest("tuning.db")).run({0: x})
     """
-    return CompiledGraph(graph, engine, configs, kernel_cache)
+    return CompiledGraph(graph, engine, configs, kernel_cache, strict)
 
 
 class _InPlaceConcat:

@@ -7,7 +7,8 @@ input when the rule for (that group, this op) allows it:
 * reduction after an injective-only group: injective producers fuse into a reduction;
 * elementwise (injective) after a group with a complex op or a reduction: the epilogue
   (bias, activation, residual add; softmax's and layer norm's elementwise tail), but not a
-  Concat: it stands alone, so its producers can write into its slices (``CompiledGraph``);
+  Concat: it stands alone, and nothing joins it, so its producers can write into its slices
+  (``CompiledGraph``);
 * reduction after a group of reductions and their epilogue over the same rows (softmax's
   max then sum), never after a complex op;
 * at most one complex op per group; opaque ops (and unsupported ones) stand alone;
@@ -28,13 +29,14 @@ MAX_GROUP = 32
 
 
 class _Group:
-    __slots__ = ("ops", "classes", "rows", "constant")
+    __slots__ = ("ops", "classes", "rows", "constant", "closed")
 
-    def __init__(self, op, cls: str, rows, constant: bool):
+    def __init__(self, op, cls: str, rows, constant: bool, closed: bool = False):
         self.ops = [op]
         self.classes = {cls}
         self.rows = rows if cls == "reduction" else None
         self.constant = constant
+        self.closed = closed      # no op joins it (a concat its producers write in place)
 
     def kind(self) -> str:
         return dominant_class(self.classes)
@@ -77,7 +79,7 @@ def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str 
     groups: list[_Group] = []
     for op in ops:
         cls, constant = class_of(op), bool(constant_of(op))
-        target = None
+        target, closed = None, False
         if policy == "fusion" and cls != "opaque":
             for t in op.inputs:
                 producer = producer_of(t.id)
@@ -88,9 +90,10 @@ def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str 
                     continue   # constants reach variable ops as inputs, never as group members
                 if _allowed(group, op, cls, rows_of) and not _makes_cycle(group, op, producer_of, group_of):
                     target = group
+                closed = _concat_after_anchor(group, op)
                 break   # only the first produced input decides (its producer is the anchor side)
         if target is None:
-            target = _Group(op, cls, rows_of(op), constant)
+            target = _Group(op, cls, rows_of(op), constant, closed)
             groups.append(target)
         else:
             target.ops.append(op)
@@ -117,14 +120,19 @@ def _topological(groups: list, group_of: dict, producer_of) -> list:
     return order
 
 
+def _concat_after_anchor(group: _Group, op) -> bool:
+    """A concat of a complex op's or a reduction's result: it stands alone, so that its
+    producers can write into its slices."""
+    return getattr(op, "kind", None) is OpKind.Concat and group.kind() in ("complex", "reduction")
+
+
 def _allowed(group: _Group, op, cls: str, rows_of) -> bool:
-    if len(group.ops) >= MAX_GROUP or "opaque" in group.classes:
+    if len(group.ops) >= MAX_GROUP or "opaque" in group.classes or group.closed:
         return False
     kind = group.kind()
     if cls == "injective":
-        # chains, and the epilogue of a complex op or a reduction; but a concat after a complex
-        # op or a reduction stands alone, so that its producers can write into its slices
-        return kind == "injective" or getattr(op, "kind", None) is not OpKind.Concat
+        # chains, and the epilogue of a complex op or a reduction (not a concat: see above)
+        return not _concat_after_anchor(group, op)
     if cls == "reduction":
         if kind == "injective":
             return True

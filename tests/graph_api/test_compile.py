@@ -6,6 +6,7 @@ import pytest
 from graph_api import Engine, GraphError, Stream, Tensor, compile_graph, reference
 from graph_building import Builder, attention, conv_bn_relu, mlp, residual_block
 from schedule.hoist import PrepackedKernel
+from tensorir.errors import Unsupported
 
 
 @pytest.mark.parametrize("build", [mlp, conv_bn_relu, residual_block, attention])
@@ -71,6 +72,8 @@ def test_unsupported_ops_run_in_the_reference_with_a_warning():
     g = b.finalize()
     with pytest.warns(UserWarning, match=r"Wildcard \(op 1\)"):
         compile_graph(g)
+    with pytest.raises(Unsupported, match=r"strict: 1 op\(s\) would run in the numpy reference .*Wildcard \(op 1\)"):
+        compile_graph(g, strict=True)
 
 
 def test_constant_weights_are_prepacked_once_per_weight_array():
@@ -156,3 +159,27 @@ def test_a_concat_of_convolutions_is_written_in_place_where_it_can_be(batch, siz
                 np.testing.assert_allclose(got[tid], want[tid], rtol=1e-5, atol=1e-5)
         first, second = compiled.run(feeds), compiled.run(feeds)
         assert all(first[tid] is not second[tid] for tid in first)
+
+
+def test_a_concat_of_a_concat_is_a_slice_of_it():
+    """DenseNet's pattern: each block concatenates the growing feature map with a new one."""
+    b = Builder()
+    x = b.input((1, 4, 8, 8))
+
+    def conv(t, c_in, c_out):
+        w = b.input((c_out, c_in, 3, 3), constant=True)
+        return b.op("ReLU", [b.op("Convolution", [t, w], strides=[1, 1], pads_begin=[1, 1], pads_end=[1, 1],
+                                  dilations=[1, 1], data_format="NCX", weights_format="OIX")])
+    y0 = conv(x, 4, 8)
+    y1 = conv(y0, 8, 4)
+    c1 = b.op("Concat", [y0, y1], axis=1)                      # 12 channels
+    y2 = conv(c1, 12, 4)
+    b.op("Concat", [c1, y2], axis=1)                           # 16 channels: c1 is its slice
+    g = b.finalize()
+    feeds = b.feeds()
+    compiled = compile_graph(g)
+    assert len(compiled.in_place) == 2
+    want = reference.run(g, feeds)
+    got = compiled.run(feeds)
+    for tid in want:
+        np.testing.assert_allclose(got[tid], want[tid], rtol=1e-5, atol=1e-5)

@@ -18,6 +18,7 @@ from graph_api import GraphError, OpKind, compile_graph, from_onnx, reference  #
 from graph_api.onnx.backend import prepare  # noqa: E402
 from graph_api.onnx import OnnxInputValueNeeded, import_onnx  # noqa: E402
 from graph_api.onnx.ops import ONNX_OPS  # noqa: E402
+from tensorir.errors import Unsupported  # noqa: E402
 
 RNG = np.random.default_rng(7)
 
@@ -317,6 +318,8 @@ def test_an_unknown_op_becomes_a_wildcard_that_runs_through_onnx():
     x = f32(2, 5)
     with pytest.warns(UserWarning, match="reference interpreter: Wildcard"):
         compiled = compile_graph(imp.graph)
+    with pytest.raises(Unsupported, match=r"strict: 1 op\(s\) would run in the numpy reference interpreter.*Wildcard"):
+        compile_graph(imp.graph, strict=True)
     (_, out_id), = imp.outputs
     np.testing.assert_allclose(compiled.run({imp.inputs[0][1]: x})[out_id], np.maximum(x / (1 + np.abs(x)), 0),
                                rtol=1e-6)
