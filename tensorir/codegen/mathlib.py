@@ -3,8 +3,9 @@
 LLVM's own ``llvm.exp.v16f32`` and friends are scalarised into one libm call
 per lane, which is far too slow inside a vectorised kernel.  For float32 this
 module therefore emits exp, log, tanh, sigmoid and erf as explicit
-branch-free code (range reduction + polynomial, integer bit tricks for 2^n,
-``fcmp`` + ``select`` for special cases).  The same IR works unchanged for a
+code (range reduction + polynomial, integer bit tricks for 2^n, ``fcmp`` +
+``select`` for special cases), branch-free except exp's one branch: when
+every lane's result is a normal float it skips the special cases.  The same IR works unchanged for a
 scalar ``float`` and for any ``<L x float>``.  sqrt, fabs, floor, ceil and pow
 use LLVM intrinsics (these lower to single vector instructions, except pow,
 which becomes one ``powf`` call per lane).  float64 uses LLVM intrinsics or
@@ -186,23 +187,63 @@ class _Emitter:
 # float32 algorithms
 
 
+EXP_NORMAL = 87.0        # |x| up to this: exp(x) is a normal float32 (one scaling by 2^n suffices)
+
+
 def _exp_f32(e: _Emitter, x):
     # Cephes expf: n = round(x / ln2), r = x - n*ln2 with ln2 split in two
     # (Cody-Waite), exp(r) by a degree-6 polynomial on |r| <= ln2/2, then
-    # scaling by 2^n built from exponent bits.  2^n is applied as two factors
-    # 2^(n>>1) * 2^(n - n>>1) so that overflow to inf and gradual underflow
-    # to denormals round correctly without any branch.
-    hi, lo = 89.0, -104.0                         # exp(89) = inf, exp(-104) = 0 in float32
-    xc = e.sel(e.lt(x, e.c(hi)), x, e.c(hi))      # NaN -> hi (fixed up at the end)
-    xc = e.sel(e.gt(xc, e.c(lo)), xc, e.c(lo))
-    k = e.call("llvm.roundeven", e.mul(xc, e.c(1.44269504088896341)))
-    r = e.sub(xc, e.mul(k, e.c(0.693359375)))
+    # scaling by 2^n built from exponent bits.  When every lane has |x| <= 87
+    # (the usual case) the result is a normal float and one scaling is exact;
+    # otherwise (overflow, gradual underflow to denormals, inf, NaN) a branch
+    # takes the full version, which gives the same result on normal lanes.
+    ok = e.b.fcmp_ordered("<=", e.call("llvm.fabs", x), e.c(EXP_NORMAL))   # false for NaN
+    lanes = lanes_of(e.ty)
+    if lanes is not None:
+        fn = _declare(e.b.module, f"llvm.vector.reduce.and.v{lanes}i1", ir.IntType(1), [ok.type])
+        ok = e.b.call(fn, [ok])
+    function = e.b.block.parent
+    fast_bb, full_bb = function.append_basic_block("exp.normal"), function.append_basic_block("exp.full")
+    end_bb = function.append_basic_block("exp.end")
+    e.b.cbranch(ok, fast_bb, full_bb)
+    results = []
+    for bb, body in ((fast_bb, _exp_f32_normal), (full_bb, _exp_f32_full)):
+        e.b.position_at_end(bb)
+        value = body(e, x)
+        results.append((value, e.b.block))
+        e.b.branch(end_bb)
+    e.b.position_at_end(end_bb)
+    merged = e.b.phi(e.ty)
+    for value, block in results:
+        merged.add_incoming(value, block)
+    return merged
+
+
+def _exp_f32_reduced(e: _Emitter, x):
+    """(exp(r) for the reduced argument r, n as an integer) with x = n*ln2 + r."""
+    k = e.call("llvm.roundeven", e.mul(x, e.c(1.44269504088896341)))
+    r = e.sub(x, e.mul(k, e.c(0.693359375)))
     r = e.sub(r, e.mul(k, e.c(-2.12194440e-4)))
     z = e.mul(r, r)
     p = e.horner(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
                      4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1])
     p = e.add(e.add(e.mul(p, z), r), e.c(1.0))
-    n = e.b.fptosi(k, e.ity)                      # n in [-150, 128]
+    return p, e.b.fptosi(k, e.ity)
+
+
+def _exp_f32_normal(e: _Emitter, x):
+    """exp for |x| <= EXP_NORMAL: one scaling by 2^n, n in [-126, 126]."""
+    p, n = _exp_f32_reduced(e, x)
+    return e.mul(p, e.pow2i(n))
+
+
+def _exp_f32_full(e: _Emitter, x):
+    """exp for any x: 2^n applied as two factors 2^(n>>1) * 2^(n - n>>1) so that overflow
+    to inf and gradual underflow to denormals round correctly; NaN stays NaN."""
+    hi, lo = 89.0, -104.0                         # exp(89) = inf, exp(-104) = 0 in float32
+    xc = e.sel(e.lt(x, e.c(hi)), x, e.c(hi))      # NaN -> hi (fixed up at the end)
+    xc = e.sel(e.gt(xc, e.c(lo)), xc, e.c(lo))
+    p, n = _exp_f32_reduced(e, xc)                # n in [-150, 128]
     n1 = e.b.ashr(n, e.ic(1))
     n2 = e.b.sub(n, n1)
     y = e.mul(e.mul(p, e.pow2i(n1)), e.pow2i(n2))
@@ -330,7 +371,9 @@ def emit_intrinsic(builder: ir.IRBuilder, name: str, args: list[ir.Value],
     the result has that type.  ``fastmath`` flags go on every float
     instruction and call emitted, except ``reassoc`` (and ``arcp``/``afn``
     for rsqrt); see the module docstring.
-    No basic blocks are created: the code is straight-line.
+    The code is straight-line, except float32 exp (and tanh, sigmoid and erf, which use
+    it): it branches to its full version when a lane is outside the normal range, so the
+    builder ends in a new basic block.
 
     Example:
         >>> mod = ir.Module()

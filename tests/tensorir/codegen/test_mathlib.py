@@ -91,7 +91,7 @@ def build_module(name: str, dtype: str, lanes: int, fastmath=("contract",)) -> i
     assert result.type == vty
     bld.store(result, bld.gep(out, [i], inbounds=True, source_etype=elem), align=align)
     nxt = bld.add(i, ir.Constant(i64, lanes))
-    i.add_incoming(nxt, loop)
+    i.add_incoming(nxt, bld.block)          # exp may have branched: the loop ends in a later block
     bld.cbranch(bld.icmp_signed("<", nxt, n), loop, done)
     bld.position_at_end(done)
     bld.ret_void()
@@ -406,6 +406,9 @@ def test_float_type_helpers_and_errors():
         emit_intrinsic(bld, "pow", [fn.args[0]])
     with pytest.raises(TypeError):
         emit_intrinsic(bld, "pow", [fn.args[0], fn.args[1]])
-    # no basic blocks are created: the emitted code is straight-line
-    emit_intrinsic(bld, "erf", [fn.args[0]])
+    # straight-line code, except exp's branch to its full version (the builder ends after it)
+    emit_intrinsic(bld, "log", [fn.args[0]])
     assert len(fn.blocks) == 1
+    emit_intrinsic(bld, "erf", [fn.args[0]])
+    assert [blk.name for blk in fn.blocks[1:]] == ["exp.normal", "exp.full", "exp.end"]
+    assert bld.block is fn.blocks[-1]
