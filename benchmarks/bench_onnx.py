@@ -263,12 +263,25 @@ def light_models() -> list:
 
 
 def model_path(name: str) -> Path:
-    """A bundled example (``examples/NAME.onnx``), else a light model of the onnx package."""
+    """A path to an .onnx file, a bundled example (``examples/NAME.onnx``), else a light model
+    of the onnx package."""
+    if name.endswith(".onnx"):
+        return Path(name)
     path = EXAMPLES / f"{name}.onnx"
     if path.exists():
         return path
     import onnx
     return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"light_{name}.onnx"
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``1x3x640x640`` as a tuple of ints.
+
+    Example:
+        >>> parse_shape("1x3x48x320")
+        (1, 3, 48, 320)
+    """
+    return tuple(int(v) for v in text.lower().split("x"))
 
 
 def bench_model(name: str, args) -> dict:
@@ -279,8 +292,10 @@ def bench_model(name: str, args) -> dict:
     model = onnx.load(str(path))
     rng = np.random.default_rng(0)
     constant = {i.name for i in model.graph.initializer}
-    feeds = {v.name: rng.standard_normal([d.dim_value for d in v.type.tensor_type.shape.dim]).astype(np.float32)
-             for v in model.graph.input if v.name not in constant}
+    shapes = {v.name: args.shape if args.shape and not all(d.dim_value for d in v.type.tensor_type.shape.dim)
+              else tuple(d.dim_value for d in v.type.tensor_type.shape.dim)
+              for v in model.graph.input if v.name not in constant}
+    feeds = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
     print(f"\n{name} ({path.stat().st_size / 1024:.0f} KB, {len(model.graph.node)} ONNX nodes, input "
           f"{' '.join('x'.join(map(str, v.shape)) for v in feeds.values())})")
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -308,7 +323,7 @@ def bench_model(name: str, args) -> dict:
         _print_rows(rows)
         return rows
     started = time.monotonic()
-    graph = graph_api.from_onnx(str(path))
+    graph = graph_api.from_onnx(str(path), input_shapes=shapes)
     default = _compile(graph)
     compile_seconds = time.monotonic() - started
     tf_feeds = _tilefuse_feeds(default, feeds)
@@ -363,9 +378,16 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", action="store_true", help="per-partition times even within the floor")
     parser.add_argument("--top", type=int, default=12, help="partitions shown in a profile (default 12)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds, best kept (default 5)")
-    parser.add_argument("--models", nargs="+", choices=list(MODELS) + light_models(), default=list(MODELS),
-                        help="bundled examples (default) or light models of the onnx package (e.g. shufflenet)")
+    parser.add_argument("--models", nargs="+", default=list(MODELS),
+                        help="bundled examples (default), light models of the onnx package (e.g. shufflenet) or "
+                             ".onnx files (such as those pip packages ship)")
+    parser.add_argument("--shape", type=parse_shape, default=None,
+                        help="the data input's shape where the model leaves dims symbolic, e.g. 1x3x640x640")
     args = parser.parse_args(argv)
+    known = set(MODELS) | set(light_models())
+    for name in args.models:
+        if name not in known and not name.endswith(".onnx"):
+            parser.error(f"unknown model {name!r}: one of {sorted(known)} or a path to an .onnx file")
     others = busy_cpus()
     print(f"{os.cpu_count()} CPUs ({others:.1f} kept busy by other processes); ratios are latency over "
           f"onnxruntime's (lower is better)")
@@ -373,7 +395,7 @@ def main(argv=None) -> int:
         print("  warning: the machine is shared right now; parallel kernels (ours, onnxruntime's, torch's) "
               "slow down a lot when a CPU is taken")
     started = time.monotonic()
-    results = {name: bench_model(name, args) for name in args.models}
+    results = {Path(name).stem[:26] if name.endswith(".onnx") else name: bench_model(name, args) for name in args.models}
     print(f"\nsummary (ms; ratio vs onnxruntime), whole run {time.monotonic() - started:.0f} s")
     engines = list(dict.fromkeys(k for rows in results.values() for k in rows))
     width = max(len(e) for e in engines)

@@ -126,8 +126,9 @@ class ComplexTemplate(Template):
 
     def default(self):
         lanes = self.target.lanes(self.out.dtype)
-        layout = "channels" if "channels" in self.layouts and \
-            self._axes("channels")[1].dom_extent >= lanes else "rows"
+        channels = self._axes("channels")[1].dom_extent if "channels" in self.layouts else 0
+        # whole vectors of channels, or enough of them that a partial one is rare
+        layout = "channels" if channels >= lanes and (channels % lanes == 0 or channels >= 4 * lanes) else "rows"
         return self.default_for(layout)
 
     def default_for(self, layout: str) -> dict:
@@ -139,7 +140,9 @@ class ComplexTemplate(Template):
           with 16) that divides the axis, else two vectors (one on a short axis), so tails
           stay rare and vectors whole;
         * i: up to 6 rows (4 with 16 registers: 8 accumulators, and fewer rows of A whose
-          4 KiB-apart addresses share L1 sets); on short row axes (64 or fewer) a height of
+          4 KiB-apart addresses share L1 sets; 6 when the tile is one vector wide, so that
+          enough independent accumulators hide the FMA latency); on short row axes (64 or
+          fewer) a height of
           4 or more that divides the axis, so no tile is a tail and a reshape after the anchor
           keeps its bounds exact; with the channels layout, one tile for a row of up to 8
           pixels where the registers hold it;
@@ -157,6 +160,8 @@ class ComplexTemplate(Template):
         dividing = [t for t in TILE_J if t % lanes == 0 and t <= vectors * lanes and j_extent % t == 0]
         tile_j = max(dividing) if dividing else (2 * lanes if j_extent >= 2 * lanes else lanes)
         tile_j = tile_j if tile_j in TILE_J else 16
+        if tile_j <= lanes:
+            rows = 6
         i_extent = i_axis.dom_extent if i_axis is not None else 1
         candidates = self.space.knobs["tile_i"].candidates
         fitting = [t for t in candidates if t <= max(min(i_extent, rows), 1)]

@@ -40,3 +40,14 @@ def test_channels_layout_takes_a_short_row_in_one_tile_only_where_registers_hold
     assert wide["tile_i"] == 8                          # 7 pixels in one tile, 32 registers
     lanes = AVX2.lanes("float32")
     assert narrow["tile_i"] * narrow["tile_j"] // lanes <= AVX2.vector_registers - 3
+
+
+def test_a_one_vector_tile_gets_more_rows_and_partial_channel_vectors_keep_the_rows_layout():
+    def conv(c_out):
+        X = placeholder((1, 16, 20, 20), name="X")
+        W = placeholder((c_out, 16, 3, 3), name="W", constant=True)
+        return window.conv(X, W, [1, 1], [1, 1], [1, 1], [1, 1], data_format="NCX", weights_format="OIX")
+    one_vector = template_for(conv(24), AVX2).default_config()      # 24 channels: 8 divides, 16 does not
+    assert one_vector["layout"] == "channels" and one_vector["tile_j"] == 8 and one_vector["tile_i"] == 6
+    assert template_for(conv(12), AVX2).default_config()["layout"] == "rows"    # 8 + a partial vector of 4
+    assert template_for(conv(40), AVX2).default_config()["layout"] == "channels"  # 5 whole vectors
