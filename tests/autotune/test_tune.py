@@ -126,3 +126,16 @@ def test_the_default_is_measured_even_when_resumed_records_fill_the_budget(tmp_p
                     for c in others)
     (r,) = tune([task], trials=3, db=path, tuner="random")
     assert r.resumed == 3 and r.trials == 1 and math.isfinite(r.default_cost)
+
+
+@pytest.mark.parametrize("tuner", ["xgb", "random"])
+def test_window_tasks_tune(tmp_path, tuner):
+    """Pooling and depthwise convolution have a template of their own, and it takes part in
+    tuning: its knobs are measured, its features read, its best config recorded."""
+    from tensorir.ops import window
+    X = placeholder((1, 4, 17, 23), name="X")
+    task = Task(window.pool("max", X, [3, 3], [2, 2], [1, 1], [1, 1], data_format="NCX"))
+    assert task.template.name == "window"
+    (report,) = tune([task], trials=8, db=Database(tmp_path / "t.db"), log=tmp_path / "w.jsonl", tuner=tuner, seed=0)
+    assert report.trials == 8 and report.errors == {} and math.isfinite(report.best_cost)
+    assert report.best_config in [dict(c.values) for c in task.template.space]
