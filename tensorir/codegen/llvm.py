@@ -31,6 +31,7 @@ from .. import stmt as S
 from ..simplify import Linear, linear_coefficient, simplify
 from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARALLEL_FOR, PARAM_ALIGN, STATUS_BAD_ARGUMENT,
                            STATUS_NO_MEMORY, STATUS_OK)
+from ..node import same
 from ..visit import substitute, walk
 from ..visitor import Visitor
 from ..errors import TilefuseError
@@ -674,8 +675,14 @@ class CodeGen(Visitor):
         if isinstance(cond.type, ir.VectorType):
             inverted = b.xor(cond, ir.Constant(cond.type, [1] * ctx.lanes))
             values = []
+            read = [n for n in walk(e.cond) if isinstance(n, E.BufferLoad)]
             for side, side_mask in ((e.true_value, cond), (e.false_value, inverted)):
-                inner = ctx.child(mask=self._and_mask(ctx, side_mask))
+                # a side that reads only what the condition read (max_skip_nan's select(x > m,
+                # x, m)) needs no mask: every lane's address was read already
+                loads = [n for n in walk(side) if isinstance(n, E.BufferLoad)]
+                if all(any(same(n, r) for r in read) for n in loads):
+                    side_mask = None
+                inner = ctx.child(mask=self._and_mask(ctx, side_mask) if side_mask is not None else ctx.mask)
                 value = self.visit(side, inner)
                 ctx.builder = inner.builder
                 values.append(self._widen(value, ctx))

@@ -254,3 +254,21 @@ def test_lane_patterns_known_at_compile_time_are_a_wide_load_and_a_shuffle(index
     np.testing.assert_array_equal(b, expected(a) * 2)
     text = f.source("llvm")
     assert "shufflevector" in text and "masked.gather" not in text
+
+
+def test_a_select_side_reading_only_what_its_condition_read_loads_without_a_mask():
+    A = placeholder((64,), name="A")
+    relu = compute((64,), lambda i: if_then_else(A[i] > 0.0, A[i], 0.0), name="relu")
+    shifted = compute((64,), lambda i: if_then_else(i > 0, A[i - 1], 0.0), name="shifted")   # a padding
+    texts = []
+    for out in (relu, shifted):
+        s = create_schedule(out)
+        _, lanes = s[out].split(out.op.axis[0], factor=8)
+        s[out].vectorize(lanes)
+        f = build(s, [A, out])
+        a, got = np.arange(-32, 32, dtype="float32"), np.full(64, np.nan, "float32")
+        f(a, got)
+        np.testing.assert_array_equal(got, np.maximum(a, 0) if out is relu else np.concatenate([[0], a[:-1]]))
+        texts.append(f.source("llvm"))
+    assert "masked.load" not in texts[0]          # the condition read A[i] already
+    assert "masked.load" in texts[1]              # A[i - 1] at i = 0 is outside A: only under the mask
