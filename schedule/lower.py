@@ -180,9 +180,13 @@ class _Lowering:
             start = E.Const(starts.get(leaf.uid, 0), "int64")
             return S.For(leaf, start, E.Const(extents[leaf.uid], "int64"), kind, inner)
 
+        def prefetches(env):
+            return [self._prefetch(st, body, glob, env, *p) for p in st.prefetches]
+
         if not isinstance(body, E.Reduce):
             def core(env):
-                return _guarded(S.BufferStore(buf, value_of(body, env), store_index), data_guards)
+                return S.seq(*prefetches(env),
+                             _guarded(S.BufferStore(buf, value_of(body, env), store_index), data_guards))
             return emit(leaves, core, env, True)
 
         def init(env):
@@ -191,13 +195,31 @@ class _Lowering:
         def update(env):
             current = E.BufferLoad(buf, store_index, body.dtype)
             combined = _COMBINE[body.combiner](current, value_of(body.source, env), body.dtype)
-            return _guarded(S.BufferStore(buf, combined, store_index), data_guards + reduce_guards)
+            return S.seq(*prefetches(env),
+                         _guarded(S.BufferStore(buf, combined, store_index), data_guards + reduce_guards))
 
         first = next((k for k, iv in enumerate(leaves) if iv.kind == "reduce"), len(leaves))
         outer, inner = leaves[:first], leaves[first:]
         inner_data = [iv for iv in inner if iv.kind == "data"]
         return emit(outer, lambda env: S.seq(emit(inner_data, init, env, False), emit(inner, update, env, True)),
                     env, True)
+
+    def _prefetch(self, st: Stage, body, glob: dict, env: dict, tensor, axis, offset, write) -> S.Prefetch:
+        """The Prefetch of ``Stage.prefetch``: the stage's first read of ``tensor``, or its own
+        coordinates in ``tensor``, with ``axis`` moved ``offset`` iterations ahead."""
+        ahead = dict(glob)
+        ahead[axis.uid] = glob[axis.uid] + offset
+        load = next((n for n in walk(body) if isinstance(n, E.TensorLoad) and n.tensor.op is tensor.op), None)
+        if load is None:
+            if tuple(tensor.shape) != tuple(st.op.shape):
+                raise ScheduleError(f"stage {st.op.name}: prefetch of {tensor.name}, which the stage does not read "
+                                    f"and whose shape {tuple(tensor.shape)} is not the stage's {tuple(st.op.shape)}")
+            load = E.TensorLoad(tensor, tuple(ax for ax in st.axis), tensor.dtype)
+        if id(tensor.op) not in env:
+            raise ScheduleError(f"stage {st.op.name}: prefetch of {tensor.name}, which has no buffer here (it is "
+                                f"inlined or computed inside another loop)")
+        moved = _to_buffers(substitute(load, ahead), env)
+        return S.Prefetch(moved.buffer, tuple(simplify(i) for i in moved.indices), write)
 
     def _attached_at(self, st: Stage, leaf, regions: dict, env: dict, ranges: dict):
         prologue, allocs = [], []

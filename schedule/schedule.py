@@ -80,6 +80,7 @@ class Stage:
         self.axis: tuple[IterVar, ...] = tuple(op.axis)
         self.reduce_axis: tuple[IterVar, ...] = tuple(op.reduce_axis)
         self.body = op.body
+        self.prefetches: list[tuple] = []           # (tensor, root data axis, iterations ahead)
         self._reset_loops()
         # where the stage is computed: "root", "inline", or "at" a loop of another stage
         self.attach_type = "root"
@@ -254,6 +255,29 @@ class Stage:
             >>> s = create_schedule(B); s[B].parallel(B.op.axis[0])
         """
         self._annotate(axis, "parallel")
+
+    def prefetch(self, tensor: Tensor, axis: IterVar, offset: int = 1, write: bool = False) -> None:
+        """In this stage's innermost loop, fetch the cache line of ``tensor`` that the stage will
+        need ``offset`` iterations of ``axis`` (a data axis of the op) ahead: the address of the
+        stage's first read of ``tensor``, or, for a tensor it does not read (its own output, or
+        one of the same shape that a later stage reads or writes), the element at the stage's own
+        coordinates. ``write`` fetches the line for writing. A hint only: results never change,
+        and an address past the tensor's end is harmless. Useful when each iteration of ``axis``
+        streams a row from memory and then computes for a while (a softmax row).
+
+        Example:
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((64, 1024), name="A"); B = compute((64, 1024), lambda i, j: A[i, j] * 2.0, name="B")
+            >>> s = create_schedule(B); s[B].prefetch(A, B.op.axis[0], 1)
+            >>> s[B].prefetch(B, B.op.axis[0], 1, write=True)
+        """
+        if not isinstance(tensor, Tensor):
+            raise ScheduleError(f"stage {self.op.name}: prefetch needs a tensor, got {type(tensor).__name__}")
+        if not isinstance(axis, IterVar) or axis not in self.axis:
+            raise self._error(axis, "prefetch needs a data axis of the op (one of stage.op.axis)")
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset == 0:
+            raise self._error(axis, f"prefetch offset must be a nonzero integer, got {offset!r}")
+        self.prefetches.append((tensor, axis, offset, bool(write)))
 
     # ------------------------------------------------------------------ where to compute
     def compute_at(self, parent: "Stage", axis: IterVar) -> None:

@@ -108,6 +108,10 @@ class _Lines(Visitor):
         idx = ", ".join(expr_str(i) for i in s.indices)
         self.out.append(f"{'  ' * indent}{s.buffer.name}[{idx}] = {expr_str(s.value)}")
 
+    def visit_Prefetch(self, s, indent):
+        idx = ", ".join(expr_str(i) for i in s.indices)
+        self.out.append(f"{'  ' * indent}prefetch{'_write' if s.write else ''} {s.buffer.name}[{idx}]")
+
     def visit_Allocate(self, s, indent):
         b = s.buffer
         self.out.append(f"{'  ' * indent}allocate {b.name}[{', '.join(map(str, b.shape))}]: {b.dtype}, {b.scope}")

@@ -1,8 +1,8 @@
 """Statement nodes of the loop IR and the function that holds them.
 
 A lowered kernel is a ``PrimFunc`` over buffer and scalar parameters whose body is built from
-``For`` loops (serial, parallel, vectorized, unrolled), ``BufferStore``, ``Allocate``,
-``IfThenElse``, ``LetStmt`` and ``SeqStmt``; the passes before code generation make parallel
+``For`` loops (serial, parallel, vectorized, unrolled), ``BufferStore``, ``Prefetch``,
+``Allocate``, ``IfThenElse``, ``LetStmt`` and ``SeqStmt``; the passes before code generation make parallel
 loops ``ParallelFor``. ``str()`` prints readable pseudo-code.
 """
 from __future__ import annotations
@@ -69,6 +69,16 @@ class BufferStore(Stmt):
     buffer: Buffer
     value: Expr
     indices: tuple
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Prefetch(Stmt):
+    """A hint that ``buffer[indices]`` will soon be read (or written, when ``write``): its cache
+    line is fetched ahead, and nothing else changes. The address may lie outside the buffer
+    (a prefetch never faults); in a vectorized loop every cache line the lanes span is fetched."""
+    buffer: Buffer
+    indices: tuple
+    write: bool = False
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

@@ -8,6 +8,10 @@ registers (four by default on long rows) gives as many independent chains of add
 output's remaining axes are fused and vectorized. Injective intermediates are inlined, except
 an expensive one (a call such as exp) read by more than one stage, which is computed once per
 row into a row-sized buffer (``cache`` knob): softmax's exp feeds its sum and its output.
+On long rows in large data (``prefetch`` knob) the next row's input and output lines are
+prefetched while this row computes: a row then streams from memory while the previous one
+computes its exps, instead of stalling at the start of every row (whose 4 KiB page the
+hardware prefetcher does not enter on its own).
 
 When the output's axes are not the reductions' (a reshape after them, as a global pooling
 has, or a reduction over a middle axis, as a softmax over the channels has), the reductions
@@ -25,6 +29,8 @@ from .base import Template, fuse_all
 from .injective import PARALLEL_MIN_ELEMENTS, extent
 
 LONG_ROW = 256                 # a reduction this long gets a vector of four registers
+PREFETCH_MIN_ROW_BYTES = 1024  # rows this long, in data this large, fetch the next row ahead
+PREFETCH_MIN_BYTES = 4 << 20
 ROW_CACHE_BYTES = 32 * 1024    # a cached intermediate's row must fit this (a stack buffer, in L1)
 
 
@@ -52,6 +58,8 @@ class ReductionTemplate(Template):
             space.define_knob("out_vector", sorted({8, 16, 32, lanes}))
         if self.cacheable:
             space.define_knob("cache", [False, True])
+        if self.rows:
+            space.define_knob("prefetch", [False, True])
 
     def default(self):
         lanes = self.target.lanes(self.out.dtype)
@@ -64,6 +72,9 @@ class ReductionTemplate(Template):
             cfg["out_vector"] = lanes
         if self.cacheable:
             cfg["cache"] = True
+        if self.rows:
+            row_bytes = extent(self.out.shape[self.rows:]) * 4
+            cfg["prefetch"] = row_bytes >= PREFETCH_MIN_ROW_BYTES and rows * row_bytes >= PREFETCH_MIN_BYTES
         return cfg
 
     def _cacheable(self, dag) -> list:
@@ -121,6 +132,29 @@ class ReductionTemplate(Template):
                 s[op].compute_at(out, row)
             if rf is not None:
                 s[rf].compute_at(out, row)
+        if cfg["prefetch"]:
+            self._prefetch_next_row(s, cached, factored)
+
+    def _prefetch_next_row(self, s, cached, factored):
+        """From the stage that computes most per element (the cached intermediate, else the
+        output, or the vector partial sums of an output that is itself a reduction), the next
+        row's input lines and, for a stage of the output's shape, the next row's output lines:
+        fetched while this row computes."""
+        if cached:
+            stage = s[cached[0]]
+        elif self.out in self.reductions and factored[self.reductions.index(self.out)] is not None:
+            stage = s[factored[self.reductions.index(self.out)]]
+        else:
+            stage = s[self.out]
+        axis = stage.op.axis[self.rows - 1]
+        inlined = {id(op) for op in self.dag.ops if self.dag.classes[id(op)] == "injective"
+                   and not self.dag.is_output(op) and op not in cached}
+        inputs = {id(t.op) for t in self.dag.placeholders}
+        for tensor in _reads_through(stage.op.body, inlined):
+            if id(tensor.op) in inputs:
+                stage.prefetch(tensor, axis, 1)
+        if tuple(stage.op.shape) == tuple(self.out.shape):
+            stage.prefetch(self.out.output(0), axis, 1, write=True)
 
     @staticmethod
     def _schedule_column(stage, cfg):
@@ -146,6 +180,21 @@ class ReductionTemplate(Template):
         rf_stage.reorder(*[a for a in rf_stage.leaf_iter_vars if a.kind == "reduce"], lane)
         rf_stage.vectorize(lane)
         return rf
+
+
+def _reads_through(body, inlined: set) -> list:
+    """The tensors ``body`` reads, looking through the ops in ``inlined`` (ids) to what they
+    read, in order of first read."""
+    found, pending = [], [body]
+    while pending:
+        for load in walk(pending.pop(0)):
+            if not isinstance(load, TensorLoad) or any(load.tensor.op is t.op for t in found):
+                continue
+            if id(load.tensor.op) in inlined:
+                pending.append(load.tensor.op.body)
+            else:
+                found.append(load.tensor)
+    return found
 
 
 def _column_axis(op):

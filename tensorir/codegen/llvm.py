@@ -11,6 +11,8 @@
   load of the span and a shuffle. Other lane-dependent accesses are gathers / scatters. Under
   a lane-dependent condition they are masked (``llvm.masked.*``), so a tail needs no scalar
   loop.
+* A ``Prefetch`` is ``llvm.prefetch`` (locality 3, data cache) of its address, once per cache
+  line that a contiguous vector of lanes spans.
 * ``serial`` loops are plain loops; unrolled loops are gone (``passes.unroll_loops``).
 * A ``ParallelFor`` (``passes.outline_parallel_loops``) becomes ``void body(i64 begin, i64 end,
   ptr closure)``, run by ``tilefuse_parallel_for`` on the native thread pool, over the closure
@@ -38,6 +40,7 @@ from ..errors import TilefuseError
 
 ALLOC_ALIGN = 64
 STACK_LIMIT = 64 * 1024  # bytes; larger allocations go to the heap
+CACHE_LINE = 64          # bytes a prefetch brings in
 MAX_PATTERN_SPAN = 4     # a read whose lanes span up to this many vectors is a wide load and a shuffle
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -220,6 +223,27 @@ class CodeGen(Visitor):
 
     def visit_BufferStore(self, s, ctx):
         self._store(s.buffer, s.indices, s.value, ctx)
+
+    def visit_Prefetch(self, s, ctx):
+        """``llvm.prefetch`` of the element's line; in a vector region, of lane 0's line and, when
+        the lanes are contiguous, of every further line they span."""
+        base = ctx.buffers.get(s.buffer.uid)
+        if base is None:
+            raise CodegenError(f"buffer {s.buffer.name} is prefetched but neither a parameter nor allocated")
+        b = ctx.builder
+        flat = self._flat_index(s.buffer, s.indices)
+        offset = self.visit(flat, ctx)
+        lines = 1
+        if isinstance(offset.type, ir.VectorType):
+            offset = b.extract_element(offset, ir.Constant(I32, 0))
+            lin = linear_coefficient(flat, ctx.lane_var)
+            if lin is not None and lin[0] == 1:
+                lines = -(-ctx.lanes * dt.itemsize(s.buffer.dtype) // CACHE_LINE)
+        first = b.gep(base, [offset], source_etype=memory_type(s.buffer.dtype))   # not inbounds: may lie outside
+        fn = self._declare("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
+        for k in range(lines):
+            ptr = first if k == 0 else b.gep(first, [ir.Constant(I64, k * CACHE_LINE)], source_etype=I8)
+            b.call(fn, [ptr, ir.Constant(I32, int(s.write)), ir.Constant(I32, 3), ir.Constant(I32, 1)])
 
     def visit_IfThenElse(self, s, ctx):
         cond = self.visit(s.cond, ctx)

@@ -53,7 +53,7 @@ def closure_of(loop_var: E.Var, body: S.Stmt) -> tuple:
     allocated = {n.buffer.uid for n in walk(body) if isinstance(n, S.Allocate)}
     buffers, seen = [], set()
     for n in walk(body):
-        if isinstance(n, (E.BufferLoad, S.BufferStore)) and n.buffer.uid not in allocated and n.buffer.uid not in seen:
+        if isinstance(n, (E.BufferLoad, S.BufferStore, S.Prefetch)) and n.buffer.uid not in allocated and n.buffer.uid not in seen:
             seen.add(n.buffer.uid)
             buffers.append(n.buffer)
     return params, tuple(buffers)

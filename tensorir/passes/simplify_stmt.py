@@ -58,6 +58,9 @@ class _Simplify(Mutator):
     def visit_BufferStore(self, s, ranges):
         return S.BufferStore(s.buffer, simplify(s.value, ranges), tuple(simplify(i, ranges) for i in s.indices))
 
+    def visit_Prefetch(self, s, ranges):
+        return S.Prefetch(s.buffer, tuple(simplify(i, ranges) for i in s.indices), s.write)
+
     def visit_IfThenElse(self, s, ranges):
         cond = simplify(s.cond, ranges)
         if isinstance(cond, E.Const):

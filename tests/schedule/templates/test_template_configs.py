@@ -6,7 +6,7 @@ from schedule import lower, template_for
 from schedule.space import Config
 from tensorir.expr import Select
 from tensorir.ops import transform
-from tensorir.stmt import Allocate, BufferStore, For
+from tensorir.stmt import Allocate, BufferStore, For, Prefetch
 from tensorir.visit import walk
 from tensorir import compute, exp, if_then_else, placeholder, reduce_axis, rsqrt, sum as rsum, tanh
 from tensorir.expr import Const, Max
@@ -99,6 +99,20 @@ def test_reduction_softmax_computes_its_exp_once_per_row():
     text = str(lower(t.apply(t.default_config()), t.args))
     assert "allocate softmax_exp[1, 300]" in text
     assert all(line.strip().startswith("softmax_exp[") for line in text.splitlines() if "exp(" in line)
+
+
+def test_reduction_softmax_over_long_rows_in_large_data_prefetches_the_next_row_while_computing():
+    softmax = __import__("tensorir.ops", fromlist=["softmax"]).softmax
+    big, small = template_for(softmax(placeholder((4096, 1024), name="X"), axis=-1)), \
+        template_for(softmax(placeholder((64, 1024), name="X"), axis=-1))
+    assert big.default_config()["prefetch"] and not small.default_config()["prefetch"]
+    func = lower(big.apply(big.default_config()), big.args)
+    text = str(func)
+    assert "prefetch X[ax0 + 1, " in text and "prefetch_write softmax[ax0 + 1, " in text
+    exp_stores = [n for n in walk(func.body) if isinstance(n, For) and any(
+        isinstance(m, BufferStore) and m.buffer.name == "softmax_exp" for m in walk(n.body))]
+    innermost = min(exp_stores, key=lambda loop: sum(1 for _ in walk(loop)))
+    assert any(isinstance(m, Prefetch) for m in walk(innermost))        # fetched by the exp loop
 
 
 def test_reduction_layernorm():

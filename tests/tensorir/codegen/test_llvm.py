@@ -272,3 +272,22 @@ def test_a_select_side_reading_only_what_its_condition_read_loads_without_a_mask
         texts.append(f.source("llvm"))
     assert "masked.load" not in texts[0]          # the condition read A[i] already
     assert "masked.load" in texts[1]              # A[i - 1] at i = 0 is outside A: only under the mask
+
+
+@pytest.mark.parametrize("lanes, stride, calls", [(32, 1, 2), (8, 1, 1), (16, 2, 1), (1, 1, 1)])
+def test_a_prefetch_fetches_each_line_of_contiguous_lanes_once_and_lane_zero_otherwise(lanes, stride, calls):
+    from tensorir.codegen import CodeGen, build_prim_func
+    from tensorir.expr import Buffer, BufferLoad, const
+    from tensorir.pipeline import CODEGEN_PASSES, run_passes
+    from tensorir.stmt import BufferStore, For, LetStmt, Prefetch, PrimFunc, seq
+    A, B = Buffer("A", (4, 64), "float32"), Buffer("B", (4, 64), "float32")
+    i, j = var("i"), var("j")
+    body = seq(Prefetch(A, (i + 1, j * stride)), BufferStore(B, BufferLoad(A, (i, j), "float32") * 2.0, (i, j)))
+    inner = For(j, const(0), const(lanes), "vectorized", body) if lanes > 1 else LetStmt(j, const(0), body)
+    func = PrimFunc("pf", (A, B), For(i, const(0), const(4), "serial", inner))
+    emitted = str(CodeGen(PrimFunc("pf", func.params, run_passes(func.body, CODEGEN_PASSES))).module)
+    assert emitted.count("call void @\"llvm.prefetch.p0\"") == calls      # before LLVM unrolls anything
+    a = rng.standard_normal((4, 64)).astype(np.float32)
+    b = np.full_like(a, np.nan)
+    build_prim_func(func)(a, b)                          # row 3 fetches past A's end: harmless
+    np.testing.assert_array_equal(b[:, :lanes], a[:, :lanes] * 2.0)

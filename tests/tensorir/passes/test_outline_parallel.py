@@ -26,6 +26,13 @@ def test_the_closure_names_outer_variables_and_buffers_in_first_use_order_withou
     assert [p.name for p in params] == ["n"] and [b.name for b in buffers] == ["A", "B"]
 
 
+def test_a_buffer_only_prefetched_is_part_of_the_closure():
+    i = var("i")
+    C = Buffer("C", (6, 16), "float32")
+    body = S.seq(S.Prefetch(C, (i + 1, const(0)), True), _store(i, const(0), 2.0))
+    assert [b.name for b in closure_of(i, body)[1]] == ["C", "B", "A"]
+
+
 def test_only_the_outermost_parallel_loop_is_outlined():
     i, j = var("i"), var("j")
     nest = S.For(i, const(0), const(6), "parallel", S.For(j, const(0), const(16), "parallel", _store(i, j, 2.0)))

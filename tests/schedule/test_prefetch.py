@@ -1,0 +1,109 @@
+"""Stage.prefetch: where the Prefetch lands in the loop IR, that results never change, and
+the schedules it refuses."""
+import numpy as np
+import pytest
+
+from schedule import build, create_schedule, lower
+from schedule.schedule import ScheduleError
+from tensorir import compute, exp, placeholder, reduce_axis, sum as rsum
+from tensorir.stmt import Prefetch
+from tensorir.visit import walk
+from schedule_testing import assert_close, rand, run
+
+
+def scale_rows(rows=37, cols=100):
+    A = placeholder((rows, cols), name="A")
+    B = compute((rows, cols), lambda i, j: A[i, j] * 2.0, name="B")
+    return A, B
+
+
+def prefetches(func):
+    return [n for n in walk(func.body) if isinstance(n, Prefetch)]
+
+
+def test_a_read_and_the_own_output_are_fetched_offset_rows_ahead_in_the_innermost_loop():
+    A, B = scale_rows()
+    s = create_schedule(B)
+    s[B].prefetch(A, B.op.axis[0], 1)
+    s[B].prefetch(B, B.op.axis[0], 2, write=True)
+    _, inner = s[B].split(B.op.axis[1], factor=16)       # 100 = 6 * 16 + 4: a guarded tail
+    s[B].vectorize(inner)
+    text = str(lower(s, [A, B]))
+    assert "prefetch A[i + 1, j.outer * 16 + j.inner]" in text
+    assert "prefetch_write B[i + 2, j.outer * 16 + j.inner]" in text
+    found = prefetches(lower(s, [A, B]))
+    assert {(p.buffer.name, p.write) for p in found} == {("A", False), ("B", True)}
+    a = rand((37, 100))
+    assert_close(run(s, [A, B], [a], (37, 100)), a * 2.0)
+    assert "llvm.prefetch" in build(s, [A, B]).source("llvm")
+
+
+def test_a_backward_offset_and_a_reduction_stage_keep_their_results():
+    A = placeholder((13, 101), name="A")
+    r = reduce_axis((0, 101), name="r")
+    S_ = compute((13,), lambda i: rsum(A[i, r], axis=r), name="S")
+    s = create_schedule(S_)
+    s[S_].prefetch(A, S_.op.axis[0], -1)
+    s[S_].prefetch(S_, S_.op.axis[0], 3, write=True)
+    s[S_].parallel(S_.op.axis[0])
+    a = rand((13, 101))
+    np.testing.assert_allclose(run(s, [A, S_], [a], (13,)), a.sum(1), rtol=1e-5, atol=1e-5)
+    assert "prefetch A[i - 1, r]" in str(lower(s, [A, S_]))
+
+
+def test_a_stage_computed_at_a_row_fetches_the_next_row_of_the_input_and_of_the_consumer():
+    X = placeholder((9, 300), name="X")
+    E = compute((9, 300), lambda i, j: exp(X[i, j]), name="E")
+    Y = compute((9, 300), lambda i, j: E[i, j] + 1.0, name="Y")
+    s = create_schedule(Y)
+    s[E].compute_at(s[Y], Y.op.axis[0])
+    s[E].prefetch(X, E.op.axis[0], 1)
+    s[E].prefetch(Y, E.op.axis[0], 1, write=True)        # not read by E, but of E's shape
+    text = str(lower(s, [X, Y]))
+    assert "prefetch X[i + 1, j]" in text and "prefetch_write Y[i + 1, j]" in text
+    x = rand((9, 300))
+    np.testing.assert_allclose(run(s, [X, Y], [x], (9, 300)), np.exp(x) + 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda s, A, B: s[B].prefetch("A", B.op.axis[0]), "needs a tensor"),
+    (lambda s, A, B: s[B].prefetch(A, reduce_axis((0, 4), name="k")), "data axis"),
+    (lambda s, A, B: s[B].prefetch(A, B.op.axis[0], 0), "nonzero integer"),
+    (lambda s, A, B: s[B].prefetch(A, B.op.axis[0], True), "nonzero integer"),
+    (lambda s, A, B: s[B].prefetch(A, B.op.axis[0], 1.5), "nonzero integer"),
+])
+def test_bad_prefetches_are_refused_when_scheduled(bad, message):
+    A, B = scale_rows()
+    s = create_schedule(B)
+    with pytest.raises(ScheduleError, match=message):
+        bad(s, A, B)
+
+
+def test_a_split_axis_is_not_a_data_axis_of_the_op():
+    A, B = scale_rows()
+    s = create_schedule(B)
+    outer, _ = s[B].split(B.op.axis[0], factor=4)
+    with pytest.raises(ScheduleError, match="data axis"):
+        s[B].prefetch(A, outer)
+
+
+def test_a_tensor_neither_read_nor_of_the_stage_shape_is_refused_at_lowering():
+    A, B = scale_rows()
+    other = placeholder((5,), name="other")
+    s = create_schedule(B)
+    s[B].prefetch(other, B.op.axis[0])
+    with pytest.raises(ScheduleError, match="does not read"):
+        lower(s, [A, B, other])
+
+
+def test_an_inlined_tensor_has_no_buffer_to_fetch():
+    X = placeholder((9, 30), name="X")
+    E = compute((9, 30), lambda i, j: X[i, j] * 3.0, name="E")
+    F = compute((9, 30), lambda i, j: X[i, j] - 1.0, name="F")
+    Y = compute((9, 30), lambda i, j: E[i, j] + F[i, j], name="Y")
+    s = create_schedule(Y)
+    s[E].compute_inline()
+    s[F].compute_root()
+    s[F].prefetch(E, F.op.axis[0])
+    with pytest.raises(ScheduleError, match="no buffer"):
+        lower(s, [X, Y])
