@@ -270,7 +270,8 @@ class _Lowering:
             if not reads:
                 raise ScheduleError(f"stage {p.op.name}, axis {p.attach_ivar.name}: computed at a loop of "
                                     f"{st.op.name}, which does not read it")
-            regions[id(p)] = _window(p.op.shape, reads, ranges)
+            rounded = {a.uid for a in p.round_up}
+            regions[id(p)] = _window(p.op.shape, reads, ranges, [ax.uid in rounded for ax in p.axis])
         return regions
 
 
@@ -395,9 +396,10 @@ def _interval(e: E.Expr, inner: dict, ranges: dict):
     return Linear(symbolic, 0, "int64"), lo, hi
 
 
-def _window(shape: tuple, reads: list, ranges: dict):
+def _window(shape: tuple, reads: list, ranges: dict, round_up=None):
     """The region of a tensor of ``shape`` that all ``reads`` (index tuples, each with the
-    ranges of its inner variables) touch: symbolic mins and constant extents."""
+    ranges of its inner variables) touch: symbolic mins and constant extents. It is shifted
+    inside the tensor, except along the dims that ``round_up`` marks."""
     mins, exts = [], []
     for d, n in enumerate(shape):
         parts = [_interval(idx[d], inner, ranges) for idx, inner in reads]
@@ -413,6 +415,10 @@ def _window(shape: tuple, reads: list, ranges: dict):
             exts.append(n)
             continue
         start = simplify(base + lo, ranges)
+        if round_up and round_up[d]:
+            mins.append(start)
+            exts.append(ext)
+            continue
         # shift the window inside the tensor, so it never reaches past either end
         start = simplify(E.Max(E.Min(start, E.Const(n - ext, "int64"), "int64"), E.Const(0, "int64"), "int64"),
                          ranges)

@@ -86,6 +86,7 @@ class Stage:
         self.attach_type = "root"
         self.attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
+        self.round_up: tuple = ()                   # data axes whose region is not shifted inside
 
     def _reset_loops(self):
         self.leaf_iter_vars: list[IterVar] = list(self.axis) + list(self.reduce_axis)
@@ -280,9 +281,14 @@ class Stage:
         self.prefetches.append((tensor, axis, offset, bool(write)))
 
     # ------------------------------------------------------------------ where to compute
-    def compute_at(self, parent: "Stage", axis: IterVar) -> None:
+    def compute_at(self, parent: "Stage", axis: IterVar, round_up=()) -> None:
         """Compute this stage inside loop ``axis`` of stage ``parent``, just the region the
         loop's iterations read (bound inference at lowering), in a buffer local to the loop.
+        A region that would reach past the end of one of the op's axes is shifted back inside
+        it, except along the data axes listed in ``round_up``: there it keeps its start and
+        runs past the end (Halide's RoundUp tail), which keeps a tile aligned, but the stage
+        then reads past its inputs' ends along that axis, so they must be padded there (a
+        packed input whose last block is filled).
 
         Example:
             >>> from tensorir import placeholder, compute
@@ -305,7 +311,12 @@ class Stage:
         if order.index(parent) < order.index(self):
             raise ScheduleError(f"stage {self.op.name}, axis {axis.name}: stage {parent.op.name} is computed "
                                 f"before {self.op.name} (it is a producer), so it cannot hold it")
+        round_up = tuple(round_up)
+        for a in round_up:
+            if not isinstance(a, IterVar) or a not in self.axis:
+                raise self._error(a, "compute_at: round_up takes data axes of the op (stage.op.axis)")
         self.attach_type, self.attach_stage, self.attach_ivar = "at", parent, axis
+        self.round_up = round_up
 
     def compute_inline(self) -> None:
         """Substitute this stage's expression into its consumers; it gets no buffer or loops.

@@ -15,6 +15,10 @@ along. The accumulator is kept channels-last (``cache_write(..., order=...)``), 
 packed into channel panels, the input is broadcast one pixel at a time, and the output is
 written once per tile with a strided store. The GEMM micro-kernel, with C's rows being pixels.
 
+When j does not divide into tiles, the last tile's accumulator runs past the end of j into the
+packed panels' zero padding (a round-up tail, ``compute_at(..., round_up=...)``), so its
+reads stay aligned to the panels; only the output's store is guarded.
+
 With several outputs, one of them is tiled as above (the output every other one reads the
 anchor's values through, e.g. relu when the DAG returns relu and relu squared); the others
 are computed after it from its result as injective loops (fused, vectorized, parallel), so
@@ -116,6 +120,18 @@ class ComplexTemplate(Template):
         found = self._constant_read_along([j])
         return None if found is None else found[:2]
 
+    def rounds_up(self, layout: str) -> bool:
+        """Whether the accumulator may run past the end of the j axis (a round-up tail, so a
+        last tile stays aligned to the packed panels): the packable input is the only one the
+        anchor reads along j, and its packed panels are padded."""
+        packable = self.packable(layout)
+        if packable is None:
+            return False
+        j = self.anchor.axis[self.layouts[layout][1] if layout == "channels" else -1]
+        along_j = [n for n in walk(self.anchor.body) if isinstance(n, TensorLoad)
+                   and any(isinstance(v, IterVar) and v.uid == j.uid for index in n.indices for v in walk(index))]
+        return all(n.tensor.op is packable[0].op for n in along_j)
+
     def define(self, space):
         if len(self.layouts) > 1:
             space.define_knob("layout", list(self.layouts))
@@ -157,7 +173,13 @@ class ComplexTemplate(Template):
         vectors, rows = (4, 6) if wide else (2, 4)
         i_axis, j_axis = self._axes(layout)
         j_extent = j_axis.dom_extent
-        dividing = [t for t in TILE_J if t % lanes == 0 and t <= vectors * lanes and j_extent % t == 0]
+        whole = [t for t in TILE_J if t % lanes == 0 and t <= vectors * lanes]
+        if self.rounds_up(layout):      # a last partial tile costs its padding: at most 1/8 more work,
+            padded = {t: -(-j_extent // t) * t for t in whole}          # else the least padding
+            dividing = [t for t in whole if padded[t] <= j_extent * 9 // 8] or \
+                [min(whole, key=lambda t: (padded[t], -t))]
+        else:                           # a last partial tile is shifted (unaligned): only dividing tiles
+            dividing = [t for t in whole if j_extent % t == 0]
         tile_j = max(dividing) if dividing else (2 * lanes if j_extent >= 2 * lanes else lanes)
         tile_j = tile_j if tile_j in TILE_J else 16
         if tile_j <= lanes:
@@ -219,7 +241,8 @@ class ComplexTemplate(Template):
         outer = fuse_all(out, lead + tiles)
         out.parallel(outer)
         out.vectorize(ji)
-        local.compute_at(out, outer)
+        rounded = cfg["pack"] and self.rounds_up(layout)
+        local.compute_at(out, outer, round_up=[local.axis[-1]] if rounded else ())
         # the accumulator: reduce loops outside, tile rows unrolled, tile columns vectorized
         li, lj = (local.axis[-2], local.axis[-1]) if i_axis is not None else (None, local.axis[-1])
         reduce_axes = list(local.reduce_axis)

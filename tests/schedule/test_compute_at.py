@@ -63,6 +63,32 @@ def test_attached_stage_over_a_non_dividing_tile_shifts_its_window_inside():
     np.testing.assert_allclose(run(s, [inp, blur_y], [a], (10, 20)), blur_reference(a), rtol=1e-6, atol=1e-6)
 
 
+def test_a_round_up_axis_keeps_its_window_aligned_and_runs_past_the_end():
+    # P is padded to 16 columns; B, over 10 of them, is computed in tiles of 4 at its consumer
+    P = placeholder((3, 16), name="P")
+    B = compute((3, 10), lambda i, j: P[i, j] * 2.0, name="B")
+    C = compute((3, 10), lambda i, j: B[i, j] + 1.0, name="C")
+    shifted, rounded = create_schedule(C), create_schedule(C)
+    for s, round_up in ((shifted, ()), (rounded, lambda: [B.op.axis[1]])):
+        jo, _ = s[C].split(C.op.axis[1], factor=4)
+        s[B].compute_at(s[C], jo, round_up=round_up() if round_up else ())
+    assert "P[i, j + 6]" in str(lower(shifted, [P, C]))   # the last tile moved back to columns 6..9
+    text = str(lower(rounded, [P, C]))
+    assert "P[i, j + 6]" not in text and "P[i, j + 8]" in text      # columns 8..11: aligned
+    a = rand((3, 16))
+    for s in (shifted, rounded):
+        np.testing.assert_allclose(run(s, [P, C], [a], (3, 10)), a[:, :10] * 2.0 + 1.0, rtol=1e-6)
+
+
+def test_round_up_takes_data_axes_of_the_op_only():
+    A = placeholder((8,), name="A")
+    B = compute((8,), lambda i: A[i] + 1.0, name="B")
+    C = compute((8,), lambda i: B[i] * 2.0, name="C")
+    s = create_schedule(C)
+    with pytest.raises(ScheduleError, match="round_up takes data axes of the op"):
+        s[B].compute_at(s[C], C.op.axis[0], round_up=[C.op.axis[0]])
+
+
 def test_compute_at_inner_loop_and_chain_of_three():
     A = placeholder((20, 30), name="A")
     B = compute((20, 30), lambda i, j: A[i, j] * 2.0, name="B")

@@ -1,8 +1,9 @@
 """The complex template's default config: a register tile sized for the target's vector
 registers, and a tile order chosen by where the packed weights fit."""
+import numpy as np
 import pytest
 
-from schedule import template_for
+from schedule import lower, template_for
 from tensorir import compute, placeholder, reduce_axis, sum as rsum
 from tensorir.ops import window
 from tensorir.runtime.target import Target
@@ -51,3 +52,21 @@ def test_a_one_vector_tile_gets_more_rows_and_partial_channel_vectors_keep_the_r
     assert one_vector["layout"] == "channels" and one_vector["tile_j"] == 8 and one_vector["tile_i"] == 6
     assert template_for(conv(12), AVX2).default_config()["layout"] == "rows"    # 8 + a partial vector of 4
     assert template_for(conv(40), AVX2).default_config()["layout"] == "channels"  # 5 whole vectors
+
+
+def test_channels_that_leave_a_partial_tile_round_it_up_into_the_packed_padding():
+    X, W = placeholder((1, 64, 13, 13), name="X"), placeholder((1000, 64, 1, 1), name="W", constant=True)
+    Y = window.conv(X, W, [1, 1], [0, 0], [0, 0], [1, 1], data_format="NCX", weights_format="OIX")
+    t = template_for(Y, AVX2)
+    cfg = t.default_config()
+    assert cfg["layout"] == "channels" and cfg["tile_j"] == 16 and cfg["pack"]     # 63 tiles: 8 padded channels
+    assert t.rounds_up("channels")
+    text = str(lower(t.apply(cfg), t.args))
+    packed_reads = [line for line in text.splitlines() if "W.packed[" in line and "conv" in line.split("=")[0]]
+    assert packed_reads and not any("min(" in line.split("W.packed[")[1] for line in packed_reads)
+    assert "< 1000" in text                              # only the store is guarded
+    x = np.random.default_rng(0).standard_normal((1, 64, 13, 13)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((1000, 64, 1, 1)).astype(np.float32)
+    out = np.full((1, 1000, 13, 13), np.nan, np.float32)
+    t.build(cfg)(x, w, out)
+    np.testing.assert_allclose(out, np.einsum("nchw,fc->nfhw", x, w[:, :, 0, 0]), rtol=1e-4, atol=1e-4)
