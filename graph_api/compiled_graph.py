@@ -58,12 +58,14 @@ class CompiledGraph:
         self.output_ids = [t.id for t in graph.get_output_ports()]
         self.input_ports = [t for t in graph.get_input_ports() if t.id not in self.bound]
         self._input_specs = [(t.id, t.shape, t.dtype.numpy) for t in self.input_ports if t.is_known()]
+        self._input_ids = frozenset(t.id for t in self.input_ports)
         self.in_place = _in_place_concats(self.steps, set(self.output_ids))
         elided = {id(step) for step, _ in self.in_place}
         self._run_steps = [step for step in self.steps if id(step) not in elided]
 
     def run(self, feeds: dict) -> dict:
-        """Run the graph on ``feeds`` (graph input id -> array; bound constants need none);
+        """Run the graph on ``feeds`` (graph input id -> array, or a list of arrays in
+        ``input_ports`` order; bound constants need none and may not be fed);
         returns graph outputs by id. A partition that computes only constants runs once and
         keeps its results while it is fed the same constant arrays (constant inputs must not
         be modified between runs, as in oneDNN).
@@ -71,6 +73,7 @@ class CompiledGraph:
         Example:
             >>> # compile_graph(g).run({0: x})[out_id]
         """
+        feeds = self._feeds_by_id(feeds)
         values = dict(self.bound)
         for tid, array in feeds.items():
             values[tid] = np.asarray(array, order="C")   # keeps 0-d arrays 0-d
@@ -91,6 +94,27 @@ class CompiledGraph:
         for step in self._run_steps:
             values.update(step.run(values, slices))
         return {tid: values[tid] for tid in self.output_ids}
+
+    def _feeds_by_id(self, feeds) -> dict:
+        """``feeds`` as a dict by input id: a dict whose keys are all graph input ids, or a list
+        or tuple with one array per input in ``input_ports`` order; anything else is refused
+        with the valid ids (a key naming a bound constant would replace a weight)."""
+        ids = [t.id for t in self.input_ports]
+        if isinstance(feeds, (list, tuple)):
+            if len(feeds) != len(ids):
+                raise GraphError(f"run got {len(feeds)} arrays by position, but the graph has {len(ids)} inputs "
+                                 f"(ids {ids})")
+            return dict(zip(ids, feeds))
+        if not isinstance(feeds, dict):
+            raise TypeError(f"run takes a dict {{input id: array}} or a list of arrays in input order, got "
+                            f"{type(feeds).__name__}")
+        unknown = [k for k in feeds if k not in self._input_ids]
+        if unknown:
+            constants = [k for k in unknown if k in self.bound]
+            what = (f"tensor(s) {constants} are bound constants, not inputs" if constants
+                    else f"{unknown} are not graph input ids")
+            raise GraphError(f"run: {what}; the inputs are ids {ids}")
+        return feeds
 
 
 class _Step:

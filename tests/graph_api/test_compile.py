@@ -122,6 +122,36 @@ def test_compiled_graph_checks_its_feeds():
         cg.run({k: v for k, v in feeds.items() if k != 0})
 
 
+def test_feeds_name_inputs_only_and_may_come_in_input_order():
+    b = mlp(batch=4, sizes=(8, 16))
+    cg = compile_graph(b.finalize())
+    feeds = b.feeds()
+    want = cg.run(feeds)
+    by_position = cg.run([feeds[t.id] for t in cg.input_ports])
+    assert all(np.array_equal(want[k], by_position[k]) for k in want)
+    with pytest.raises(GraphError, match=r"\[999\] are not graph input ids; the inputs are ids \[0"):
+        cg.run({**feeds, 999: feeds[0]})
+    with pytest.raises(GraphError, match="run got 1 arrays by position, but the graph has"):
+        cg.run([feeds[0]])
+    with pytest.raises(TypeError, match=r"run takes a dict \{input id: array\} or a list"):
+        cg.run(feeds[0])
+
+
+def test_a_feed_for_a_bound_constant_is_refused_not_swapped_for_the_weight():
+    from graph_building import Builder
+    b = Builder()
+    x, w = b.input((3, 5)), b.input((5, 4), constant=True)
+    b.op("MatMul", [x, w])
+    g = b.graph
+    g.bind_constant(w.id, np.ones((5, 4), np.float32))
+    g.finalize()
+    cg = compile_graph(g)
+    xs = np.ones((3, 5), np.float32)
+    with pytest.raises(GraphError, match=rf"tensor\(s\) \[{w.id}\] are bound constants, not inputs"):
+        cg.run({x.id: xs, w.id: np.zeros((5, 4), np.float32)})
+    assert np.all(next(iter(cg.run({x.id: xs}).values())) == 5.0)
+
+
 def inception_block(batch=1, size=12, widths=(8, 12, 4, 16), extra_reader=False):
     """Four 1x1 convolutions (+ReLU) of one input, concatenated along the channels."""
     b = Builder()
