@@ -57,14 +57,26 @@ _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "R
 def _load(model):
     import onnx
     if isinstance(model, (str, os.PathLike)):
-        if not os.path.exists(model):
-            raise GraphError(f"no ONNX model file {os.fspath(model)!r}")
-        return onnx.load(os.fspath(model))
+        path = os.fspath(model)
+        if not os.path.exists(path):
+            raise GraphError(f"no ONNX model file {path!r}")
+        return _parsed(lambda: onnx.load(path), f"ONNX model file {path!r}")
     if isinstance(model, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(model))
+        return _parsed(lambda: onnx.load_from_string(bytes(model)), f"ONNX model bytes ({len(model)} bytes)")
     if isinstance(model, onnx.ModelProto):
         return model
     raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
+
+
+def _parsed(load, what: str):
+    """``load()``, with whatever the protobuf parser or onnx's loader raises on damaged input
+    (DecodeError, a truncated file, bad external data) as a GraphError naming ``what``."""
+    try:
+        return load()
+    except (OSError, MemoryError):
+        raise
+    except Exception as e:          # protobuf and onnx raise several unrelated kinds
+        raise GraphError(f"{what} is not a readable ONNX model: {type(e).__name__}: {e}") from e
 
 
 def _default_opset(model) -> int:
@@ -160,9 +172,9 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
             raise GraphError(f"{name!r} is not a graph input of the model (inputs: {sorted(known_inputs)})")
     b = Builder(opset, _onnx_types(model))
     for name, t in initializers.items():
-        b.values[name] = onnx.numpy_helper.to_array(t)
+        b.values[name] = _initializer(lambda: onnx.numpy_helper.to_array(t), name)
     for sparse in graph_proto.sparse_initializer:
-        b.values[sparse.values.name] = _dense(sparse)
+        b.values[sparse.values.name] = _initializer(lambda: _dense(sparse), sparse.values.name)
     inputs = []
     for vi in graph_proto.input:
         if vi.name in initializers:
@@ -183,6 +195,10 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
     for proto in graph_proto.node:
         node_opset = domains.get(proto.domain, opset) if proto.domain not in ("", "ai.onnx") else opset
         node = Node.of(proto, node_opset)
+        for name in node.outputs:
+            if name and (name in b.values or name in b.tensors):
+                raise GraphError(f"{node.label} writes {name!r}, which is already a graph input, initializer or "
+                                 f"another node's output (every tensor has one producer)")
         if proto.op_type == "Constant" and proto.domain in ("", "ai.onnx"):
             b.values[node.outputs[0]] = _constant_value(node)
             continue
@@ -217,6 +233,17 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
         b.commit()
         _bind_outputs(b, node, results)
     return _finish(b, graph_proto, inputs, wildcards)
+
+
+def _initializer(convert, name: str) -> np.ndarray:
+    """``convert()``, with a damaged initializer (data of the wrong size, sparse indices out of
+    range, an unknown data type) as a GraphError naming it."""
+    try:
+        return convert()
+    except MemoryError:
+        raise
+    except Exception as e:          # numpy and onnx raise ValueError, IndexError, TypeError, ...
+        raise GraphError(f"initializer {name!r} cannot be read: {type(e).__name__}: {e}") from e
 
 
 def _dense(sparse) -> np.ndarray:
@@ -312,7 +339,8 @@ def _fold(b: Builder, node: Node, convert, attrs: dict, implicit=()) -> None:
 
 def _bind_outputs(b: Builder, node: Node, results) -> None:
     if len(results) < len([n for n in node.outputs if n]):
-        raise AssertionError(f"the converter of {node.op_type} returned {len(results)} outputs")
+        raise GraphError(f"{node.label} declares {len(node.outputs)} outputs, but {node.op_type} has "
+                         f"{len(results)} here")
     for name, r in zip(node.outputs, results):
         if not name:
             continue

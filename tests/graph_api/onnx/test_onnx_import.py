@@ -395,6 +395,39 @@ def test_bad_arguments():
         from_onnx(model)
 
 
+def test_damaged_model_files_and_bytes_are_a_graph_error_naming_them(tmp_path):
+    model = _model([helper.make_node("Neg", ["x"], ["y"])], [_float_input("x", [3])], [_float_input("y", None)])
+    data = model.SerializeToString()
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(data[:len(data) // 2])
+    with pytest.raises(GraphError, match=r"ONNX model file '.*truncated\.onnx' is not a readable ONNX model"):
+        from_onnx(truncated)
+    with pytest.raises(GraphError, match=r"ONNX model bytes \(7 bytes\) is not a readable ONNX model"):
+        from_onnx(b"\xff\xff\xff\xff\xff\xff\xff")
+
+
+def test_malformed_graphs_are_a_graph_error_naming_the_node_or_tensor():
+    x, y = _float_input("x", [2, 3]), _float_input("y", None)
+    two_outputs = _model([helper.make_node("Relu", ["x"], ["y", "z"])], [x], [y])
+    with pytest.raises(GraphError, match="Relu node 'y' declares 2 outputs, but Relu has 1 here"):
+        from_onnx(two_outputs)
+    twice = _model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], ["y"])], [x], [y])
+    with pytest.raises(GraphError, match="Neg node 'y' writes 'y', which is already .* one producer"):
+        from_onnx(twice)
+    over_input = _model([helper.make_node("Relu", ["x"], ["x"])], [x], [x])
+    with pytest.raises(GraphError, match="writes 'x', which is already a graph input"):
+        from_onnx(over_input)
+    short = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[3, 4], raw_data=b"\0" * 8)
+    with pytest.raises(GraphError, match="initializer 'w' cannot be read"):
+        from_onnx(_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [x], [y], [short]))
+    values = numpy_helper.from_array(np.ones(2, np.float32), "s")
+    indices = numpy_helper.from_array(np.array([1, 99], np.int64), "s_indices")
+    model = _model([helper.make_node("Add", ["x", "s"], ["y"])], [x], [y])
+    model.graph.sparse_initializer.append(helper.make_sparse_tensor(values, indices, [3]))
+    with pytest.raises(GraphError, match="initializer 's' cannot be read: IndexError"):
+        from_onnx(model)
+
+
 def test_paths_and_bytes_load(tmp_path):
     model = _model([helper.make_node("Neg", ["x"], ["y"])], [_float_input("x", [3])], [_float_input("y", None)])
     path = tmp_path / "neg.onnx"
