@@ -4,10 +4,11 @@
 
 1. ``infer shapes``: every tensor gets its shape (``shape_inference.with_inferred_shapes``);
    each op's shape rule reads its normalized attributes;
-2. ``normalize``: every op's attributes in canonical form (``ops.normalize_op``: defaults
+2. ``check sizes``: no tensor over the size limit (``limits.check_tensor_bytes``);
+3. ``normalize``: every op's attributes in canonical form (``ops.normalize_op``: defaults
    filled in, ``auto_pad`` resolved to explicit pads, oneDNN's 12-value defaults trimmed);
    it follows shape inference because resolving ``auto_pad`` needs the input shapes;
-3. ``passes``: constant folding, algebraic simplification, common subexpressions, dead ops
+4. ``passes``: constant folding, algebraic simplification, common subexpressions, dead ops
    (``passes.DEFAULT``; the "debug" policy runs none).
 
 Then ``partition``: every op is classified from its compute definition (``lowering.op_class``),
@@ -23,7 +24,7 @@ Example:
     >>> g = Graph(); _ = g.add_op(Op(0, OpKind.Exp, [x], [y])); _ = g.add_op(Op(1, OpKind.ReLU, [y], [z]))
     >>> g.finalize()
     >>> [name for name, _ in STEPS]
-    ['infer shapes', 'normalize', 'passes']
+    ['infer shapes', 'check sizes', 'normalize', 'passes']
     >>> [(p.get_kind(), [op.id for op in p.get_ops()]) for p in partition_graph(g)]
     [('injective', [0, 1])]
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 from .fusion import dominant_class, group_ops
 from .ir import GraphIR
 from .logical_tensor import GraphError, PropertyType
+from .limits import check_tensor_bytes
 from .lowering import op_class
 from .ops import normalize_op
 from .partition import Partition
@@ -43,12 +45,19 @@ def _passes(ir: GraphIR, policy: str) -> GraphIR:
     return run_passes(ir) if policy == "fusion" else ir
 
 
+def _check_sizes(ir: GraphIR, policy: str) -> GraphIR:
+    for t in ir.tensors.values():
+        if t.is_known():
+            check_tensor_bytes(f"logical tensor {t.id}", t.shape, t.dtype.itemsize)
+    return ir
+
+
 def _normalize(ir: GraphIR, policy: str) -> GraphIR:
     return ir.with_ops([normalize_op(op, [t.shape for t in op.inputs]) for op in ir.ops])
 
 
-STEPS = (("infer shapes", lambda ir, policy: with_inferred_shapes(ir)), ("normalize", _normalize),
-         ("passes", _passes))
+STEPS = (("infer shapes", lambda ir, policy: with_inferred_shapes(ir)), ("check sizes", _check_sizes),
+         ("normalize", _normalize), ("passes", _passes))
 """The steps before partitioning, in order: (name, function(ir, policy) -> ir)."""
 
 

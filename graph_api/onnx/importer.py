@@ -43,6 +43,7 @@ import numpy as np
 
 from .. import reference
 from ..graph import Graph
+from ..limits import check_tensor_bytes
 from ..logical_tensor import DataType, GraphError, LogicalTensor
 from ..op import OpKind
 from .builder import ONNX_DTYPES, Builder, Node, OnnxDynamicShape, OnnxUnsupported, _type_name, data_type
@@ -187,7 +188,9 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
             value = np.asarray(constant_inputs[vi.name], dt.numpy)
             b.values[vi.name] = value
             continue
-        b.tensors[vi.name] = b.new_tensor(dt, _input_shape(vi, input_shapes))
+        shape = _input_shape(vi, input_shapes)
+        check_tensor_bytes(f"graph input {vi.name!r}", shape, dt.itemsize)
+        b.tensors[vi.name] = b.new_tensor(dt, shape)
         b.graph_inputs.add(vi.name)
         inputs.append(vi.name)
     domains = {imp.domain: int(imp.version) for imp in model.opset_import}
@@ -233,6 +236,12 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
         b.commit()
         _bind_outputs(b, node, results)
     return _finish(b, graph_proto, inputs, wildcards)
+
+
+def _itemsize(elem) -> int:
+    """Bytes per element of an ONNX element type (4 when unknown or not a tensorir type)."""
+    dt = ONNX_DTYPES.get(elem)
+    return dt.itemsize if dt is not None and dt.itemsize else 4
 
 
 def _initializer(convert, name: str) -> np.ndarray:
@@ -317,6 +326,10 @@ def _typed(b: Builder, names) -> list:
 def _fold(b: Builder, node: Node, convert, attrs: dict, implicit=()) -> None:
     """Evaluate a node whose inputs are all known now, with our reference interpreter on the
     ops it maps to (or onnx's reference implementation for an op we do not map)."""
+    for name in node.outputs:                 # what onnx's shape inference knows, before computing it
+        elem, shape = b.onnx_types.get(name, (None, None)) if name else (None, None)
+        if shape is not None:
+            check_tensor_bytes(f"{node.label}'s output {name!r}", shape, _itemsize(elem))
     outs = None
     if convert is not None and not implicit:
         try:
@@ -348,9 +361,14 @@ def _bind_outputs(b: Builder, node: Node, results) -> None:
             raise GraphError(f"{node.label}: output {name!r} is not supported")
         if isinstance(r, LogicalTensor):
             _check_against_onnx(b, node, name, r)
+            shape = r.shape if r.is_known() else b.onnx_types.get(name, (None, None))[1]
+            if shape is not None:
+                check_tensor_bytes(f"{node.label}'s output {name!r}", shape, r.dtype.itemsize or 4)
             b.tensors[name] = r
         else:
-            b.values[name] = np.asarray(r)
+            r = np.asarray(r)                 # a broadcast view (ConstantOfShape) is not allocated yet
+            check_tensor_bytes(f"{node.label}'s output {name!r}", r.shape, r.dtype.itemsize)
+            b.values[name] = r
 
 
 def _check_against_onnx(b: Builder, node: Node, name: str, t: LogicalTensor) -> None:

@@ -213,3 +213,14 @@ def test_a_concat_of_a_concat_is_a_slice_of_it():
     got = compiled.run(feeds)
     for tid in want:
         np.testing.assert_allclose(got[tid], want[tid], rtol=1e-5, atol=1e-5)
+
+
+def test_a_graph_with_a_tensor_over_the_size_limit_is_refused_when_partitioned(monkeypatch):
+    from graph_building import Builder
+    b = Builder()
+    x = b.input((64, 64))
+    b.op("ReLU", [x])
+    g = b.finalize()
+    monkeypatch.setenv("TILEFUSE_MAX_TENSOR_BYTES", str(64 * 64 * 4 - 1))
+    with pytest.raises(GraphError, match=r"logical tensor 0 of shape \(64, 64\) needs 16\.0 KiB, over the limit"):
+        compile_graph(g)

@@ -502,3 +502,27 @@ def test_ops_no_graph_output_needs_are_dropped():
     model = _model(nodes, [_float_input("x", [2, 4])], [_float_input("y", [2, 2])], opset=18)
     g = from_onnx(model)
     assert [op.kind for op in g.topological_ops()] == [OpKind.Slice, OpKind.ReLU]
+
+
+def test_huge_shapes_are_refused_with_their_name_and_size_before_any_allocation(monkeypatch):
+    x, y = _float_input("x", [2, 3]), _float_input("y", None)
+    shape = numpy_helper.from_array(np.array([10 ** 6, 10 ** 6], np.int64), "shape")
+    huge = _model([helper.make_node("ConstantOfShape", ["shape"], ["c"]), helper.make_node("Neg", ["x"], ["y"])],
+                  [x], [y, _float_input("c", None)], [shape])
+    with pytest.raises(GraphError, match=r"ConstantOfShape node 'c'.*output 'c' of shape \(1000000, 1000000\) "
+                                         r"needs 3\.6 TiB, over the limit"):
+        from_onnx(huge)
+    expand = _model([helper.make_node("Expand", ["x", "shape3"], ["y"])], [_float_input("x", [1, 3])], [y],
+                    [numpy_helper.from_array(np.array([10 ** 7, 10 ** 6, 3], np.int64), "shape3")])
+    with pytest.raises(GraphError, match=r"Expand node 'y'.*needs .* TiB, over the limit"):
+        from_onnx(expand)
+    big_input = _model([helper.make_node("Neg", ["x"], ["y"])], [_float_input("x", [10 ** 6, 10 ** 6])], [y])
+    with pytest.raises(GraphError, match=r"graph input 'x' of shape \(1000000, 1000000\) needs 3\.6 TiB"):
+        from_onnx(big_input)
+    monkeypatch.setenv("TILEFUSE_MAX_TENSOR_BYTES", "16")
+    with pytest.raises(GraphError, match=r"graph input 'x' of shape \(2, 3\) needs 24 bytes, over the limit of "
+                                         r"16 bytes \(TILEFUSE_MAX_TENSOR_BYTES\)"):
+        from_onnx(_model([helper.make_node("Neg", ["x"], ["y"])], [x], [y]))
+    monkeypatch.setenv("TILEFUSE_MAX_TENSOR_BYTES", "lots")
+    with pytest.raises(GraphError, match="must be a positive number of bytes, got 'lots'"):
+        from_onnx(_model([helper.make_node("Neg", ["x"], ["y"])], [x], [y]))

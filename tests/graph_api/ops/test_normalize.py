@@ -46,7 +46,7 @@ def test_an_op_that_cannot_normalize_is_named():
 
 
 def test_the_pipeline_normalizes_after_shape_inference():
-    assert [name for name, _ in STEPS] == ["infer shapes", "normalize", "passes"]
+    assert [name for name, _ in STEPS] == ["infer shapes", "check sizes", "normalize", "passes"]
     x = LogicalTensor(0, F32, (1, 3, 7, 7)); y = LogicalTensor(1, F32, None)
     g = Graph()
     g.add_op(Op(0, OpKind.MaxPool, [x], [y], {"kernel": [3, 3], "strides": [2, 2], "pads_begin": [0, 0],

@@ -1,0 +1,66 @@
+"""The largest tensor a graph may hold, so that a huge shape is refused with its name and size
+before anything is allocated, instead of failing deep inside numpy or the allocator.
+
+The limit is ``TILEFUSE_MAX_TENSOR_BYTES`` (bytes) when set, else half of the machine's
+physical memory. The ONNX importer checks graph inputs and every value it computes at import;
+the graph pipeline checks every tensor once shapes are inferred.
+
+Example:
+    >>> check_tensor_bytes("tensor 'x'", (2, 3), 4)        # 24 bytes: fine
+    >>> max_tensor_bytes() > 0
+    True
+"""
+from __future__ import annotations
+
+import math
+import os
+
+from .logical_tensor import GraphError
+
+ENV_VAR = "TILEFUSE_MAX_TENSOR_BYTES"
+
+
+def max_tensor_bytes() -> int:
+    """``TILEFUSE_MAX_TENSOR_BYTES`` when set (a positive integer), else half of physical memory.
+
+    Example:
+        >>> max_tensor_bytes() >= 1
+        True
+    """
+    text = os.environ.get(ENV_VAR)
+    if text is not None:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise GraphError(f"{ENV_VAR} must be a positive number of bytes, got {text!r}")
+        return value
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):     # no sysconf here: 8 GiB
+        return 8 << 30
+
+
+def check_tensor_bytes(what: str, shape, itemsize: int) -> None:
+    """GraphError when a tensor of ``shape`` with elements of ``itemsize`` bytes is over the
+    limit; ``what`` names it in the message.
+
+    Example:
+        >>> check_tensor_bytes("tensor 'big'", (10 ** 6, 10 ** 6), 4)
+        Traceback (most recent call last):
+        ...
+        graph_api.logical_tensor.GraphError: tensor 'big' of shape (1000000, 1000000) needs 3.6 TiB, over the limit of ...
+    """
+    nbytes = math.prod(int(d) for d in shape) * itemsize
+    limit = max_tensor_bytes()
+    if nbytes > limit:
+        raise GraphError(f"{what} of shape {tuple(int(d) for d in shape)} needs {_size(nbytes)}, over the limit "
+                         f"of {_size(limit)} ({ENV_VAR})")
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} bytes"
