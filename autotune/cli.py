@@ -44,6 +44,7 @@ import math
 import os
 import re
 import shutil
+import sqlite3
 import statistics
 import sys
 import time
@@ -938,6 +939,7 @@ def main(argv=None) -> int:
         2
     """
     parser = build_parser()
+    args = None
     try:
         try:
             args = parser.parse_args(argv)
@@ -946,6 +948,12 @@ def main(argv=None) -> int:
         return args.run(args)
     except BadInput as err:
         print(f"autotune: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (TuningDatabaseError, sqlite3.DatabaseError) as err:      # damaged, read-only or vanished
+        where = getattr(args, "db", None)
+        fix = (f"; if it is damaged, move it away and rebuild it from the tuning logs with "
+               f"`autotune import LOG --db {where}`") if where and isinstance(err, sqlite3.DatabaseError) else ""
+        print(f"autotune: error: tuning database {where or ''}: {err}{fix}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("autotune: interrupted", file=sys.stderr)

@@ -29,6 +29,7 @@ import os
 import random
 import sqlite3
 import time
+import urllib.parse
 import warnings
 from dataclasses import dataclass
 from typing import Iterable
@@ -95,18 +96,30 @@ class Database:
     def __init__(self, path: str | os.PathLike = "tuning.db"):
         self.path = os.fspath(path)
         self._pid = os.getpid()
+        self.read_only = self.path != ":memory:" and _read_only(self.path)
         if self.path != ":memory:":
             _check_sqlite_file(self.path)
-            parent = os.path.dirname(os.path.abspath(self.path))
-            os.makedirs(parent, exist_ok=True)
+            if not self.read_only:
+                os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         try:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS)
+            if self.read_only:    # no WAL switch and no -shm file: readable where nothing may be written
+                uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro&immutable=1"
+                conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS)
+            else:
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS)
         except sqlite3.Error as exc:
             raise TuningDatabaseError(f"cannot open tuning database {self.path!r}: {exc}") from None
         self._db = sqlite_utils.Database(conn, execute_plugins=False)
         try:
-            _enable_wal(self._db)
-            self._migrate()
+            if self.path != ":memory:" and os.path.exists(self.path) and os.path.getsize(self.path):
+                _check_integrity(conn, self.path)
+            if not self.read_only:
+                _enable_wal(self._db)
+                self._migrate()
+            elif self._stored_schema_version() != DB_SCHEMA_VERSION:
+                self._check_not_newer(self._stored_schema_version())
+                raise TuningDatabaseError(f"{self.path!r} is read-only and in an older database schema; copy it "
+                                          f"somewhere writable so that it can be migrated")
         except sqlite3.DatabaseError as exc:
             conn.close()
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
@@ -159,6 +172,9 @@ class Database:
     @contextlib.contextmanager
     def _write(self):
         """One write transaction taking the write lock up front (waits for other writers)."""
+        if self.read_only:
+            raise TuningDatabaseError(f"tuning database {self.path!r} is read-only here (the file or its directory "
+                                      f"is not writable); pass a writable --db to record into")
         db = self._conn()
         db.conn.execute("BEGIN IMMEDIATE")
         try:
@@ -544,6 +560,29 @@ def _enable_wal(db: sqlite_utils.Database) -> None:
                 raise
         time.sleep(delay * (1 + random.random()))
         delay = min(delay * 2, 0.2)
+
+
+def _read_only(path: str) -> bool:
+    """Whether the database at ``path`` can only be read: the file or its directory is not
+    writable (WAL needs its -wal and -shm files next to it)."""
+    if os.path.exists(path):
+        return not os.access(path, os.W_OK) or not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+    return False
+
+
+def _check_integrity(conn: sqlite3.Connection, path: str) -> None:
+    """TuningDatabaseError when sqlite's quick_check finds damage: nothing is read from or
+    written into a damaged file."""
+    try:
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            raise
+        rows = [(str(exc),)]
+    if rows != [("ok",)]:
+        found = "; ".join(str(r[0]) for r in rows[:3])
+        raise TuningDatabaseError(f"tuning database {path!r} is damaged (sqlite quick_check: {found}); move it "
+                                  f"away and rebuild it from the tuning logs with `autotune import LOG --db {path}`")
 
 
 def _check_sqlite_file(path: str) -> None:

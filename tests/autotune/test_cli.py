@@ -372,3 +372,19 @@ def test_conv_block_example_is_what_its_generator_writes():
     graph = load_json(path)
     assert [[op.kind.value for op in p.get_ops()] for p in graph.get_partitions()] == [
         ["Convolution", "BiasAdd", "ReLU"], ["Convolution", "BiasAdd", "Add", "ReLU"]]
+
+
+def test_a_damaged_database_is_exit_2_with_the_fix_and_is_left_as_it_was(tmp_path):
+    from test_database import _damage_the_records_page, ok
+    path = tmp_path / "tuning.db"
+    with Database(path) as db:
+        db.add(ok("wk1", 4, 1e-3))
+    _damage_the_records_page(path)
+    before = path.read_bytes()
+    graph = write_graph(tmp_path / "tiny.json")
+    for argv in (["best", "--db", path], ["export", "--db", path, tmp_path / "out.jsonl"],
+                 ["tune", graph, "--trials", "2", "--db", path, "--log", tmp_path / "log.jsonl"]):
+        code, _, err = run(argv)
+        assert code == EXIT_BAD_INPUT, (argv, err)
+        assert "is damaged" in err and "autotune import LOG --db" in err and "Traceback" not in err
+    assert path.read_bytes() == before

@@ -370,3 +370,57 @@ def test_switching_to_wal_is_retried_while_another_opener_holds_the_file():
 
     with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
         _enable_wal(Broken())
+
+
+def _damage_the_records_page(path):
+    """Overwrite the start of the records table's root page (the header stays valid)."""
+    conn = sqlite3.connect(path)
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'records'").fetchone()[0]
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray(path.read_bytes())
+    start = (root - 1) * page
+    data[start:start + 400] = b"\xab" * 400
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_page_is_found_at_open_and_nothing_is_written_into_the_file(tmp_path):
+    path = tmp_path / "damaged.db"
+    with Database(path) as db:
+        db.add(ok("wk1", 4, 1e-3))
+    _damage_the_records_page(path)
+    before = path.read_bytes()
+    with pytest.raises(TuningDatabaseError, match=r"'.*damaged\.db' is damaged \(sqlite quick_check: .*"
+                                                  r"autotune import LOG --db"):
+        Database(path)
+    assert path.read_bytes() == before
+
+
+def test_a_read_only_database_is_read_without_wal_and_refuses_writes(tmp_path, monkeypatch):
+    import autotune.database as database
+    path = tmp_path / "shipped.db"
+    with Database(path) as db:
+        db.add(ok("wk1", 4, 1e-3))
+    for suffix in ("-wal", "-shm"):
+        assert not os.path.exists(str(path) + suffix)            # checkpointed at close
+    monkeypatch.setattr(database, "_read_only", lambda p: True)   # as when the file or its directory is read-only
+    with Database(path) as db:
+        assert db.read_only and db.best("wk1", CPU_A.key).costs == (1e-3, 1e-3)
+        with pytest.raises(TuningDatabaseError, match="is read-only here"):
+            db.add(ok("wk1", 8, 2e-3))
+    for suffix in ("-wal", "-shm"):
+        assert not os.path.exists(str(path) + suffix)            # nothing created next to it
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files")
+def test_a_file_in_a_read_only_directory_opens_read_only(tmp_path):
+    path = tmp_path / "ro" / "tuning.db"
+    with Database(path) as db:
+        db.add(ok("wk1", 4, 1e-3))
+    os.chmod(path.parent, 0o555)
+    try:
+        with Database(path) as db:
+            assert db.read_only and db.best("wk1", CPU_A.key) is not None
+    finally:
+        os.chmod(path.parent, 0o755)
