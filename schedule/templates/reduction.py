@@ -22,6 +22,7 @@ run in parallel.
 """
 from __future__ import annotations
 
+from tensorir.dtype import itemsize
 from tensorir.expr import Call, IterVar, TensorLoad
 from tensorir.visit import walk
 
@@ -73,7 +74,7 @@ class ReductionTemplate(Template):
         if self.cacheable:
             cfg["cache"] = True
         if self.rows:
-            row_bytes = extent(self.out.shape[self.rows:]) * 4
+            row_bytes = extent(self.out.shape[self.rows:]) * itemsize(self.out.dtype)
             cfg["prefetch"] = row_bytes >= PREFETCH_MIN_ROW_BYTES and rows * row_bytes >= PREFETCH_MIN_BYTES
         return cfg
 
