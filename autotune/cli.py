@@ -568,6 +568,15 @@ def cmd_tune(args) -> int:
         options = MeasureOptions(min_repeat_ms=args.min_repeat_ms, timeout=args.timeout)
     except ValueError as err:
         raise BadInput(f"--min-repeat-ms / --timeout: {err}") from None
+    try:            # before any measurement: a record must never reach the db but not the log
+        log.parent.mkdir(parents=True, exist_ok=True)
+        existed = log.exists()
+        with open(log, "a", encoding="utf-8"):
+            pass
+        if not existed:             # created when the first record is written
+            log.unlink()
+    except OSError as err:
+        raise BadInput(f"--log {log}: cannot write: {err.strerror or err}") from None
     target = current_target()
     with contextlib.ExitStack() as cleanup:
         try:

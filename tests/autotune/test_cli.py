@@ -388,3 +388,12 @@ def test_a_damaged_database_is_exit_2_with_the_fix_and_is_left_as_it_was(tmp_pat
         assert code == EXIT_BAD_INPUT, (argv, err)
         assert "is damaged" in err and "autotune import LOG --db" in err and "Traceback" not in err
     assert path.read_bytes() == before
+
+
+def test_a_log_that_cannot_be_written_is_refused_before_anything_is_measured(tmp_path):
+    graph = write_graph(tmp_path / "tiny.json")
+    (tmp_path / "a_file").write_text("not a directory")
+    db = tmp_path / "tuning.db"
+    code, _, err = run(["tune", graph, "--trials", "2", "--db", db, "--log", tmp_path / "a_file" / "log.jsonl"])
+    assert code == EXIT_BAD_INPUT and "--log" in err and "cannot write" in err and "Traceback" not in err
+    assert not db.exists() or Database(db).records() == []
