@@ -955,14 +955,13 @@ def main(argv=None) -> int:
         except SystemExit as stop:                       # --help, --version
             return stop.code if isinstance(stop.code, int) else EXIT_OK
         return args.run(args)
-    except BadInput as err:
+    except (BadInput, TuningDatabaseError) as err:   # a database error names its file and the fix
         print(f"autotune: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (TuningDatabaseError, sqlite3.DatabaseError) as err:      # damaged, read-only or vanished
-        where = getattr(args, "db", None)
-        fix = (f"; if it is damaged, move it away and rebuild it from the tuning logs with "
-               f"`autotune import LOG --db {where}`") if where and isinstance(err, sqlite3.DatabaseError) else ""
-        print(f"autotune: error: tuning database {where or ''}: {err}{fix}", file=sys.stderr)
+    except sqlite3.DatabaseError as err:             # damage sqlite met after the open's check
+        where = getattr(args, "db", None) or "?"
+        print(f"autotune: error: tuning database {where}: {err}; if it is damaged, move it away and rebuild it "
+              f"from the tuning logs with `autotune import LOG --db {where}`", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("autotune: interrupted", file=sys.stderr)

@@ -116,8 +116,8 @@ class Database:
             if not self.read_only:
                 _enable_wal(self._db)
                 self._migrate()
-            elif self._stored_schema_version() != DB_SCHEMA_VERSION:
-                self._check_not_newer(self._stored_schema_version())
+            elif (version := self._stored_schema_version()) != DB_SCHEMA_VERSION:
+                self._check_not_newer(version)
                 raise TuningDatabaseError(f"{self.path!r} is read-only and in an older database schema; copy it "
                                           f"somewhere writable so that it can be migrated")
         except sqlite3.DatabaseError as exc:

@@ -58,7 +58,8 @@ class CompiledGraph:
         self.output_ids = [t.id for t in graph.get_output_ports()]
         self.input_ports = [t for t in graph.get_input_ports() if t.id not in self.bound]
         self._input_specs = [(t.id, t.shape, t.dtype.numpy) for t in self.input_ports if t.is_known()]
-        self._input_ids = frozenset(t.id for t in self.input_ports)
+        self._input_order = [t.id for t in self.input_ports]      # what feeds by position mean
+        self._input_ids = frozenset(self._input_order)
         self.in_place = _in_place_concats(self.steps, set(self.output_ids))
         elided = {id(step) for step, _ in self.in_place}
         self._run_steps = [step for step in self.steps if id(step) not in elided]
@@ -99,7 +100,7 @@ class CompiledGraph:
         """``feeds`` as a dict by input id: a dict whose keys are all graph input ids, or a list
         or tuple with one array per input in ``input_ports`` order; anything else is refused
         with the valid ids (a key naming a bound constant would replace a weight)."""
-        ids = [t.id for t in self.input_ports]
+        ids = self._input_order
         if isinstance(feeds, (list, tuple)):
             if len(feeds) != len(ids):
                 raise GraphError(f"run got {len(feeds)} arrays by position, but the graph has {len(ids)} inputs "

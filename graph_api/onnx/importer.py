@@ -61,23 +61,26 @@ def _load(model):
         path = os.fspath(model)
         if not os.path.exists(path):
             raise GraphError(f"no ONNX model file {path!r}")
-        return _parsed(lambda: onnx.load(path), f"ONNX model file {path!r}")
+        return _read(lambda: onnx.load(path), f"ONNX model file {path!r} is not a readable ONNX model",
+                     keep=(OSError, MemoryError))           # a file that cannot be read says so itself
     if isinstance(model, (bytes, bytearray)):
-        return _parsed(lambda: onnx.load_from_string(bytes(model)), f"ONNX model bytes ({len(model)} bytes)")
+        return _read(lambda: onnx.load_from_string(bytes(model)),
+                     f"ONNX model bytes ({len(model)} bytes) is not a readable ONNX model", keep=(OSError, MemoryError))
     if isinstance(model, onnx.ModelProto):
         return model
     raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
 
 
-def _parsed(load, what: str):
-    """``load()``, with whatever the protobuf parser or onnx's loader raises on damaged input
-    (DecodeError, a truncated file, bad external data) as a GraphError naming ``what``."""
+def _read(read, problem: str, keep=(MemoryError,)):
+    """``read()``, with whatever protobuf, onnx or numpy raise on damaged input (DecodeError, a
+    truncated file, data of the wrong size, indices out of range, ...) as a GraphError that
+    starts with ``problem``; the exceptions in ``keep`` stay what they are."""
     try:
-        return load()
-    except (OSError, MemoryError):
+        return read()
+    except keep:
         raise
-    except Exception as e:          # protobuf and onnx raise several unrelated kinds
-        raise GraphError(f"{what} is not a readable ONNX model: {type(e).__name__}: {e}") from e
+    except Exception as e:          # the libraries raise several unrelated kinds
+        raise GraphError(f"{problem}: {type(e).__name__}: {e}") from e
 
 
 def _default_opset(model) -> int:
@@ -173,9 +176,10 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
             raise GraphError(f"{name!r} is not a graph input of the model (inputs: {sorted(known_inputs)})")
     b = Builder(opset, _onnx_types(model))
     for name, t in initializers.items():
-        b.values[name] = _initializer(lambda: onnx.numpy_helper.to_array(t), name)
+        b.values[name] = _read(lambda: onnx.numpy_helper.to_array(t), f"initializer {name!r} cannot be read")
     for sparse in graph_proto.sparse_initializer:
-        b.values[sparse.values.name] = _initializer(lambda: _dense(sparse), sparse.values.name)
+        b.values[sparse.values.name] = _read(lambda: _dense(sparse),
+                                             f"initializer {sparse.values.name!r} cannot be read")
     inputs = []
     for vi in graph_proto.input:
         if vi.name in initializers:
@@ -238,21 +242,14 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
     return _finish(b, graph_proto, inputs, wildcards)
 
 
-def _itemsize(elem) -> int:
-    """Bytes per element of an ONNX element type (4 when unknown or not a tensorir type)."""
-    dt = ONNX_DTYPES.get(elem)
-    return dt.itemsize if dt is not None and dt.itemsize else 4
-
-
-def _initializer(convert, name: str) -> np.ndarray:
-    """``convert()``, with a damaged initializer (data of the wrong size, sparse indices out of
-    range, an unknown data type) as a GraphError naming it."""
-    try:
-        return convert()
-    except MemoryError:
-        raise
-    except Exception as e:          # numpy and onnx raise ValueError, IndexError, TypeError, ...
-        raise GraphError(f"initializer {name!r} cannot be read: {type(e).__name__}: {e}") from e
+def _check_output_size(b: Builder, node: Node, name: str, shape=None, itemsize: int = 0) -> None:
+    """The size limit on output ``name`` of ``node``: of ``shape``, or, when it is None, of the
+    shape onnx's inference gave it (nothing to check when neither is known)."""
+    if shape is None:
+        elem, shape = b.onnx_types.get(name, (None, None))
+        itemsize = itemsize or getattr(ONNX_DTYPES.get(elem), "itemsize", 0)
+    if shape is not None:
+        check_tensor_bytes(f"{node.label}'s output {name!r}", shape, itemsize or 4)
 
 
 def _dense(sparse) -> np.ndarray:
@@ -326,10 +323,8 @@ def _typed(b: Builder, names) -> list:
 def _fold(b: Builder, node: Node, convert, attrs: dict, implicit=()) -> None:
     """Evaluate a node whose inputs are all known now, with our reference interpreter on the
     ops it maps to (or onnx's reference implementation for an op we do not map)."""
-    for name in node.outputs:                 # what onnx's shape inference knows, before computing it
-        elem, shape = b.onnx_types.get(name, (None, None)) if name else (None, None)
-        if shape is not None:
-            check_tensor_bytes(f"{node.label}'s output {name!r}", shape, _itemsize(elem))
+    for name in filter(None, node.outputs):   # what onnx's shape inference knows, before computing it
+        _check_output_size(b, node, name)
     outs = None
     if convert is not None and not implicit:
         try:
@@ -361,13 +356,11 @@ def _bind_outputs(b: Builder, node: Node, results) -> None:
             raise GraphError(f"{node.label}: output {name!r} is not supported")
         if isinstance(r, LogicalTensor):
             _check_against_onnx(b, node, name, r)
-            shape = r.shape if r.is_known() else b.onnx_types.get(name, (None, None))[1]
-            if shape is not None:
-                check_tensor_bytes(f"{node.label}'s output {name!r}", shape, r.dtype.itemsize or 4)
+            _check_output_size(b, node, name, r.shape if r.is_known() else None, r.dtype.itemsize)
             b.tensors[name] = r
         else:
             r = np.asarray(r)                 # a broadcast view (ConstantOfShape) is not allocated yet
-            check_tensor_bytes(f"{node.label}'s output {name!r}", r.shape, r.dtype.itemsize)
+            _check_output_size(b, node, name, r.shape, r.dtype.itemsize)
             b.values[name] = r
 
 

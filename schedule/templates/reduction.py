@@ -141,12 +141,8 @@ class ReductionTemplate(Template):
         output, or the vector partial sums of an output that is itself a reduction), the next
         row's input lines and, for a stage of the output's shape, the next row's output lines:
         fetched while this row computes."""
-        if cached:
-            stage = s[cached[0]]
-        elif self.out in self.reductions and factored[self.reductions.index(self.out)] is not None:
-            stage = s[factored[self.reductions.index(self.out)]]
-        else:
-            stage = s[self.out]
+        partials = factored[self.reductions.index(self.out)] if self.out in self.reductions else None
+        stage = s[cached[0]] if cached else s[partials] if partials is not None else s[self.out]
         axis = stage.op.axis[self.rows - 1]
         inlined = {id(op) for op in self.dag.ops if self.dag.classes[id(op)] == "injective"
                    and not self.dag.is_output(op) and op not in cached}

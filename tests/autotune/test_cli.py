@@ -375,12 +375,9 @@ def test_conv_block_example_is_what_its_generator_writes():
 
 
 def test_a_damaged_database_is_exit_2_with_the_fix_and_is_left_as_it_was(tmp_path):
-    from test_database import _damage_the_records_page, ok
+    from test_database import damaged_database
     path = tmp_path / "tuning.db"
-    with Database(path) as db:
-        db.add(ok("wk1", 4, 1e-3))
-    _damage_the_records_page(path)
-    before = path.read_bytes()
+    before = damaged_database(path)
     graph = write_graph(tmp_path / "tiny.json")
     for argv in (["best", "--db", path], ["export", "--db", path, tmp_path / "out.jsonl"],
                  ["tune", graph, "--trials", "2", "--db", path, "--log", tmp_path / "log.jsonl"]):

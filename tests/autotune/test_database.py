@@ -372,8 +372,11 @@ def test_switching_to_wal_is_retried_while_another_opener_holds_the_file():
         _enable_wal(Broken())
 
 
-def _damage_the_records_page(path):
-    """Overwrite the start of the records table's root page (the header stays valid)."""
+def damaged_database(path) -> bytes:
+    """A database at ``path`` with one record, then its records table's root page overwritten
+    (the header stays valid); its bytes."""
+    with Database(path) as db:
+        db.add(ok("wk1", 4, 1e-3))
     conn = sqlite3.connect(path)
     root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'records'").fetchone()[0]
     page = conn.execute("PRAGMA page_size").fetchone()[0]
@@ -383,14 +386,12 @@ def _damage_the_records_page(path):
     start = (root - 1) * page
     data[start:start + 400] = b"\xab" * 400
     path.write_bytes(bytes(data))
+    return bytes(data)
 
 
 def test_a_damaged_page_is_found_at_open_and_nothing_is_written_into_the_file(tmp_path):
     path = tmp_path / "damaged.db"
-    with Database(path) as db:
-        db.add(ok("wk1", 4, 1e-3))
-    _damage_the_records_page(path)
-    before = path.read_bytes()
+    before = damaged_database(path)
     with pytest.raises(TuningDatabaseError, match=r"'.*damaged\.db' is damaged \(sqlite quick_check: .*"
                                                   r"autotune import LOG --db"):
         Database(path)
