@@ -20,7 +20,9 @@ Exit codes (the same for every subcommand):
   any task (every measurement failed, see the error table), ``best --missing`` found workloads
   without a record, ``bench`` saw the tuned graph compute other outputs than the default one;
 * 2 - bad input, with a message on stderr: a missing or corrupt graph, log or database file,
-  an unknown option or tuner, a bad ``--time-budget`` or ``--executor``;
+  an unknown option or tuner, a bad ``--time-budget`` or ``--executor``, a database or log
+  that cannot be written (the database keeps every measurement; the next ``tune`` writes the
+  ones its log lacks);
 * 3 - ``tune`` ran out of ``--time-budget`` before any task was tuned (no task got one
   successful measurement, now or in an earlier run);
 * 130 - interrupted (Ctrl-C); what was measured is saved, the same command resumes.
@@ -61,7 +63,7 @@ from .database import Database, TuningDatabaseError
 from .dispatch import HistoryBest, MissingRecordWarning
 from .executor import DaskExecutor, executor_from
 from .extract import extract_tasks
-from .log import export_log, import_log, read_log
+from .log import LogWriteError, export_log, import_log, read_log
 from .measure import MeasureOptions
 from .record import ERROR_KINDS
 from .target import current_target
@@ -957,6 +959,10 @@ def main(argv=None) -> int:
         return args.run(args)
     except (BadInput, TuningDatabaseError) as err:   # a database error names its file and the fix
         print(f"autotune: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except LogWriteError as err:                     # the db kept every record; the next tune catches up
+        print(f"autotune: error: {err}; the tuning database keeps every measurement, and the next "
+              f"`autotune tune` of this model writes the missing ones to the log", file=sys.stderr)
         return EXIT_BAD_INPUT
     except sqlite3.DatabaseError as err:             # damage sqlite met after the open's check
         where = getattr(args, "db", None) or "?"

@@ -9,7 +9,20 @@ Layout (database schema version ``DB_SCHEMA_VERSION``):
   error); ``schema_version`` is the record schema the row was first written in (0: migrated);
 * ``meta``: ``key``/``value`` pairs, ``schema_version`` among them;
 * view ``best_records``: the ok record of least mean cost per (workload_key, target_key),
-  the earliest on a tie.
+  the earliest on a tie;
+* ``claims``: the configs tuners are measuring right now, one row per (workload_key,
+  target_key, config_key) with the claiming ``owner`` (a token per open ``Database``), its
+  ``host`` and ``pid`` and the unix time it ``claimed`` the config. Coordination state, not
+  data: created by the first ``claim``, outside the schema version (an older tilefuse ignores
+  it), never exported.
+
+Several tuners on one file measure each config once: before measuring, a tuner ``claim``s
+its batch in one ``BEGIN IMMEDIATE`` transaction, which grants only the configs that are
+neither measured nor claimed by another live tuner; storing a record (``add_many``) ends the
+claim on its config, and ``release`` drops the claims of a batch that will not be stored. A
+claim whose process is gone (same host, pid no longer running) or that is older than
+``CLAIM_TIMEOUT_SECONDS`` is stale and granted to the next claimant, so a tuner killed with
+``kill -9`` blocks nothing for good.
 
 The file is opened in WAL mode; every write is one ``BEGIN IMMEDIATE`` transaction, so several
 processes can tune into one file, and a process killed mid-run loses only what it had not
@@ -27,9 +40,11 @@ import json
 import math
 import os
 import random
+import socket
 import sqlite3
 import time
 import urllib.parse
+import uuid
 import warnings
 from dataclasses import dataclass
 from typing import Iterable
@@ -42,6 +57,7 @@ from tensorir.errors import TilefuseError
 
 DB_SCHEMA_VERSION = 1
 BUSY_TIMEOUT_SECONDS = 60.0
+CLAIM_TIMEOUT_SECONDS = 1800.0   # a claim this old is stale even when its process looks alive
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 WORKLOAD_COLUMNS = {"key": str, "task_name": str, "template": str, "description": str,
@@ -50,6 +66,13 @@ RECORD_COLUMNS = {"id": int, "workload_key": str, "task_name": str, "template": 
                   "mean_cost": float, "error_kind": str, "error_msg": str, "target_key": str,
                   "target_cpu": str, "target_features": str, "versions": str, "timestamp": float,
                   "build_seconds": float, "schema_version": int}
+
+CLAIMS_SQL = """
+CREATE TABLE IF NOT EXISTS claims (
+    workload_key TEXT NOT NULL, target_key TEXT NOT NULL, config_key TEXT NOT NULL,
+    owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, claimed REAL NOT NULL,
+    PRIMARY KEY (workload_key, target_key, config_key))
+"""
 
 BEST_RECORDS_SQL = """
 SELECT r.* FROM records AS r
@@ -81,6 +104,40 @@ class WorkloadInfo:
     created: float
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One row of the ``claims`` table: ``owner`` (the ``claim_owner`` of a ``Database``,
+    running as ``pid`` on ``host``) is measuring ``config_key`` of a workload on a target
+    since ``claimed`` (unix seconds).
+
+    Example:
+        >>> c = Claim("wk1", "cpu-key", '{"tile":8}', "a1b2", "box", 4242, 0.0)
+        >>> c.is_stale(now=10.0, stale_after=5.0)
+        True
+    """
+    workload_key: str
+    target_key: str
+    config_key: str
+    owner: str
+    host: str
+    pid: int
+    claimed: float
+
+    def is_stale(self, now: float | None = None, stale_after: float = CLAIM_TIMEOUT_SECONDS) -> bool:
+        """True when the claim may be taken over: it is ``stale_after`` seconds old, or it was
+        made on this host by a process that is no longer running (another host's pids cannot
+        be checked: only the age counts there).
+
+        Example:
+            >>> Claim("wk1", "t", "{}", "me", socket.gethostname(), os.getpid(), time.time()).is_stale()
+            False
+        """
+        now = time.time() if now is None else now
+        if now - self.claimed >= stale_after:
+            return True
+        return self.host == _this_host() and not _process_alive(self.pid)
+
+
 class Database:
     """A tuning database file (created when missing), e.g. ``Database("tuning.db")``.
 
@@ -96,6 +153,7 @@ class Database:
     def __init__(self, path: str | os.PathLike = "tuning.db"):
         self.path = os.fspath(path)
         self._pid = os.getpid()
+        self.claim_owner = uuid.uuid4().hex      # whose claims (``claim``) this object makes
         self.read_only = self.path != ":memory:" and _read_only(self.path)
         if self.path != ":memory:":
             _check_sqlite_file(self.path)
@@ -277,7 +335,8 @@ class Database:
 
     def add_many(self, records: Iterable[Record]) -> int:
         """Store records in one transaction (all or none); returns how many were new
-        (measurements already stored, by ``Record.identity``, are skipped).
+        (measurements already stored, by ``Record.identity``, are skipped). The claims on their
+        configs (see ``claim``) end in the same transaction.
 
         Example:
             >>> db = Database(":memory:")
@@ -309,7 +368,80 @@ class Database:
             db["workloads"].insert_all(workloads.values(), ignore=True)
             if rows:
                 db["records"].insert_all(rows)
+            if _has_claims(db):     # a stored measurement ends the claim on its config
+                db.conn.executemany(
+                    "DELETE FROM claims WHERE workload_key = ? AND target_key = ? AND config_key = ?",
+                    {(r.workload_key, r.target_key, r.config_key) for r in records})
             return len(rows)
+
+    def claim(self, workload_key: str, target_key: str, config_keys: Iterable[str]) -> list[str]:
+        """Claim configs (canonical ``config_key``s) of a workload on a target before measuring
+        them; returns those granted, in the given order. A config is refused when it is already
+        measured, or claimed by another tuner whose claim is not stale (``Claim.is_stale``):
+        that tuner will store its record. One transaction, so two tuners never get the same
+        config. Storing a config's record (``add_many``) ends its claim; ``release`` gives back
+        the ones that will not be stored.
+
+        Example:
+            >>> import tempfile
+            >>> path = os.path.join(tempfile.mkdtemp(), "tuning.db")
+            >>> a, b = Database(path), Database(path)          # two tuners on one file
+            >>> a.claim("wk1", "t", ['{"t":4}', '{"t":8}']), b.claim("wk1", "t", ['{"t":8}', '{"t":16}'])
+            (['{"t":4}', '{"t":8}'], ['{"t":16}'])
+        """
+        keys = list(dict.fromkeys(config_keys))
+        if not keys:
+            return []
+        with self._write() as db:
+            db.conn.execute(CLAIMS_SQL)
+            marks = ",".join("?" * len(keys))
+            measured = {row[0] for row in db.execute(
+                f"SELECT DISTINCT config_key FROM records WHERE workload_key = ? AND target_key = ? "
+                f"AND config_key IN ({marks})", [workload_key, target_key, *keys])}
+            held = {row["config_key"]: Claim(**row) for row in db.query(
+                f"SELECT * FROM claims WHERE workload_key = ? AND target_key = ? AND config_key IN ({marks})",
+                [workload_key, target_key, *keys])}
+            now = time.time()
+            granted = [key for key in keys if key not in measured
+                       and (key not in held or held[key].owner == self.claim_owner or held[key].is_stale(now))]
+            db.conn.executemany(
+                "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(workload_key, target_key, key, self.claim_owner, _this_host(), os.getpid(), now)
+                 for key in granted])
+        return granted
+
+    def release(self, workload_key: str, target_key: str, config_keys: Iterable[str]) -> None:
+        """Drop this object's claims on ``config_keys`` (a batch that will not be stored:
+        its measurement was interrupted or failed before a record was made); others' claims
+        and configs never claimed are left alone.
+
+        Example:
+            >>> db = Database(":memory:")
+            >>> db.claim("wk1", "t", ['{"t":4}']); db.release("wk1", "t", ['{"t":4}'])
+            ['{"t":4}']
+            >>> db.claims()
+            []
+        """
+        keys = list(config_keys)
+        if not keys or self.read_only or not _has_claims(self._conn()):
+            return
+        with self._write() as db:
+            db.conn.executemany(
+                "DELETE FROM claims WHERE workload_key = ? AND target_key = ? AND config_key = ? AND owner = ?",
+                [(workload_key, target_key, key, self.claim_owner) for key in keys])
+
+    def claims(self, workload_key: str | None = None) -> list[Claim]:
+        """The claims held now (stale ones included), optionally of one workload.
+
+        Example:
+            >>> Database(":memory:").claims()
+            []
+        """
+        db = self._conn()
+        if not _has_claims(db):
+            return []
+        where, params = _where(workload_key=workload_key)
+        return [Claim(**row) for row in db.query("SELECT * FROM claims" + _where_sql(where), params)]
 
     @staticmethod
     def _stored(db: sqlite_utils.Database, identity: tuple) -> bool:
@@ -543,6 +675,25 @@ def _where(**columns) -> tuple[list[str], list]:
 
 def _where_sql(where: list[str]) -> str:
     return " WHERE " + " AND ".join(where) if where else ""
+
+
+def _has_claims(db: sqlite_utils.Database) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'claims'").fetchone() is not None
+
+
+def _this_host() -> str:
+    return socket.gethostname()
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (one of another user counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def _enable_wal(db: sqlite_utils.Database) -> None:

@@ -8,12 +8,14 @@ foreign line is reported in ``LogContents.problems`` with its line number and sk
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 from dataclasses import dataclass
 from typing import Iterable
 
 from autotune.record import Record
+from tensorir.errors import TilefuseError
 
 LOG_KIND = "tilefuse-record"
 
@@ -43,17 +45,32 @@ def record_line(record: Record) -> str:
     return json.dumps(data, sort_keys=True, allow_nan=False)
 
 
-def append_records(path: str | os.PathLike, records: Iterable[Record]) -> int:
+class LogWriteError(TilefuseError, OSError):
+    """A tuning log that could not be written (a full disk, no permission, an I/O error),
+    naming the file; nothing of the failed append stays in it.
+
+    Example:
+        >>> issubclass(LogWriteError, OSError)
+        True
+    """
+
+
+def append_records(path: str | os.PathLike, records: Iterable[Record], skip_present: bool = False) -> int:
     """Append records to a log (created with its directories when missing) in one write, then
-    flush and fsync; returns how many were written. A file whose last line was cut short (a
-    process killed mid-write) first gets a newline, so the cut line stays alone and later
-    lines stay readable. Appends from several processes do not interleave (file lock).
+    flush and fsync; returns how many were written. All or nothing: a write or fsync that fails
+    (a full disk, an I/O error) cuts the file back to its size before the append and raises
+    ``LogWriteError``. A file whose last line was cut short (a process killed mid-write) first gets a
+    newline, so the cut line stays alone and later lines stay readable. Appends from several
+    processes do not interleave (file lock). ``skip_present``: leave out the records the log
+    already holds (by ``Record.identity``), read under the same lock, so that processes catching
+    up one log at once never write a record twice.
 
     Example:
         >>> import tempfile, pathlib
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "logs" / "dense.jsonl"
-        >>> append_records(path, [Record.create("wk1", "dense", "complex", {"t": 8}, costs=[1e-3])])
-        1
+        >>> r = Record.create("wk1", "dense", "complex", {"t": 8}, costs=[1e-3])
+        >>> append_records(path, [r]), append_records(path, [r], skip_present=True)
+        (1, 0)
         >>> len(read_log(path).records)
         1
     """
@@ -64,23 +81,59 @@ def append_records(path: str | os.PathLike, records: Iterable[Record]) -> int:
     if not records:
         return 0
     path = os.fspath(path)
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    payload = "".join(record_line(r) + "\n" for r in records).encode("utf-8")
+    try:
+        return _append(path, records, skip_present)
+    except OSError as err:
+        raise LogWriteError(f"cannot append to tuning log {path}: {err.strerror or err}") from err
+
+
+def _append(path: str, records: list, skip_present: bool) -> int:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
+        if skip_present and size:
+            present = {r.identity for r in _parse_lines(io.BytesIO(_read_all(fd, size)))[0]}
+            records = [r for r in records if r.identity not in present]
+            if not records:
+                return 0
+        payload = "".join(record_line(r) + "\n" for r in records).encode("utf-8")
         if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
             payload = b"\n" + payload
+        _write_all_or_nothing(fd, payload, size)
+    finally:
+        os.close(fd)  # closing releases the lock
+    return len(records)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks, offset = [], 0
+    while offset < size:
+        chunk = os.pread(fd, min(size - offset, 1 << 20), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all_or_nothing(fd: int, payload: bytes, size: int) -> None:
+    """Write ``payload`` at the end of the file and fsync it; on failure cut the file back to
+    ``size`` (its length before) and raise."""
+    try:
         view = memoryview(payload)
         while view:
             written = os.write(fd, view)
             view = view[written:]
         os.fsync(fd)
-    finally:
-        os.close(fd)  # closing releases the lock
-    return len(records)
+    except OSError:
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        except OSError:
+            pass  # the cut-short line stays; readers report and skip it
+        raise
 
 
 def read_log(path: str | os.PathLike) -> LogContents:
@@ -95,24 +148,29 @@ def read_log(path: str | os.PathLike) -> LogContents:
         >>> [r.workload_key for r in contents.records], contents.problems[0][0]
         (['wk1'], 2)
     """
-    path = os.fspath(path)
-    records, problems = [], []
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                problems.append((number, f"not UTF-8 text ({exc.reason})"))
-                continue
-            if not text.strip():
-                continue
-            try:
-                record = parse_line(text)
-            except ValueError as exc:
-                problems.append((number, str(exc)))
-                continue
-            records.append(record)
+    with open(os.fspath(path), "rb") as f:
+        records, problems = _parse_lines(f)
     return LogContents(tuple(records), tuple(problems))
+
+
+def _parse_lines(lines: Iterable[bytes]) -> tuple[list, list]:
+    """(records, problems) of raw log lines, numbered from 1; see ``read_log``."""
+    records, problems = [], []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append((number, f"not UTF-8 text ({exc.reason})"))
+            continue
+        if not text.strip():
+            continue
+        try:
+            record = parse_line(text)
+        except ValueError as exc:
+            problems.append((number, str(exc)))
+            continue
+        records.append(record)
+    return records, problems
 
 
 def parse_line(text: str) -> Record:
@@ -174,9 +232,5 @@ def export_log(db, path: str | os.PathLike, workload_key: str | None = None,
         >>> export_log(db, path), export_log(db, path)
         (1, 0)
     """
-    present = set()
-    if os.path.exists(path):
-        present = {r.identity for r in read_log(path).records}
-    fresh = [r for r in db.records(workload_key=workload_key, target_key=target_key)
-             if r.identity not in present]
-    return append_records(path, fresh)
+    return append_records(path, db.records(workload_key=workload_key, target_key=target_key),
+                          skip_present=True)

@@ -5,7 +5,11 @@ measurement goes to the database and the JSON-lines log at once, and the tuner l
 the time budget over the tasks by weight (what one task leaves unused goes to the next),
 measures the default config first (the baseline of the report), resumes from the records
 already in the database for this CPU (they count toward the trials, so running the same
-command again measures nothing new; no config is measured twice), warm-starts the xgb
+command again measures nothing new; no config is measured twice, even by several tuners on
+one database: each batch is claimed in the database before it is measured, and configs another
+tuner has measured or claimed are left to it), catches the log up with the database's records
+of each task (a log write that failed, or a kill between the two writes, leaves the log short
+until the next run), warm-starts the xgb
 model with the records of earlier tasks of the same template (transfer learning), and stops
 a task early when its best cost has not improved for ``early_stopping`` trials.
 
@@ -166,6 +170,8 @@ def _tune_one(task, report, budget, seconds, deadline, database, log, tuner_name
               early_stopping, batch_size, resume, progress, target, transfer):
     """Tune one task; returns its tuner (an xgb tuner's measurements warm-start later tasks)."""
     database.add_workload(task.key, task.name, task.template_name, task.describe())
+    if log is not None:     # what reached the db but not the log (a failed log write, a kill) goes first
+        append_records(log, database.records(task.key, target.key), skip_present=True)
     extra = {"transfer": transfer} if tuner_name == "xgb" else {}
     tuner = make_tuner(tuner_name, task.space, featurize=lambda cfg: features_of(task.template, cfg),
                        seed=seed, **extra)
@@ -201,20 +207,30 @@ def _tune_one(task, report, budget, seconds, deadline, database, log, tuner_name
             if not batch:
                 report.stopped = "space exhausted"
                 break
+        keys = [config_key(dict(cfg.values)) for cfg in batch]
+        granted = set(database.claim(task.key, target.key, keys))
+        first = False
+        if len(granted) < len(batch):       # measured or being measured by another tuner on this db
+            batch = [cfg for cfg, key in zip(batch, keys) if key in granted]
+            keys = [key for key in keys if key in granted]
+            if not batch:
+                continue
         try:
-            results = measure_batch(task, batch, options, executor)
-        except MeasureError as err:
-            report.errors["compile"] += 1
-            report.first_error.setdefault("compile", str(err))
-            report.messages.append(("compile", str(err)))
-            report.stopped = "default config failed"
-            break
-        records = [_record(task, cfg, res, target) for cfg, res in zip(batch, results)]
-        database.add_many(records)
+            try:
+                results = measure_batch(task, batch, options, executor)
+            except MeasureError as err:
+                report.errors["compile"] += 1
+                report.first_error.setdefault("compile", str(err))
+                report.messages.append(("compile", str(err)))
+                report.stopped = "default config failed"
+                break
+            records = [_record(task, cfg, res, target) for cfg, res in zip(batch, results)]
+            database.add_many(records)      # ends the claims
+        finally:
+            database.release(task.key, target.key, keys)
         if log is not None:
             append_records(log, records)
         tuner.update(batch, results)
-        first = False
         report.trials += len(batch)
         for res in results:
             if res.error_kind is not None:
@@ -226,6 +242,7 @@ def _tune_one(task, report, budget, seconds, deadline, database, log, tuner_name
             stopper.record_results(results)
         if progress is not None:
             progress(report, report.resumed + report.trials, budget)
+    _note_best(report, database.records(task.key, target.key), default)   # other tuners' records too
     return tuner
 
 

@@ -394,3 +394,31 @@ def test_a_log_that_cannot_be_written_is_refused_before_anything_is_measured(tmp
     code, _, err = run(["tune", graph, "--trials", "2", "--db", db, "--log", tmp_path / "a_file" / "log.jsonl"])
     assert code == EXIT_BAD_INPUT and "--log" in err and "cannot write" in err and "Traceback" not in err
     assert not db.exists() or Database(db).records() == []
+
+
+def test_a_log_write_failing_mid_run_is_exit_2_and_the_next_run_catches_the_log_up(tmp_path, monkeypatch):
+    import errno
+    from autotune import log as log_module
+    graph = write_graph(tmp_path / "tiny.json")
+    db, log = tmp_path / "tuning.db", tmp_path / "log.jsonl"
+    real_write, writes = log_module._write_all_or_nothing, []
+
+    def full_disk_on_the_second_write(fd, payload, size):
+        writes.append(len(payload))
+        if len(writes) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_write(fd, payload, size)
+
+    monkeypatch.setattr(log_module, "_write_all_or_nothing", full_disk_on_the_second_write)
+    code, _, err = run(["tune", graph, *FAST, "--db", db, "--log", log])
+    assert code == EXIT_BAD_INPUT and "Traceback" not in err
+    assert f"cannot append to tuning log {log}: No space left on device" in err and "next `autotune tune`" in err
+    with Database(db) as database:
+        stored = {r.identity for r in database.records()}
+    assert len(read_log(log).records) < len(stored)            # the db is ahead of the log
+    monkeypatch.setattr(log_module, "_write_all_or_nothing", real_write)
+    code, _, err = run(["tune", graph, *FAST, "--db", db, "--log", log])
+    assert code == EXIT_OK, err
+    with Database(db) as database:
+        assert {r.identity for r in read_log(log).records} == {r.identity for r in database.records()}
+    assert not read_log(log).problems

@@ -425,3 +425,48 @@ def test_a_file_in_a_read_only_directory_opens_read_only(tmp_path):
             assert db.read_only and db.best("wk1", CPU_A.key) is not None
     finally:
         os.chmod(path.parent, 0o755)
+
+
+# ---------------------------------------------------------------------------- claims
+
+def test_a_claim_is_granted_once_and_ends_with_its_record(tmp_path):
+    path = tmp_path / "claims.db"
+    a, b = Database(path), Database(path)
+    keys = ['{"i":1}', '{"i":2}', '{"i":3}']
+    assert a.claim("wk1", CPU_A.key, keys[:2]) == keys[:2]
+    assert b.claim("wk1", CPU_A.key, keys) == keys[2:]                  # a holds the first two
+    assert a.claim("wk1", CPU_A.key, keys[:1]) == keys[:1]              # its own claim again
+    a.add(Record.create("wk1", "dense", "complex", {"i": 1}, costs=[1e-3], target=CPU_A))
+    assert {c.config_key for c in a.claims("wk1")} == set(keys[1:])    # the record ended its claim
+    assert b.claim("wk1", CPU_A.key, keys[:1]) == []                    # measured: never granted again
+    assert b.claim("wk1", CPU_B.key, keys[:1]) == keys[:1]              # another target is another config
+    a.release("wk1", CPU_A.key, keys)                                    # only a's own claims go
+    assert {(c.config_key, c.owner) for c in b.claims("wk1")} == {(keys[2], b.claim_owner), (keys[0], b.claim_owner)}
+    assert b.claim("wk1", CPU_A.key, keys[1:2]) == keys[1:2]
+    a.close(), b.close()
+
+
+def test_a_stale_claim_is_taken_over(tmp_path, monkeypatch):
+    path = tmp_path / "claims.db"
+    a, b = Database(path), Database(path)
+    assert a.claim("wk1", CPU_A.key, ['{"i":1}', '{"i":2}']) == ['{"i":1}', '{"i":2}']
+    # a's process is gone (a pid that runs no process), or its claim is older than the timeout
+    a._conn().execute("UPDATE claims SET pid = 2147483600 WHERE config_key = '{\"i\":1}'")
+    a._conn().execute("UPDATE claims SET claimed = 0 WHERE config_key = '{\"i\":2}'")
+    a._conn().commit()
+    assert b.claim("wk1", CPU_A.key, ['{"i":1}', '{"i":2}']) == ['{"i":1}', '{"i":2}']
+    assert {c.owner for c in a.claims()} == {b.claim_owner}
+    a.close(), b.close()
+
+
+def test_a_read_only_file_shows_claims_and_grants_none(tmp_path, monkeypatch):
+    import autotune.database as database
+    path = tmp_path / "ro.db"
+    with Database(path) as db:
+        db.claim("wk1", CPU_A.key, ['{"i":1}'])
+    monkeypatch.setattr(database, "_read_only", lambda p: True)
+    with Database(path) as ro:
+        assert ro.read_only and len(ro.claims()) == 1
+        ro.release("wk1", CPU_A.key, ['{"i":1}'])                        # nothing it may write: a no-op
+        with pytest.raises(TuningDatabaseError, match="read-only"):
+            ro.claim("wk1", CPU_A.key, ['{"i":2}'])

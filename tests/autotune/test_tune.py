@@ -139,3 +139,51 @@ def test_window_tasks_tune(tmp_path, tuner):
     (report,) = tune([task], trials=8, db=Database(tmp_path / "t.db"), log=tmp_path / "w.jsonl", tuner=tuner, seed=0)
     assert report.trials == 8 and report.errors == {} and math.isfinite(report.best_cost)
     assert report.best_config in [dict(c.values) for c in task.template.space]
+
+
+def tune_beside_another(path, seed, barrier):
+    barrier.wait()
+    tune([scale(3000)], trials=10, db=path, tuner="random", seed=seed)
+
+
+def test_two_tuners_on_one_database_measure_no_config_twice(tmp_path):
+    import multiprocessing
+    path = str(tmp_path / "shared.db")
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    workers = [ctx.Process(target=tune_beside_another, args=(path, seed, barrier)) for seed in (1, 2)]
+    for p in workers:
+        p.start()
+    for p in workers:
+        p.join(300)
+    assert [p.exitcode for p in workers] == [0, 0]
+    with Database(path) as db:
+        keys = [r.config_key for r in db.records(scale(3000).key)]
+        assert len(keys) == len(set(keys)) >= 10
+        assert db.claims() == []                                 # every claim ended with its record
+
+
+def test_claims_are_released_when_a_batch_is_not_stored(tmp_path, monkeypatch):
+    import importlib
+    tune_module = importlib.import_module("autotune.tune")
+    db = Database(tmp_path / "t.db")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tune_module, "measure_batch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tune([scale(1000)], trials=4, db=db, tuner="random")
+    assert db.claims() == [] and db.records() == []
+
+
+def test_the_log_catches_up_with_the_database(tmp_path):
+    path, log = tmp_path / "t.db", tmp_path / "t.jsonl"
+    task = scale(1000)
+    tune([task], trials=4, db=path, log=log, tuner="random", seed=0)
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join(lines[:1]) + "\n")                   # a log that lost three records
+    (again,) = tune([task], trials=4, db=path, log=log, tuner="random", seed=0)
+    assert again.trials == 0
+    with Database(path) as db:
+        assert {r.identity for r in read_log(log).records} == {r.identity for r in db.records()}
