@@ -55,20 +55,53 @@ _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "R
                          "Bernoulli"})
 
 
-def _load(model):
+def _load(model) -> tuple:
+    """(the ModelProto, how to name it in errors) of a path, serialized bytes or a ModelProto."""
     import onnx
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if not os.path.exists(path):
             raise GraphError(f"no ONNX model file {path!r}")
-        return _read(lambda: onnx.load(path), f"ONNX model file {path!r} is not a readable ONNX model",
-                     keep=(OSError, MemoryError))           # a file that cannot be read says so itself
+        where = f"ONNX model file {path!r}"
+        return _read(lambda: onnx.load(path), f"{where} is not a readable ONNX model",
+                     keep=(OSError, MemoryError)), where   # a file that cannot be read says so itself
     if isinstance(model, (bytes, bytearray)):
-        return _read(lambda: onnx.load_from_string(bytes(model)),
-                     f"ONNX model bytes ({len(model)} bytes) is not a readable ONNX model", keep=(OSError, MemoryError))
+        where = f"ONNX model bytes ({len(model)} bytes)"
+        return _read(lambda: onnx.load_from_string(bytes(model)), f"{where} is not a readable ONNX model",
+                     keep=(OSError, MemoryError)), where
     if isinstance(model, onnx.ModelProto):
-        return model
+        return model, f"ONNX model {model.graph.name or '(unnamed graph)'!r}"
     raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
+
+
+def _check(model, where: str, path=None) -> None:
+    """onnx's full checker (the model's structure, then strict shape inference) on ``model``; what
+    it finds is a GraphError naming ``where``. The checker insists on a shape for every graph
+    output, which onnxruntime does not: outputs declared without one are left out of what it
+    checks (our shape rules give them theirs). A model over protobuf's 2 GB limit is checked
+    from its file."""
+    import onnx
+    checked = _without_shapeless_outputs(model)
+    too_big = checked.ByteSize() > onnx.checker.MAXIMUM_PROTOBUF
+    if too_big and (path is None or checked is not model):
+        return              # only its file could be checked, and there is none (or it lacks shapes)
+    _read(lambda: onnx.checker.check_model(path if too_big else checked, full_check=True),
+          f"{where} fails onnx's checker")
+
+
+def _without_shapeless_outputs(model):
+    """``model``, or a copy of it whose graph outputs all declare a shape."""
+    import onnx
+    shapeless = [vi.name for vi in model.graph.output
+                 if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")]
+    if not shapeless:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    kept = [vi for vi in copy.graph.output if vi.name not in shapeless]
+    del copy.graph.output[:]
+    copy.graph.output.extend(kept)
+    return copy
 
 
 def _read(read, problem: str, keep=(MemoryError,)):
@@ -161,7 +194,9 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
         >>> # imp = import_onnx("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
     """
     import onnx
-    model = _load(model)
+    path = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
+    model, where = _load(model)
+    _check(model, where, path)
     if model.functions:
         from onnx import inliner
         model = inliner.inline_local_functions(model)
