@@ -58,7 +58,7 @@ def build_partition(partition, inputs, configs: ConfigSource | None = None,
     env, outs = lower_partition(partition, inputs)
     template = template_for(outs)
     config = next((c for c in (s.config_for(template) for s in sources) if c is not None), None)
-    key = (signature, None if config is None else config.to_json())
+    key = _workload(signature, config)
     built = _built.get(key)
     if kernel_cache is not None:            # the persistent cache gets what this process built too
         stored_key = cache_key(key)
@@ -72,6 +72,24 @@ def build_partition(partition, inputs, configs: ConfigSource | None = None,
     built = built or _build(partition, env, outs, template, config)
     _built.put(key, built)
     return (*built, config)
+
+
+def kernel_artifact(signature, config, built) -> tuple[str, bytes]:
+    """(key, artifact): what ``build_partition`` finds in a ``KernelCache`` for the partition
+    with ``signature`` built with ``config`` (None: the default) on this host, ``built``
+    being (kernel, argument positions, output shapes) as it returns them. A cache holding it
+    spares another process LLVM; on another target the key is not found and it rebuilds.
+
+    Example:
+        >>> # key, blob = kernel_artifact(partition_signature(p, ins), config, (kernel, args, shapes))
+    """
+    return cache_key(_workload(signature, config)), _freeze(built)
+
+
+def _workload(signature, config) -> tuple:
+    """What a kernel is built from: the partition's signature and its config's JSON (None:
+    the default); the in-process cache's key, and what the persistent cache's key hashes."""
+    return signature, None if config is None else config.to_json()
 
 
 def lower_partition(partition, inputs):
