@@ -47,7 +47,7 @@ from ..limits import check_tensor_bytes
 from ..logical_tensor import DataType, GraphError, LogicalTensor
 from ..op import OpKind
 from .builder import ONNX_DTYPES, Builder, Node, OnnxDynamicShape, OnnxUnsupported, _type_name, data_type
-from .node import run_onnx_node, wildcard_attrs
+from .node import check_onnx_node, run_onnx_node, wildcard_attrs
 from .ops import ONNX_OPS
 
 # nodes never evaluated at import, even with constant inputs: their values differ from run to run
@@ -263,14 +263,15 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
                 b.discard()
                 if isinstance(e, OnnxDynamicShape):
                     raise
-                warnings.warn(f"ONNX {node.label}: {e}; it runs as a Wildcard (onnx's reference implementation)",
-                              stacklevel=2)
+                why = f"ONNX {node.label}: {e}"
         else:
             where = node.op_type if proto.domain in ("", "ai.onnx") else f"{proto.domain}.{node.op_type}"
-            warnings.warn(f"ONNX op {where} ({node.label}) is not mapped to tilefuse ops; it runs as a Wildcard "
-                          f"(onnx's reference implementation)", stacklevel=2)
+            why = f"ONNX op {where} ({node.label}) is not mapped to tilefuse ops"
         if results is None:
-            results = b.wildcard(node, wildcard_attrs(proto, node_opset, _typed(b, implicit)), implicit)
+            attrs = wildcard_attrs(proto, node_opset, _typed(b, implicit))
+            check_onnx_node(attrs, [_trial_input(b, n) for n in present], node.label)
+            warnings.warn(f"{why}; it runs as a Wildcard (onnx's reference implementation)", stacklevel=2)
+            results = b.wildcard(node, attrs, implicit)
             wildcards.append(node.label)
         b.commit()
         _bind_outputs(b, node, results)
@@ -340,6 +341,17 @@ def _outer_names(proto) -> list[str]:
 
 
 _ELEM_TYPES = {dt: elem for elem, dt in ONNX_DTYPES.items()}
+
+
+def _trial_input(b: Builder, name: str):
+    """What ``check_onnx_node`` knows of input ``name``: its value, or (numpy dtype, shape or
+    None)."""
+    if name in b.values:
+        return b.values[name]
+    t = b.tensor(name)
+    if t.dtype is DataType.undef or not t.is_known():
+        return (None, None)
+    return (np.dtype(t.dtype.numpy), tuple(t.shape))
 
 
 def _typed(b: Builder, names) -> list:

@@ -65,6 +65,63 @@ def _evaluator(node_text: str, domain: str, opset: int, model_text: str | None =
     return node, ReferenceEvaluator(model)
 
 
+TRIAL_ELEMENTS = 1 << 20
+"""``check_onnx_node`` runs a node on sample inputs only when they hold at most this many
+elements in all."""
+
+
+def check_onnx_node(attrs: dict, inputs: list, label: str) -> None:
+    """Refuse, with a GraphError naming ``label``, an ONNX node (a Wildcard's ``attrs``) that
+    onnx's reference implementation cannot run: an op it does not know, or one that fails on
+    sample inputs. ``inputs`` has per input (see ``run_onnx_node``) its value when it is known
+    at import, else (numpy dtype, shape), shape None when unknown. The node runs on sample
+    values (zeros, then ones: an index or count may need either) when every shape is known and
+    small; a node that fails on both is refused, so nothing is left for ``run`` to discover.
+
+    Example:
+        >>> import pytest; onnx = pytest.importorskip("onnx")   # the example needs onnx
+        >>> from onnx import helper
+        >>> check_onnx_node(wildcard_attrs(helper.make_node("Softsign", ["x"], ["y"]), 13),
+        ...                 [(np.dtype("float32"), (2, 3))], "Softsign node 'y'")
+        >>> check_onnx_node(wildcard_attrs(helper.make_node("Hardmax", ["x"], ["y"], axis=9), 13),
+        ...                 [(np.dtype("float32"), (2, 3))], "Hardmax node 'y'")
+        Traceback (most recent call last):
+        graph_api.logical_tensor.GraphError: ONNX Hardmax node 'y' cannot run in onnx's reference implementation: ...
+    """
+    what = f"ONNX {label}"
+    try:
+        _evaluator(attrs["onnx_node"], attrs.get("onnx_domain", ""), int(attrs["onnx_opset"]), attrs.get("onnx_model"))
+    except ImportError:
+        raise GraphError(f"{what} needs the onnx package to run") from None
+    except Exception as e:      # onnx raises anything for a node it cannot build
+        raise GraphError(f"{what} has no implementation in onnx's reference evaluator: {_first_line(e)}") from None
+    specs = [(v.dtype, v.shape) if isinstance(v, np.ndarray) else v for v in inputs]
+    if any(shape is None or any(not isinstance(d, int) or d < 0 for d in shape) for _, shape in specs):
+        return
+    if sum(int(np.prod(shape)) for _, shape in specs) > TRIAL_ELEMENTS:
+        return
+    failure = None
+    for fill in (0, 1):
+        sample = [v if isinstance(v, np.ndarray) else _filled(dtype, shape, fill) for v, (dtype, shape) in zip(inputs, specs)]
+        try:
+            run_onnx_node(attrs, sample)
+            return
+        except GraphError as e:
+            failure = failure or e
+    raise GraphError(f"{what} cannot run in onnx's reference implementation: {failure}") from None
+
+
+def _filled(dtype, shape, fill) -> np.ndarray:
+    if dtype == object:
+        return np.full(shape, str(fill), dtype=object)
+    return np.full(shape, fill, dtype=dtype)
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
 def run_onnx_node(attrs: dict, inputs: list) -> list:
     """Run the ONNX node of a Wildcard's ``attrs`` (see ``wildcard_attrs``) on ``inputs`` (the
     arrays of the node's present inputs, in order, then of its implicit inputs); returns its
@@ -84,6 +141,6 @@ def run_onnx_node(attrs: dict, inputs: list) -> list:
     try:
         outs = evaluator.run(None, dict(zip(names, inputs)))
     except Exception as e:      # onnx's implementations raise anything
-        raise GraphError(f"onnx's reference implementation of {node.op_type} failed: {e}") from None
+        raise GraphError(f"onnx's reference implementation of {node.op_type} failed: {_first_line(e)}") from None
     present = [k for k, n in enumerate(node.output) if n]
     return [np.asarray(outs[k]) for k in present]

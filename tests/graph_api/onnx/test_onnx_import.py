@@ -327,19 +327,40 @@ def test_an_unknown_op_becomes_a_wildcard_that_runs_through_onnx():
 
 
 def test_unmapped_attributes_and_other_domains_become_wildcards():
-    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2]),
-             helper.make_node("Foo", ["y"], ["z"], domain="com.example")]
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("LabelEncoder", ["idx"], ["z"], domain="ai.onnx.ml", keys_int64s=[5, 13],
+                              values_int64s=[7, 8], default_int64=-1)]
     model = helper.make_model(helper.make_graph(
         nodes, "g", [_float_input("x", [1, 1, 4, 4])],
-        [_float_input("z", None), helper.make_tensor_value_info("idx", TensorProto.INT64, None)]),
-        opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.example", 1)])
+        [_float_input("y", None), helper.make_tensor_value_info("z", TensorProto.INT64, None)]),
+        opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 2)])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         imp = import_onnx(model)
     messages = " | ".join(str(w.message) for w in caught)
-    assert "MaxPool node 'y': the Indices output is not mapped" in messages and "com.example.Foo" in messages
+    assert "MaxPool node 'y': the Indices output is not mapped" in messages and "ai.onnx.ml.LabelEncoder" in messages
     assert [op.kind for op in imp.graph.ops] == [OpKind.Wildcard, OpKind.Wildcard]
     assert len(imp.wildcards) == 2
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    y, z = _run(model, x)
+    np.testing.assert_array_equal(y, [[[[5, 7], [13, 15]]]])
+    np.testing.assert_array_equal(z, [[[[7, -1], [8, -1]]]])             # flat indices 5, 7, 13, 15
+
+
+def test_a_wildcard_that_cannot_run_is_refused_at_import():
+    unknown = helper.make_model(helper.make_graph(
+        [helper.make_node("Foo", ["x"], ["z"], domain="com.example")], "g", [_float_input("x", [2])],
+        [_float_input("z", None)]), opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.example", 1)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # refused, not announced as a Wildcard first
+        with pytest.raises(GraphError, match="ONNX Foo node 'z' has no implementation in onnx's reference evaluator: "
+                                             ".*'Foo' from domain 'com.example' is unknown"):
+            from_onnx(unknown)
+    no_coefficients = helper.make_model(helper.make_graph(
+        [helper.make_node("LinearRegressor", ["x"], ["z"], domain="ai.onnx.ml")], "g", [_float_input("x", [2, 3])],
+        [_float_input("z", None)]), opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)])
+    with pytest.raises(GraphError, match="ONNX LinearRegressor node 'z' cannot run in onnx's reference implementation"):
+        from_onnx(no_coefficients)
 
 
 def test_a_plain_wildcard_still_has_no_reference_semantics():
@@ -472,14 +493,14 @@ def test_opset_1_spellings_of_concat_pad_and_cast():
     np.testing.assert_array_equal(_run(model, x)[0], expected)
 
 
-def test_training_mode_dropout_and_batchnorm_of_old_opsets_become_wildcards():
+def test_training_mode_dropout_and_batchnorm_of_old_opsets_are_refused():
+    # neither we nor onnx's reference implementation (nor onnxruntime) run is_test=0
     for node, opset in ((helper.make_node("Dropout", ["x"], ["y"], is_test=0), 6),
                         (helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], is_test=0), 6)):
         inputs = [_float_input("x", [2, 3])] + [_float_input(n, [3]) for n in node.input[1:]]
         model = _model([node], inputs, [_float_input("y", [2, 3])], opset=opset)
-        with pytest.warns(UserWarning, match="training mode.*Wildcard"):
-            imp = import_onnx(model)
-        assert [op.kind for op in imp.graph.ops] == [OpKind.Wildcard]
+        with pytest.raises(GraphError, match=f"ONNX {node.op_type} node 'y' cannot run in onnx's reference"):
+            import_onnx(model)
     model = _model([helper.make_node("Dropout", ["x"], ["y"], is_test=1)], [_float_input("x", [2, 3])],
                    [_float_input("y", [2, 3])], opset=6)
     x = f32(2, 3)
