@@ -95,7 +95,7 @@ def bench_mlp(batch=64, sizes=(784, 512, 512, 10)):
             if k < len(params) - 1:
                 nodes.append(h.make_node("Relu", [f"g{k}"], [dst]))
         anchors.update(_onnxruntime(nodes, a, params[-1][0].shape[1:], weights, numpy_mlp()))
-    report(f"MLP batch {batch}, {' -> '.join(map(str, sizes))}: {len(compiled.partitions)} partitions",
+    report(f"MLP batch {batch}, {' -> '.join(map(str, sizes))}: {len(compiled.steps)} partitions",
            timed(lambda: compiled.run(b.feeds)), anchors)
 
 
@@ -137,7 +137,7 @@ def bench_conv_block(c=64, size=56):
                  h.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]), h.make_node("Add", ["c2", "x"], ["s"]),
                  h.make_node("Relu", ["s"], ["y"])]
         anchors.update(_onnxruntime(nodes, x_arr, x_arr.shape[1:], {"w1": w1, "w2": w2}, numpy_block()))
-    report(f"residual conv block 1x{c}x{size}x{size}: {len(compiled.partitions)} partitions",
+    report(f"residual conv block 1x{c}x{size}x{size}: {len(compiled.steps)} partitions",
            timed(lambda: compiled.run(b.feeds)), anchors)
 
 

@@ -208,40 +208,38 @@ def tune_graph(graph, name: str, trials_per_task: int, db_path: str) -> float:
 
 
 def partition_profile(compiled, feeds: dict) -> list:
-    """(step seconds, kernel seconds, partition) for every step of ``compiled``, each timed
-    alone on the values of a full run, the slowest step first. The step time is what
-    ``CompiledGraph.run`` pays for the partition (tensor wrappers, output allocation,
-    ``execute``'s checks, the kernel); the kernel time is the native call alone (nan for a
-    partition run by the reference interpreter).
+    """(step seconds, kernel seconds, step) for every step ``compiled`` runs, each timed alone
+    on the values of a full run, the slowest step first. The step time is what
+    ``CompiledGraph.run`` pays for the partition (output allocation and the kernel call); the
+    kernel time is the native call alone (nan for a partition run by the reference
+    interpreter).
 
     Example:
-        >>> # for step, kernel, p in partition_profile(compiled, feeds)[:5]: print(p.get_kind(), step, kernel)
+        >>> # for step_s, kernel_s, step in partition_profile(compiled, feeds)[:5]: print(step.kind, step_s)
     """
     values = dict(compiled.bound)
     values.update({k: np.asarray(v) for k, v in feeds.items()})
-    for step in compiled.steps:                  # one run in order gives every step its inputs
+    steps = compiled._run_steps
+    for step in steps:                           # one run in order gives every step its inputs
         values.update(step.run(values))
     rows = []
-    for step in compiled.steps:
-        step_seconds = median_seconds(lambda: step.run(values),
-                                      repeat=7, min_seconds=0.1)
+    for step in steps:
+        step_seconds = median_seconds(lambda: step.run(values), repeat=7, min_seconds=0.1)
         kernel_seconds = math.nan
-        arg_ports = getattr(step.compiled, "_arg_ports", None)
-        if step.compiled is not None and arg_ports is not None:
-            arrays = {("in", t.id): values[t.id] for t in step.partition.get_input_ports()}
-            arrays.update({("out", t.id): np.empty(t.shape, t.dtype.numpy) for t in step.compiled.outputs.values()})
-            args = [arrays[key] for key in arg_ports]
-            kernel_seconds = median_seconds(lambda: step.compiled.kernel(*args), repeat=7, min_seconds=0.1)
-        rows.append((step_seconds, kernel_seconds, step.partition))
+        if step.kernel is not None:
+            outputs = {tid: np.empty(shape, dtype) for tid, shape, dtype in step.outputs}
+            args = [outputs[key] if written else values[key] for written, key in step.args]
+            kernel_seconds = median_seconds(lambda: step.kernel(*args), repeat=7, min_seconds=0.1)
+        rows.append((step_seconds, kernel_seconds, step))
     return sorted(rows, key=lambda row: -row[0])
 
 
-def _describe(partition) -> str:
-    ops = [op.kind.value for op in partition.get_ops()]
-    shapes = "x".join(str(n) for n in partition.get_output_ports()[0].shape) if partition.get_output_ports() else ""
+def _describe(step) -> str:
+    ops = [op.kind.value for op in step.ops]
+    shapes = "x".join(str(n) for n in step.ops[-1].outputs[0].shape or ()) if step.ops else ""
     kinds = "+".join(ops) if len(ops) <= 6 else "+".join(ops[:5]) + f"+...({len(ops)} ops)"
-    where = "compiled" if partition.is_supported() else "REFERENCE (numpy)"
-    return f"{partition.get_kind():10} {where:8} {kinds} -> {shapes}"
+    where = "compiled" if step.kernel is not None else "REFERENCE (numpy)"
+    return f"{step.kind:10} {where:8} {kinds} -> {shapes}"
 
 
 # ---------------------------------------------------------------------------- one model
@@ -329,7 +327,7 @@ def bench_model(name: str, args) -> dict:
     tf_feeds = _tilefuse_feeds(default, feeds)
     out_id = default.output_ids[0]
     np.testing.assert_allclose(default.run(tf_feeds)[out_id], want, rtol=1e-3, atol=1e-3)
-    kinds = [p.get_kind() + ("" if p.is_supported() else "(ref)") for p in default.partitions]
+    kinds = [step.kind + ("" if step.kernel is not None else "(ref)") for step in default.steps]
     print(f"  tilefuse: {len(kinds)} partitions ({', '.join(f'{kinds.count(k)} {k}' for k in sorted(set(kinds)))}), "
           f"import + compile {compile_seconds:.1f} s")
     engines["tilefuse default configs"] = lambda: default.run(tf_feeds)
@@ -356,9 +354,9 @@ def bench_model(name: str, args) -> dict:
         print(f"  per partition, each step timed alone: steps sum to {steps * 1e3:.3f} ms, their native kernels "
               f"to {kernels * 1e3:.3f} ms, end to end {ours * 1e3:.3f} ms (the rest: CompiledGraph.run's loop)")
         print(f"    {'step us':>8} {'kernel us':>9} {'share':>6}  partition")
-        for step_seconds, kernel_seconds, partition in profile[:args.top]:
+        for step_seconds, kernel_seconds, step in profile[:args.top]:
             kernel = f"{kernel_seconds * 1e6:9.1f}" if math.isfinite(kernel_seconds) else f"{'-':>9}"
-            print(f"    {step_seconds * 1e6:8.1f} {kernel} {step_seconds / steps * 100:5.1f}%  {_describe(partition)}")
+            print(f"    {step_seconds * 1e6:8.1f} {kernel} {step_seconds / steps * 100:5.1f}%  {_describe(step)}")
     return rows
 
 

@@ -74,18 +74,6 @@ def build_partition(partition, inputs, configs: ConfigSource | None = None,
     return (*built, config)
 
 
-def kernel_artifact(signature, config, built) -> tuple[str, bytes]:
-    """(key, artifact): what ``build_partition`` finds in a ``KernelCache`` for the partition
-    with ``signature`` built with ``config`` (None: the default) on this host, ``built``
-    being (kernel, argument positions, output shapes) as it returns them. A cache holding it
-    spares another process LLVM; on another target the key is not found and it rebuilds.
-
-    Example:
-        >>> # key, blob = kernel_artifact(partition_signature(p, ins), config, (kernel, args, shapes))
-    """
-    return cache_key(_workload(signature, config)), _freeze(built)
-
-
 def _workload(signature, config) -> tuple:
     """What a kernel is built from: the partition's signature and its config's JSON (None:
     the default); the in-process cache's key, and what the persistent cache's key hashes."""

@@ -1,43 +1,52 @@
 """Whole-graph compilation, as frameworks use oneDNN: every supported partition compiled,
 the rest run by the reference interpreter, all in topological order.
 
+Compiling also does, once, what does not depend on the feeds: partitions that compute only
+from bound constants run at compile time and their results become constants, and kernels
+that repack constant weights (``PrepackedKernel``) pack the bound ones then. A compiled graph
+keeps only the constants its steps still read (packed copies, not the originals they came
+from) and no reference to the graph or its partitions, so the originals are freed once
+nothing else holds them.
+
 A Concat whose inputs are all written by compiled partitions, along an axis with only unit
 dims before it (channels of a batch-1 NCHW tensor), costs nothing: its output is allocated
 first and each producer's kernel writes straight into its slice, a contiguous block. A concat
 that is itself an input of such a concat (DenseNet's growing feature maps) is that slice.
 
-A compiled graph pickles (to send it to a worker process) as its graph, ``strict``, the config
-each partition was built with and its kernels' artifacts, checksummed; unpickling compiles the
-graph again with those configs, loading each kernel from its artifact when it was built for
-this host and with this code generator (no LLVM), building it otherwise."""
+A compiled graph pickles (to send it to a worker process) as what it runs: its kernels'
+object code (``tensorir.runtime.artifact``), the constants its steps read, the ops the
+reference interpreter runs, and its inputs and outputs, checksummed. Unpickling runs no
+LLVM; a pickle made on another CPU or by another code generator is refused."""
 from __future__ import annotations
 
-import functools
 import hashlib
 import pickle
 import warnings
 
 import numpy as np
 
-from schedule.config_source import FixedConfigs
-from schedule.space import ConfigError
 from tensorir.errors import Unsupported
+from tensorir.runtime import artifact
 from tensorir.runtime.abi import PARAM_ALIGN
+from tensorir.runtime.prepacked import PrepackedKernel
 
 from . import reference
-from .build import kernel_artifact, partition_signature
+from .build import partition_signature
 from .logical_tensor import GraphError, PropertyType
 from .op import OpKind
 from .runtime import Engine
 
-PICKLE_FORMAT = 1
-"""The format of a pickled compiled graph's payload; unpickling refuses another one."""
+PICKLE_FORMAT = 2
+"""The format of a pickled compiled graph's payload (2: kernels, constants and ops, no graph);
+unpickling refuses another one."""
 
 
 class CompiledGraph:
-    """A graph ready to run: ``run(feeds) -> {output id: array}``. ``chosen_configs`` holds
-    the config each compiled partition was built with by its signature
-    (``build.partition_signature``; None: the template's default). It pickles: see
+    """A graph ready to run: ``run(feeds) -> {output id: array}``. ``steps`` are its
+    partitions in order (``kind``, ``ops``, ``config``: the config it was built with, None for
+    the template's default; ``kernel``, None when the reference interpreter runs it);
+    ``chosen_configs`` holds each compiled partition's config by its signature
+    (``build.partition_signature``); ``bound`` the constants the steps read. It pickles: see
     ``__reduce__``.
 
     Example:
@@ -49,53 +58,50 @@ class CompiledGraph:
     """
 
     def __init__(self, graph, engine: Engine | None = None, configs=None, kernel_cache=None, strict: bool = False):
-        self.graph = graph
         self.engine = engine or Engine()
         self.strict = strict
         self.chosen_configs = {}
-        self.partitions = graph.get_partitions()
+        partitions = graph.get_partitions()
         # the partitions compute the graph after the passes: folded constants are its inputs too
-        computed = self.partitions[0].graph if self.partitions else graph
-        self.bound = {**graph.constant_values, **computed.constant_values}
-        self.steps = []
-        fallback = [f"{op.kind.value} (op {op.id})" for p in self.partitions if not p.is_supported() for op in p.ops]
+        computed = partitions[0].graph if partitions else graph
+        bound = {**graph.constant_values, **computed.constant_values}
+        fallback = [f"{op.kind.value} (op {op.id})" for p in partitions if not p.is_supported() for op in p.ops]
         if strict and fallback:
             raise Unsupported(f"strict: {len(fallback)} op(s) would run in the numpy reference interpreter, not "
                               f"compiled: {', '.join(fallback)}")
-        for p in self.partitions:
-            constant = all(t.property_type is PropertyType.constant for t in p.get_output_ports())
-            self.steps.append(self._compile(p, constant, configs, kernel_cache) if p.is_supported()
-                              else _Step(p, None, None, constant))
+        self.steps = [self._compile(k, p, configs, kernel_cache) if p.is_supported() else _Step.interpreted(k, p)
+                      for k, p in enumerate(partitions)]
         if fallback:
             warnings.warn(f"running {len(fallback)} op(s) in the numpy reference interpreter: "
                           f"{', '.join(fallback)}", stacklevel=2)
         self.output_ids = [t.id for t in graph.get_output_ports()]
-        self.input_ports = [t for t in graph.get_input_ports() if t.id not in self.bound]
+        self.input_ports = [t for t in graph.get_input_ports() if t.id not in bound]
+        self.constant_ids = frozenset(bound)
         self._input_specs = [(t.id, t.shape, t.dtype.numpy) for t in self.input_ports if t.is_known()]
         self._input_order = [t.id for t in self.input_ports]      # what feeds by position mean
         self._input_ids = frozenset(self._input_order)
         self.in_place = _in_place_concats(self.steps, set(self.output_ids))
         elided = {id(step) for step, _ in self.in_place}
-        self._run_steps = [step for step in self.steps if id(step) not in elided]
+        self._run_steps, self.bound = _settle_constants([s for s in self.steps if id(s) not in elided], bound,
+                                                        self.output_ids)
 
-    def _compile(self, p, constant: bool, configs, kernel_cache) -> "_Step":
+    def _compile(self, index: int, p, configs, kernel_cache) -> "_Step":
         """The step of the supported partition ``p``, compiled with the config ``configs``
-        chooses (the recorded one when restoring a pickle), which ``chosen_configs`` keeps."""
+        chooses, which ``chosen_configs`` keeps."""
         signature = partition_signature(p, p.get_input_ports())
-        source = configs.source_for(p, signature) if isinstance(configs, _RecordedConfigs) else configs
-        compiled = p.compile(p.get_input_ports(), p.get_output_ports(), self.engine, source, kernel_cache)
+        compiled = p.compile(p.get_input_ports(), p.get_output_ports(), self.engine, configs, kernel_cache)
         self.chosen_configs[signature] = compiled.config
-        ports = ([compiled.query_logical_tensor(t.id) for t in p.get_input_ports()],
-                 [compiled.query_logical_tensor(t.id) for t in p.get_output_ports()])
-        return _Step(p, compiled, ports, constant, signature)
+        outputs = [compiled.query_logical_tensor(t.id) for t in p.get_output_ports()]
+        args = [(role == "out", tid) for role, tid in compiled._arg_ports]
+        return _Step(index, p, outputs, compiled.kernel, args, compiled.config)
 
     def __reduce__(self):
-        """Pickled as the graph (bound constants included), ``strict``, ``chosen_configs`` and
-        the artifact of each kernel, with a format version and a sha256 of the payload.
-        Unpickling compiles the graph again with the same configs (not the config source it
-        was compiled with, which need not pickle), each kernel loaded from its artifact when
-        that was built for this host, else built; it runs on a fresh ``Engine()``, without a
-        kernel cache. A damaged payload or another format raises ``pickle.UnpicklingError``.
+        """Pickled as what it runs: the steps (each compiled kernel as an artifact, each
+        interpreted step's ops), the constants they read, the inputs and outputs, ``strict``
+        and ``chosen_configs``, with a format version and a sha256 of the payload. Unpickling
+        loads the kernels' object code (no LLVM) and runs on a fresh ``Engine()``; a payload
+        that is damaged, of another format, or made on another CPU or by another code
+        generator raises ``pickle.UnpicklingError`` saying which.
 
         Example:
             >>> import pickle
@@ -106,29 +112,16 @@ class CompiledGraph:
             >>> again.run({0: np.array([-1, 0, 2], "float32")})[1].tolist()
             [0.0, 0.0, 2.0]
         """
-        state = {"graph": self.graph, "strict": self.strict, "configs": self.chosen_configs,
-                 "kernels": self._kernel_artifacts()}
+        state = {k: v for k, v in self.__dict__.items() if k != "engine"}
         payload = pickle.dumps(state, protocol=4)   # 4: arrays come back in numpy's (aligned) memory
         return _restore, (PICKLE_FORMAT, payload, hashlib.sha256(payload).digest())
-
-    def _kernel_artifacts(self) -> dict:
-        """The artifact of each compiled partition's kernel under the key ``build_partition``
-        looks it up by in a kernel cache."""
-        found = {}
-        for step in self.steps:
-            if step.compiled is not None:
-                built = (step.compiled.kernel, _arg_positions(step.partition, step.compiled._arg_ports),
-                         [t.shape for t in step.ports[1]])
-                key, blob = kernel_artifact(step.signature, step.compiled.config, built)
-                found[key] = blob
-        return found
 
     def run(self, feeds: dict) -> dict:
         """Run the graph on ``feeds`` (graph input id -> array, or a list of arrays in
         ``input_ports`` order; bound constants need none and may not be fed);
-        returns graph outputs by id. A partition that computes only constants runs once and
-        keeps its results while it is fed the same constant arrays (constant inputs must not
-        be modified between runs, as in oneDNN).
+        returns graph outputs by id. A partition that computes only constants fed at run (not
+        bound) runs once and keeps its results while it is fed the same constant arrays
+        (constant inputs must not be modified between runs, as in oneDNN).
 
         Example:
             >>> # compile_graph(g).run({0: x})[out_id]
@@ -170,7 +163,7 @@ class CompiledGraph:
                             f"{type(feeds).__name__}")
         unknown = [k for k in feeds if k not in self._input_ids]
         if unknown:
-            constants = [k for k in unknown if k in self.bound]
+            constants = [k for k in unknown if k in self.constant_ids]
             what = (f"tensor(s) {constants} are bound constants, not inputs" if constants
                     else f"{unknown} are not graph input ids")
             raise GraphError(f"run: {what}; the inputs are ids {ids}")
@@ -178,38 +171,94 @@ class CompiledGraph:
 
 
 class _Step:
-    """One partition of a compiled graph: a compiled partition or the reference interpreter,
-    with the results of a constant partition kept between runs."""
+    """One partition of a compiled graph: its kernel with the values it reads and writes, or
+    the ops the reference interpreter runs; a partition computing constants fed at run keeps
+    its results between runs. ``args``: per kernel argument, (written?, the key of its value:
+    a tensor id, or ("packed", step, k) for a packed constant)."""
 
-    def __init__(self, partition, compiled, ports, constant: bool, signature=None):
-        self.partition, self.compiled, self.ports, self.constant = partition, compiled, ports, constant
-        self.signature = signature  # of a compiled partition: the key of its config and kernel
+    def __init__(self, index: int, partition, outputs, kernel=None, args=None, config=None):
+        self.index, self.kind, self.ops = index, partition.get_kind(), list(partition.ops)
+        self.input_ids = [t.id for t in partition.get_input_ports()]
+        self.outputs = [(t.id, t.shape, t.dtype.numpy) for t in outputs]   # of a compiled step
+        self.output_ids = [t.id for t in partition.get_output_ports()]
+        self.constant = all(t.property_type is PropertyType.constant for t in partition.get_output_ports())
+        self.kernel, self.args, self.config = kernel, args, config
         self._kept = None          # (the input arrays, the results) of a constant partition
-        if compiled is not None:   # the kernel's arguments, worked out once (checked at compile)
-            self._outputs = [(t.id, t.shape, t.dtype.numpy) for t in ports[1]]
-            self._args = [(role == "out", tid) for role, tid in compiled._arg_ports]
+
+    @classmethod
+    def interpreted(cls, index: int, partition) -> "_Step":
+        """A step the reference interpreter runs."""
+        return cls(index, partition, [])
+
+    def reads(self) -> list:
+        """The keys of the values a run of the step reads."""
+        if self.kernel is None:
+            return list(self.input_ids)
+        return [key for written, key in self.args if not written]
+
+    def prepack(self, values: dict) -> dict:
+        """Pack the constant weights of a ``PrepackedKernel`` now, when ``values`` holds them
+        all: the step then calls the main kernel on the packed copies (and no longer reads the
+        originals); returns the packed arrays by key (empty when there is nothing to pack)."""
+        kernel = self.kernel
+        if not isinstance(kernel, PrepackedKernel):
+            return {}
+        positions = kernel.constant_positions
+        if any(self.args[i][0] or self.args[i][1] not in values for i in positions):
+            return {}
+        packed = kernel.pack([values[self.args[i][1]] if i in positions else None for i in range(len(self.args))])
+        keys = [("packed", self.index, k) for k in range(len(packed))]
+        self.args = [self.args[k] if role == "arg" else (False, keys[k]) for role, k in kernel.main_args]
+        self.kernel = kernel.main
+        return dict(zip(keys, packed))
 
     def run(self, values: dict, slices: dict | None = None) -> dict:
         """The partition's outputs by id; an output with an array in ``slices`` (a slice of a
         concat's output) is written there."""
-        p = self.partition
         if self.constant:
-            inputs = [values[t.id] for t in p.get_input_ports()]
+            inputs = [values[tid] for tid in self.input_ids]
             if self._kept is not None and all(a is b for a, b in zip(self._kept[0], inputs)):
                 return self._kept[1]
-        if self.compiled is None:
+        if self.kernel is None:
             results = {}
-            for op in p.ops:
+            for op in self.ops:
                 outs = reference.evaluate(op, [results[t.id] if t.id in results else values[t.id]
                                                for t in op.inputs])
                 results.update({t.id: v for t, v in zip(op.outputs, outs)})
         else:
             slices = slices or {}
-            results = {tid: slices[tid] if tid in slices else np.empty(shape, dtype) for tid, shape, dtype in self._outputs}
-            self.compiled.kernel(*[results[tid] if out else values[tid] for out, tid in self._args])
+            results = {tid: slices[tid] if tid in slices else np.empty(shape, dtype) for tid, shape, dtype in self.outputs}
+            self.kernel(*[results[key] if written else values[key] for written, key in self.args])
         if self.constant:
             self._kept = (inputs, results)
         return results
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__, _kept=None)
+        if self.kernel is not None:
+            state["kernel"] = artifact.dumps(self.kernel)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        if state["kernel"] is not None:
+            state["kernel"] = artifact.loads(state["kernel"], f"the kernel of step {state['index']} ({state['kind']})")[0]
+        self.__dict__.update(state)
+
+
+def _settle_constants(steps: list, bound: dict, outputs) -> tuple[list, dict]:
+    """(the steps left to run, the constants they read): the steps that compute only from
+    bound constants run now and their results become constants; each prepacked kernel packs
+    its bound weights now; of the constants, only those a step left or a graph output reads
+    are kept."""
+    values, left = dict(bound), []
+    for step in steps:
+        if step.constant and all(tid in values for tid in step.input_ids):
+            values.update(step.run(values))
+            continue
+        values.update(step.prepack(values))
+        left.append(step)
+    needed = set(outputs).union(*(step.reads() for step in left))
+    return left, {key: value for key, value in values.items() if key in needed}
 
 
 def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cache=None,
@@ -234,72 +283,22 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
 
 
 def _restore(version, payload, digest) -> CompiledGraph:
-    """The compiled graph ``CompiledGraph.__reduce__`` pickled, compiled again with its
-    recorded configs and kernels; ``pickle.UnpicklingError`` for another format or a payload
-    whose checksum does not match."""
+    """The compiled graph ``CompiledGraph.__reduce__`` pickled; ``pickle.UnpicklingError`` for
+    another format, a payload whose checksum does not match, or kernels that cannot run here."""
     if version != PICKLE_FORMAT:
         raise pickle.UnpicklingError(f"compiled graph pickled in format {version!r}; this tilefuse reads "
                                      f"format {PICKLE_FORMAT}")
     if not isinstance(payload, bytes) or hashlib.sha256(payload).digest() != digest:
         raise pickle.UnpicklingError("compiled graph pickle: checksum mismatch (truncated or altered)")
-    state = pickle.loads(payload)
-    graph = state["graph"]
-    for array in graph.constant_values.values():
-        array.setflags(write=False)      # read-only again, as bind_constant left them
-    return CompiledGraph(graph, None, _RecordedConfigs(state["configs"]), _ShippedKernels(state["kernels"]),
-                         state["strict"])
-
-
-class _RecordedConfigs:
-    """The configs a compiled graph's partitions were built with, by partition signature:
-    what its pickle compiles with again."""
-
-    def __init__(self, configs: dict):
-        self.configs = configs
-
-    def source_for(self, partition, signature) -> FixedConfigs:
-        """A config source giving ``partition`` (whose signature is ``signature``) its
-        recorded config; GraphError when none was recorded (another graph, or a tilefuse
-        that partitions it otherwise)."""
-        if signature not in self.configs:
-            raise GraphError(f"partition {partition.id} (ops {[op.id for op in partition.ops]}) has no recorded "
-                             f"config: the pickle was made from another graph or by another tilefuse")
-        return FixedConfigs(functools.partial(_recorded_config, self.configs[signature]))
-
-
-def _recorded_config(config, template):
-    """``config`` (None: the default) if it is a point of ``template``'s space; else None
-    with a warning: a config chosen on another CPU, whose template has other knobs here."""
-    if config is None:
-        return None
     try:
-        template.space.index_of(config)
-    except ConfigError as err:
-        warnings.warn(f"the pickled compiled graph's config {config} does not fit this host's {template.name} "
-                      f"template ({err}); it compiles with the default config", stacklevel=2)
-        return None
-    return config
-
-
-class _ShippedKernels(dict):
-    """The kernel artifacts a compiled graph was pickled with, as a ``KernelCache``: a key
-    not found (another host) or an artifact that cannot be loaded here is built again."""
-
-    def cached_kernel(self, key: str) -> bytes | None:
-        """The artifact under ``key``, or None."""
-        return self.get(key)
-
-    def cache_kernel(self, key: str, blob: bytes) -> None:
-        """Keep ``blob`` under ``key``."""
-        self[key] = blob
-
-
-def _arg_positions(partition, arg_ports) -> list:
-    """Kernel arguments as (role, tensor id) turned into (role, port index), as
-    ``build.build_partition`` gives them."""
-    index = {("in", t.id): ("in", k) for k, t in enumerate(partition.input_ports)}
-    index.update({("out", t.id): ("out", k) for k, t in enumerate(partition.output_ports)})
-    return [index[port] for port in arg_ports]
+        state = pickle.loads(payload)
+    except artifact.ArtifactError as err:
+        raise pickle.UnpicklingError(f"compiled graph pickle: {err}; a compiled graph unpickles on the CPU and "
+                                     f"with the code generator it was compiled with (compile the graph again "
+                                     f"elsewhere)") from None
+    restored = CompiledGraph.__new__(CompiledGraph)
+    restored.__dict__.update(state, engine=Engine())
+    return restored
 
 
 class _InPlaceConcat:
@@ -316,11 +315,11 @@ def _in_place_concats(steps: list, graph_outputs: set) -> list:
     graph output, and each slice is a contiguous, aligned block (unit dims before the axis)."""
     producer = {}
     for step in steps:
-        for t in step.partition.get_output_ports():
-            producer[t.id] = step
+        for tid in step.output_ids:
+            producer[tid] = step
     found, claimed = [], set()
     for step in steps:
-        ops = step.partition.ops
+        ops = step.ops
         if len(ops) != 1 or ops[0].kind is not OpKind.Concat or step.constant:
             continue
         op, out = ops[0], ops[0].outputs[0]
@@ -332,7 +331,7 @@ def _in_place_concats(steps: list, graph_outputs: set) -> list:
         inner = int(np.prod(out.shape[axis + 1:], dtype=np.int64)) * dtype.itemsize
         if any(n != 1 for n in out.shape[:axis]) or len(set(ids)) != len(ids) or claimed & set(ids):
             continue
-        if any(tid in graph_outputs or tid not in producer or producer[tid].compiled is None
+        if any(tid in graph_outputs or tid not in producer or producer[tid].kernel is None
                or producer[tid].constant for tid in ids):
             continue
         slices, start = [], 0

@@ -39,14 +39,34 @@ class PrepackedKernel:
         constants = [arrays[i] for i in self._constant_positions]
         cached = self._cached
         if cached is None or any(a is not b for a, b in zip(cached[0], constants)):
-            packed = []
-            for kernel, positions in self.packs:
-                out = np.empty(kernel.args[-1].shape, dtype=kernel.args[-1].dtype)
-                kernel(*[arrays[i] for i in positions], out)
-                packed.append(out)
-            self._cached = cached = (constants, packed)
+            self._cached = cached = (constants, self.pack(arrays))
         packed = cached[1]
         return self.main(*[arrays[k] if role == "arg" else packed[k] for role, k in self.main_args])
+
+    @property
+    def constant_positions(self) -> list[int]:
+        """The argument positions of the constant inputs the packs read.
+
+        Example:
+            >>> # f.constant_positions -> [1]
+        """
+        return list(self._constant_positions)
+
+    def pack(self, arrays) -> list[np.ndarray]:
+        """The packed tensors, one per pack, computed from ``arrays`` (the call's arguments;
+        only those at ``constant_positions`` are read, the others may be None). Nothing is
+        kept: a caller that holds the packed tensors calls ``main`` itself (``main_args`` say
+        where they go).
+
+        Example:
+            >>> # packed = f.pack([None, w, None]); f.main(a, packed[0], c)
+        """
+        packed = []
+        for kernel, positions in self.packs:
+            out = np.empty(kernel.args[-1].shape, dtype=kernel.args[-1].dtype)
+            kernel(*[arrays[i] for i in positions], out)
+            packed.append(out)
+        return packed
 
     @property
     def name(self) -> str:

@@ -32,7 +32,7 @@ def test_best_record_is_used_and_results_stay_right():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cg = compile_graph(g, configs=HistoryBest(db))
-    used = [step.compiled.config for step in cg.steps]
+    used = [step.config for step in cg.steps]
     assert used == [chosen[t.key] for t in tasks]
     feeds = b.feeds()
     want = reference.run(g, feeds)
@@ -48,7 +48,7 @@ def test_missing_records_warn_once_per_workload_or_fail_when_strict():
         cg = compile_graph(g, configs=HistoryBest(db))
     keys = {t.key for t in extract_tasks(g)}
     assert len([w for w in caught if issubclass(w.category, MissingRecordWarning)]) == len(keys)
-    assert all(step.compiled.config is None for step in cg.steps)
+    assert all(step.config is None for step in cg.steps)
     with pytest.raises(MissingTuningRecord, match="no tuning record"):
         compile_graph(g, configs=HistoryBest(db, strict=True))
 
@@ -61,8 +61,8 @@ def test_apply_history_best_context_applies_without_db_argument():
     db.add(Record.create(task.key, task.name, task.template_name, dict(cfg.values), costs=[1e-4]))
     with apply_history_best(db):
         cg = compile_graph(g)
-    assert cg.steps[0].compiled.config == cfg
-    assert compile_graph(g).steps[0].compiled.config is None
+    assert cg.steps[0].config == cfg
+    assert compile_graph(g).steps[0].config is None
 
 
 def test_second_compile_of_a_tuned_model_does_no_llvm_work(tmp_path, monkeypatch):
@@ -96,4 +96,4 @@ def test_a_corrupt_cached_kernel_is_rebuilt(tmp_path):
         db.cache_kernel(key, b"\x05\x00\x00\x00\x00\x00\x00\x00junk!")
     build.clear_memory_cache()
     cg = compile_graph(g, configs=HistoryBest(path))
-    assert cg.steps[0].compiled.config == non_default(task)
+    assert cg.steps[0].config == non_default(task)

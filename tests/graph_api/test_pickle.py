@@ -1,7 +1,7 @@
-"""Compiled graphs pickle: the graph with the configs its partitions were built with and its
-kernels' artifacts; unpickled (here, or in a spawned worker) they compute the same outputs
-with the same schedules, recompiling when the artifacts cannot be used; a damaged pickle is
-refused with a clear error."""
+"""Compiled graphs pickle as what they run: their kernels' artifacts, the constants their
+steps read (packed weights, not the originals) and the configs they were built with;
+unpickled (here, or in a spawned worker) they compute the same outputs with no LLVM; a
+damaged pickle, or one whose kernels cannot run here, is refused with a clear error."""
 import hashlib
 import multiprocessing
 import operator
@@ -15,6 +15,7 @@ from graph_api import build, compile_graph, from_onnx
 from graph_api.build import clear_memory_cache
 from graph_building import mlp
 from schedule.config_source import FixedConfigs
+from schedule.space import Config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -47,7 +48,7 @@ def assert_same_outputs(a, b, feeds):
 
 
 def used_configs(compiled):
-    return [step.compiled.config for step in compiled.steps if step.compiled is not None]
+    return [step.config for step in compiled.steps if step.kernel is not None]
 
 
 def reduced_with(compiled, change_state):
@@ -67,12 +68,24 @@ def test_small_graph_round_trip_gives_identical_outputs():
     assert again is not compiled and again.strict is False
     assert [t.id for t in again.input_ports] == [t.id for t in compiled.input_ports] == list(feeds)
     assert again.chosen_configs == compiled.chosen_configs
-    assert again.graph.constant_values.keys() == graph.constant_values.keys()
-    for tid, value in graph.constant_values.items():
-        np.testing.assert_array_equal(again.graph.constant_values[tid], value)
-        assert not again.graph.constant_values[tid].flags.writeable     # read-only, as bound
+    assert again.bound.keys() == compiled.bound.keys()
+    for key, value in compiled.bound.items():
+        np.testing.assert_array_equal(again.bound[key], value)
     assert_same_outputs(compiled, again, feeds)
     assert_same_outputs(compiled, round_trip(again), feeds)           # a restored graph pickles again
+
+
+def test_packed_weights_travel_instead_of_the_originals():
+    graph, feeds = bound_mlp(batch=9, sizes=(300, 200, 7))
+    compiled = compile_graph(graph, configs=FixedConfigs(lambda t: Config({**t.default_config().values, "pack": True})
+                                                         if "pack" in t.space.knobs else None))
+    packed = [key for key in compiled.bound if isinstance(key, tuple)]
+    assert packed, "the matmuls pack their weights at compile time"
+    weights = [tid for tid, value in graph.constant_values.items() if value.ndim == 2]
+    biases = [tid for tid, value in graph.constant_values.items() if value.ndim == 1]
+    assert len(weights) == 2 and not set(weights) & compiled.bound.keys(), "no step reads a weight it packed"
+    assert set(biases) <= compiled.bound.keys()                        # read as they are
+    assert_same_outputs(compiled, round_trip(compiled), feeds)
 
 
 def test_bundled_onnx_model_round_trip_gives_identical_outputs():
@@ -119,22 +132,33 @@ def test_unpickled_on_this_host_the_kernels_load_from_their_artifacts(monkeypatc
 
 
 @pytest.mark.parametrize("kernels", ["from another host", "damaged"])
-def test_recompiles_with_the_recorded_configs_when_the_kernels_cannot_be_loaded(kernels):
-    graph, feeds = bound_mlp(batch=5, sizes=(23, 41, 13))
-    compiled = compile_graph(graph, configs=FixedConfigs(last_config))
+def test_kernels_that_cannot_run_here_are_refused_naming_the_step(kernels, monkeypatch):
+    from tensorir.runtime import artifact, target
+    graph, _ = bound_mlp(batch=5, sizes=(23, 41, 13))
+    if kernels == "from another host":
+        host = target.Target.host()
+        monkeypatch.setattr(artifact.Target, "host", staticmethod(lambda: target.Target.of("other-cpu", host.features)))
+        data = pickle.dumps(compile_graph(graph))
+        monkeypatch.undo()
+        message = "compiled for CPU other-cpu"
+    else:                               # one byte of a kernel's code flipped, the pickle's checksum made good
+        restore, (version, payload, _) = compile_graph(graph).__reduce__()
+        at = payload.index(artifact.MAGIC) + 200
+        payload = payload[:at] + bytes([payload[at] ^ 0xFF]) + payload[at + 1:]
+        data = pickle.dumps(_Reduced(restore, (version, payload, hashlib.sha256(payload).digest())))
+        message = "checksum mismatch"
+    with pytest.raises(pickle.UnpicklingError, match=f"(?s)the kernel of step .*{message}.*compile the graph again"):
+        pickle.loads(data)
 
-    def change(state):
-        assert len(state["kernels"]) == len(used_configs(compiled))
-        if kernels == "damaged":
-            state["kernels"] = {key: blob[:-1] for key, blob in state["kernels"].items()}
-        else:
-            state["kernels"] = {}
 
-    restore, args = reduced_with(compiled, change)
-    clear_memory_cache()                        # nothing built in this process helps: LLVM builds them
-    again = restore(*args)
-    assert used_configs(again) == used_configs(compiled) and None not in used_configs(again)
-    assert_same_outputs(compiled, again, feeds)
+class _Reduced:
+    """Pickles as ``restore(*args)``: a hand-made compiled graph pickle."""
+
+    def __init__(self, restore, args):
+        self.restore, self.args = restore, args
+
+    def __reduce__(self):
+        return self.restore, self.args
 
 
 def test_sent_to_a_spawned_worker_it_computes_the_same_outputs():
