@@ -57,7 +57,8 @@ class CompiledGraph:
         [[0.0, 2.0, 0.0], [4.0, 0.0, 6.0]]
     """
 
-    def __init__(self, graph, engine: Engine | None = None, configs=None, kernel_cache=None, strict: bool = False):
+    def __init__(self, graph, engine: Engine | None = None, configs=None, kernel_cache=None, strict: bool = False,
+                 *, owned: bool = False):
         self.engine = engine or Engine()
         self.strict = strict
         self.chosen_configs = {}
@@ -82,6 +83,9 @@ class CompiledGraph:
         self._input_ids = frozenset(self._input_order)
         self.in_place = _in_place_concats(self.steps, set(self.output_ids))
         elided = {id(step) for step, _ in self.in_place}
+        if owned:       # ours to empty: each weight is dropped once packed, so weights are held about once
+            _empty_constants(graph, partitions)
+            del graph, partitions, computed
         self._run_steps, self.bound = _settle_constants([s for s in self.steps if id(s) not in elided], bound,
                                                         self.output_ids)
 
@@ -95,13 +99,15 @@ class CompiledGraph:
         args = [(role == "out", tid) for role, tid in compiled._arg_ports]
         return _Step(index, p, outputs, compiled.kernel, args, compiled.config)
 
-    def __reduce__(self):
+    def __reduce_ex__(self, protocol):
         """Pickled as what it runs: the steps (each compiled kernel as an artifact, each
         interpreted step's ops), the constants they read, the inputs and outputs, ``strict``
-        and ``chosen_configs``, with a format version and a sha256 of the payload. Unpickling
-        loads the kernels' object code (no LLVM) and runs on a fresh ``Engine()``; a payload
-        that is damaged, of another format, or made on another CPU or by another code
-        generator raises ``pickle.UnpicklingError`` saying which.
+        and ``chosen_configs``, with a format version and a sha256 of it all. The arrays'
+        data travel apart from the payload: out of band with protocol 5 (a caller that keeps
+        them in a file can hand them back without a copy, as ``InferenceSession.save`` does),
+        as bytes otherwise. Unpickling loads the kernels' object code (no LLVM) and runs on a
+        fresh ``Engine()``; a payload that is damaged, of another format, or made on another
+        CPU or by another code generator raises ``pickle.UnpicklingError`` saying which.
 
         Example:
             >>> import pickle
@@ -113,8 +119,11 @@ class CompiledGraph:
             [0.0, 0.0, 2.0]
         """
         state = {k: v for k, v in self.__dict__.items() if k != "engine"}
-        payload = pickle.dumps(state, protocol=4)   # 4: arrays come back in numpy's (aligned) memory
-        return _restore, (PICKLE_FORMAT, payload, hashlib.sha256(payload).digest())
+        buffers = []
+        payload = pickle.dumps(state, protocol=5, buffer_callback=buffers.append)
+        raw = [b.raw() for b in buffers]
+        data = [pickle.PickleBuffer(r) for r in raw] if protocol >= 5 else [bytes(r) for r in raw]
+        return _restore, (PICKLE_FORMAT, payload, data, _digest(payload, raw))
 
     def run(self, feeds: dict) -> dict:
         """Run the graph on ``feeds`` (graph input id -> array, or a list of arrays in
@@ -249,16 +258,35 @@ def _settle_constants(steps: list, bound: dict, outputs) -> tuple[list, dict]:
     """(the steps left to run, the constants they read): the steps that compute only from
     bound constants run now and their results become constants; each prepacked kernel packs
     its bound weights now; of the constants, only those a step left or a graph output reads
-    are kept."""
-    values, left = dict(bound), []
-    for step in steps:
+    are kept. ``bound`` is emptied as it goes: a constant no later step reads leaves it as
+    soon as it is packed or used, so where nothing else holds it, it is freed before the next
+    weight is packed."""
+    last_reader = {}
+    for k, step in enumerate(steps):
+        for key in step.input_ids:
+            last_reader[key] = k
+    keep = set(outputs)
+    values, left = bound, []
+    for k, step in enumerate(steps):
         if step.constant and all(tid in values for tid in step.input_ids):
             values.update(step.run(values))
-            continue
-        values.update(step.prepack(values))
-        left.append(step)
-    needed = set(outputs).union(*(step.reads() for step in left))
-    return left, {key: value for key, value in values.items() if key in needed}
+        else:
+            values.update(step.prepack(values))
+            left.append(step)
+            keep.update(step.reads())
+        for key in step.input_ids:
+            if last_reader[key] == k and key not in keep:
+                values.pop(key, None)
+    return left, {key: value for key, value in values.items() if key in keep}
+
+
+def _empty_constants(graph, partitions) -> None:
+    """Drop the constant values ``graph`` and its partitions' graph IR hold (a compiled graph
+    that owns them keeps its own references, and lets each go when it is packed)."""
+    graph._values.clear()
+    graph._ir = None
+    for p in partitions:
+        p.graph._values.clear()
 
 
 def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cache=None,
@@ -282,16 +310,22 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
     return CompiledGraph(graph, engine, configs, kernel_cache, strict)
 
 
-def _restore(version, payload, digest) -> CompiledGraph:
-    """The compiled graph ``CompiledGraph.__reduce__`` pickled; ``pickle.UnpicklingError`` for
+def _restore(version, payload, buffers, digest) -> CompiledGraph:
+    """The compiled graph ``CompiledGraph.__reduce_ex__`` pickled (its arrays' data in
+    ``buffers``, used in place where they are 16-byte aligned); ``pickle.UnpicklingError`` for
     another format, a payload whose checksum does not match, or kernels that cannot run here."""
     if version != PICKLE_FORMAT:
         raise pickle.UnpicklingError(f"compiled graph pickled in format {version!r}; this tilefuse reads "
                                      f"format {PICKLE_FORMAT}")
-    if not isinstance(payload, bytes) or hashlib.sha256(payload).digest() != digest:
+    try:
+        views = [memoryview(b).cast("B") for b in buffers]
+        intact = _digest(payload, views) == digest
+    except TypeError:
+        intact = False
+    if not intact:
         raise pickle.UnpicklingError("compiled graph pickle: checksum mismatch (truncated or altered)")
     try:
-        state = pickle.loads(payload)
+        state = pickle.loads(payload, buffers=[b if _aligned(b) else bytearray(b) for b in views])
     except artifact.ArtifactError as err:
         raise pickle.UnpicklingError(f"compiled graph pickle: {err}; a compiled graph unpickles on the CPU and "
                                      f"with the code generator it was compiled with (compile the graph again "
@@ -299,6 +333,19 @@ def _restore(version, payload, digest) -> CompiledGraph:
     restored = CompiledGraph.__new__(CompiledGraph)
     restored.__dict__.update(state, engine=Engine())
     return restored
+
+
+def _digest(payload, buffers) -> bytes:
+    """The sha256 of a pickled compiled graph: its payload, then each buffer's length and data."""
+    h = hashlib.sha256(payload)
+    for b in buffers:
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.digest()
+
+
+def _aligned(view: memoryview) -> bool:
+    return len(view) == 0 or np.frombuffer(view, np.uint8).ctypes.data % PARAM_ALIGN == 0
 
 
 class _InPlaceConcat:

@@ -114,11 +114,13 @@ class Graph:
         for tid in dict.fromkeys(t.id for t in op.inputs):
             self._consumers.setdefault(tid, []).append(op)
 
-    def bind_constant(self, tensor_id: int, value) -> None:
+    def bind_constant(self, tensor_id: int, value, copy: bool = True) -> None:
         """Give a constant graph input its value when the graph is built (as a model's weights
         are known when it is imported). Passes fold the ops that read only bound constants, and
         ``compile_graph(...).run`` feeds bound values itself. The tensor must be a constant-property
-        input no op produces; the value must match its data type and shape; it is copied.
+        input no op produces; the value must match its data type and shape; it is copied, unless
+        ``copy=False`` hands a C-contiguous array of the right data type over as it is (it
+        becomes read-only: an importer's own arrays, not a caller's).
 
         Example:
             >>> import numpy as np
@@ -136,7 +138,8 @@ class Graph:
         if tensor_id in self._producer:
             raise GraphError(f"logical tensor {tensor_id} is produced by op {self._producer[tensor_id].id}; "
                              f"only graph inputs take a bound value")
-        array = np.array(value, dtype=t.dtype.numpy, order="C")   # kernels read row-major
+        convert = np.array if copy else np.asarray          # kernels read row-major
+        array = convert(value, dtype=t.dtype.numpy, order="C")
         if not t.is_known() or array.shape != t.shape:
             raise GraphError(f"logical tensor {tensor_id} has shape {list(t.shape or [])}, "
                              f"the bound value {list(array.shape)}")

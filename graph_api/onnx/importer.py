@@ -224,7 +224,7 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
                              f"supported)")
         dt = data_type(vi.type.tensor_type.elem_type, f"graph input {vi.name!r}")
         if vi.name in constant_inputs:
-            value = np.asarray(constant_inputs[vi.name], dt.numpy)
+            value = np.array(constant_inputs[vi.name], dt.numpy)      # ours: bound without another copy
             b.values[vi.name] = value
             continue
         shape = _input_shape(vi, input_shapes)
@@ -448,9 +448,9 @@ def _finish(b: Builder, graph_proto, inputs: list, wildcards: list) -> OnnxImpor
             needed.update(t.id for t in op.inputs)
     if len(live) < len(graph.ops):
         graph = graph.rebuilt(live[::-1])
-    for tid, value in b.bound.items():
+    for tid, value in b.bound.items():      # the importer's own arrays: handed over, not copied
         if tid in graph.tensors and graph.producer(tid) is None:
-            graph.bind_constant(tid, value)
+            graph.bind_constant(tid, value, copy=False)
     graph.finalize()
     ids = [(name, b.tensors[name].id if b.tensors[name].id in graph.tensors else None) for name in inputs]
     return OnnxImport(graph, ids, outputs, constant_outputs, wildcards)

@@ -83,28 +83,16 @@ def loads(data: bytes, source: str = "kernel artifact"):
         ...
         tensorir.runtime.artifact.ArtifactError: kernel artifact: not a tilefuse kernel
     """
-    data = bytes(data)
-    if not data.startswith(MAGIC):
-        raise ArtifactError(f"{source}: not a tilefuse kernel")
-    if len(data) < len(MAGIC) + _PREFIX.size + _DIGEST:
-        raise ArtifactError(f"{source}: truncated")
-    version, size = _PREFIX.unpack_from(data, len(MAGIC))
-    if version != VERSION:
-        raise ArtifactError(f"{source}: kernel format version {version}, this tilefuse reads {VERSION}")
-    body, digest = data[:-_DIGEST], data[-_DIGEST:]
-    if hashlib.sha256(body).digest() != digest:
-        raise ArtifactError(f"{source}: checksum mismatch (truncated or altered)")
-    start = len(MAGIC) + _PREFIX.size
+    header, body, start = read_envelope(bytes(data), MAGIC, VERSION, "tilefuse kernel", source)
     try:
-        header = json.loads(body[start:start + size])
         target, specs, wiring, meta = header["target"], header["kernels"], header["prepacked"], header["meta"]
-    except (ValueError, KeyError, TypeError) as err:
+    except (KeyError, TypeError) as err:
         raise ArtifactError(f"{source}: corrupt kernel header ({err})") from None
     host = Target.host()
     if target.get("key") != host.key:
         raise ArtifactError(f"{source}: compiled for CPU {target.get('cpu')} with other features than this "
                             f"host ({host.cpu}); recompile it here")
-    at, kernels = start + size, []
+    at, kernels = start, []
     for spec in specs:
         code = body[at:at + spec["size"]]
         at += spec["size"]
@@ -115,6 +103,39 @@ def loads(data: bytes, source: str = "kernel artifact"):
         return kernels[0], meta
     packs = list(zip(kernels[1:], wiring["packs"]))
     return PrepackedKernel(kernels[0], wiring["main_args"], packs, wiring["n_args"]), meta
+
+
+def read_envelope(data, magic: bytes, version: int, what: str, source: str, error=ArtifactError):
+    """(header, body, end of the header) of ``data`` (bytes-like) framed as compiled code is:
+    ``magic``, the format version (u32), the header's length (u64), a JSON header object, what
+    follows, and the sha256 of everything before it. ``error`` (naming ``source``) for data
+    that is not a ``what``, is of another version, is truncated or altered, or whose header is
+    not a JSON object; ``body`` is ``data`` without its digest.
+
+    Example:
+        >>> read_envelope(b"junk", MAGIC, VERSION, "tilefuse kernel", "x.tfk")
+        Traceback (most recent call last):
+        ...
+        tensorir.runtime.artifact.ArtifactError: x.tfk: not a tilefuse kernel
+    """
+    if bytes(data[:len(magic)]) != magic:
+        raise error(f"{source}: not a {what}")
+    start = len(magic) + _PREFIX.size
+    if len(data) < start + _DIGEST:
+        raise error(f"{source}: truncated")
+    found, size = _PREFIX.unpack_from(data, len(magic))
+    if found != version:
+        raise error(f"{source}: {what} format version {found}; this tilefuse reads version {version}")
+    body, digest = data[:-_DIGEST], data[-_DIGEST:]
+    if hashlib.sha256(body).digest() != bytes(digest):
+        raise error(f"{source}: checksum mismatch (truncated or altered)")
+    try:
+        header = json.loads(bytes(body[start:start + size]))
+    except ValueError as err:
+        raise error(f"{source}: corrupt header ({err})") from None
+    if not isinstance(header, dict):
+        raise error(f"{source}: corrupt header (not a JSON object)")
+    return header, body, start + size
 
 
 def save(kernel, path, meta: dict | None = None) -> None:

@@ -2,7 +2,6 @@
 steps read (packed weights, not the originals) and the configs they were built with;
 unpickled (here, or in a spawned worker) they compute the same outputs with no LLVM; a
 damaged pickle, or one whose kernels cannot run here, is refused with a clear error."""
-import hashlib
 import multiprocessing
 import operator
 import pickle
@@ -13,6 +12,7 @@ import pytest
 
 from graph_api import build, compile_graph, from_onnx
 from graph_api.build import clear_memory_cache
+from graph_api.compiled_graph import _digest
 from graph_building import mlp
 from schedule.config_source import FixedConfigs
 from schedule.space import Config
@@ -49,16 +49,6 @@ def assert_same_outputs(a, b, feeds):
 
 def used_configs(compiled):
     return [step.config for step in compiled.steps if step.kernel is not None]
-
-
-def reduced_with(compiled, change_state):
-    """``compiled.__reduce__()`` with the pickled state changed by ``change_state`` and a valid
-    checksum (what another host, or damaged kernels, would send)."""
-    restore, (version, payload, _) = compiled.__reduce__()
-    state = pickle.loads(payload)
-    change_state(state)
-    payload = pickle.dumps(state)
-    return restore, (version, payload, hashlib.sha256(payload).digest())
 
 
 def test_small_graph_round_trip_gives_identical_outputs():
@@ -142,10 +132,10 @@ def test_kernels_that_cannot_run_here_are_refused_naming_the_step(kernels, monke
         monkeypatch.undo()
         message = "compiled for CPU other-cpu"
     else:                               # one byte of a kernel's code flipped, the pickle's checksum made good
-        restore, (version, payload, _) = compile_graph(graph).__reduce__()
+        restore, (version, payload, buffers, _) = compile_graph(graph).__reduce_ex__(4)
         at = payload.index(artifact.MAGIC) + 200
         payload = payload[:at] + bytes([payload[at] ^ 0xFF]) + payload[at + 1:]
-        data = pickle.dumps(_Reduced(restore, (version, payload, hashlib.sha256(payload).digest())))
+        data = pickle.dumps(_Reduced(restore, (version, payload, buffers, _digest(payload, buffers))))
         message = "checksum mismatch"
     with pytest.raises(pickle.UnpicklingError, match=f"(?s)the kernel of step .*{message}.*compile the graph again"):
         pickle.loads(data)
@@ -183,6 +173,9 @@ def test_truncated_or_altered_pickle_raises_a_clear_error():
     altered[len(data) // 2] ^= 0xFF
     with pytest.raises(pickle.UnpicklingError, match=r"checksum mismatch \(truncated or altered\)"):
         pickle.loads(bytes(altered))
-    restore, (version, payload, digest) = compile_graph(graph).__reduce__()
+    restore, (version, payload, buffers, digest) = compile_graph(graph).__reduce_ex__(4)
     with pytest.raises(pickle.UnpicklingError, match=f"format {version + 1}; this tilefuse reads format {version}"):
-        restore(version + 1, payload, digest)
+        restore(version + 1, payload, buffers, digest)
+    assert buffers, "the weights travel as buffers"
+    with pytest.raises(pickle.UnpicklingError, match=r"checksum mismatch"):
+        restore(version, payload, [b[:-4] for b in buffers], digest)

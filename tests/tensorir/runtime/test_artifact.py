@@ -81,7 +81,7 @@ def test_junk_truncated_and_altered_bytes_are_refused(plain, tmp_path):
 def test_another_version_and_another_target_are_refused(plain):
     blob = dumps(plain)
     old = blob[:len(MAGIC)] + struct.pack("<I", VERSION - 1) + blob[len(MAGIC) + 4:]
-    with pytest.raises(ArtifactError, match=f"format version {VERSION - 1}, this tilefuse reads {VERSION}"):
+    with pytest.raises(ArtifactError, match=f"format version {VERSION - 1}; this tilefuse reads version {VERSION}"):
         loads(old, source="cached kernel")
 
     def other_cpu(header):
