@@ -17,6 +17,7 @@ from .features import FeatureError, features_of, loop_features
 from .log import append_records, export_log, import_log, read_log
 from .measure import MeasureError, MeasureOptions, MeasureResult, measure_batch
 from .record import ERROR_KINDS, SCHEMA_VERSION, Record, config_key
+from .session import InferenceSession
 from .target import current_target
 from .task import Task, random_inputs
 from .tune import TaskReport, tune
@@ -28,4 +29,4 @@ __all__ = ["XGBCostModel", "Database", "TuningDatabaseError", "HistoryBest", "Mi
            "features_of", "loop_features", "append_records", "export_log", "import_log", "read_log",
            "ERROR_KINDS", "MeasureError", "MeasureOptions", "MeasureResult", "measure_batch",
            "SCHEMA_VERSION", "Record", "config_key", "current_target", "Task", "random_inputs", "TaskReport", "tune",
-           "EarlyStopping", "GridTuner", "RandomTuner", "Tuner", "XGBTuner", "make_tuner"]
+           "EarlyStopping", "GridTuner", "RandomTuner", "Tuner", "XGBTuner", "make_tuner", "InferenceSession"]

@@ -22,6 +22,7 @@ from .partition import CompiledPartition, Partition
 from .compiled_graph import CompiledGraph, compile_graph
 from . import reference
 from .onnx import from_onnx
+from .session import InferenceSession, NodeArg, load_compiled
 
 __all__ += ["Engine", "Stream", "Tensor", "Partition", "CompiledPartition", "CompiledGraph", "compile_graph",
-            "reference", "from_onnx"]
+            "reference", "from_onnx", "InferenceSession", "NodeArg", "load_compiled"]

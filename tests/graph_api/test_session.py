@@ -1,0 +1,205 @@
+"""InferenceSession: onnxruntime's calls by name on the bundled models, symbolic dims bound per
+run with an LRU of compiled shapes, clear refusals of bad feeds, and saved sessions that load
+in a fresh process without LLVM and refuse damaged files or files for another CPU."""
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from graph_api import GraphError, InferenceSession, load_compiled  # noqa: E402
+from graph_api import session as session_module  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+RNG = np.random.default_rng(7)
+
+
+def dynamic_batch_model(features=13, classes=5):
+    """x[batch, features] -> MatMul, Add, Relu -> y, and Softmax -> p; batch is symbolic."""
+    w = numpy_helper.from_array(RNG.standard_normal((features, classes)).astype("float32"), "w")
+    b = numpy_helper.from_array(RNG.standard_normal(classes).astype("float32"), "b")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["a"]),
+             helper.make_node("Relu", ["a"], ["y"]), helper.make_node("Softmax", ["y"], ["p"], axis=-1)]
+    graph = helper.make_graph(nodes, "dynamic", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                               ["batch", features])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", classes]),
+                               helper.make_tensor_value_info("p", TensorProto.FLOAT, ["batch", classes])], [w, b])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def ort_session(model):
+    data = model if isinstance(model, (str, Path)) else model.SerializeToString()
+    return ort.InferenceSession(str(data) if isinstance(data, Path) else data, providers=["CPUExecutionProvider"])
+
+
+def random_feeds(session):
+    return {i.name: RNG.standard_normal([d if isinstance(d, int) else 2 for d in i.shape]).astype("float32")
+            for i in session.get_inputs()}
+
+
+@pytest.mark.parametrize("name", ["resnet_block", "transformer_encoder"])
+def test_bundled_models_run_by_name_like_onnxruntime(name):
+    path = EXAMPLES / f"{name}.onnx"
+    ours, theirs = InferenceSession(str(path)), ort_session(str(path))
+    assert [(a.name, a.shape, a.type) for a in ours.get_inputs()] == \
+        [(a.name, a.shape, a.type) for a in theirs.get_inputs()]
+    assert [a.name for a in ours.get_outputs()] == [a.name for a in theirs.get_outputs()]
+    feeds = random_feeds(theirs)
+    for got, want in zip(ours.run(None, feeds), theirs.run(None, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    last = ours.get_outputs()[-1].name
+    (only,) = ours.run([last], feeds)
+    np.testing.assert_allclose(only, theirs.run([last], feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_symbolic_batch_is_bound_per_run_and_compiled_shapes_are_kept():
+    model = dynamic_batch_model()
+    ours, theirs = InferenceSession(model), ort_session(model)
+    assert ours.get_inputs()[0].shape == ["batch", 13] and ours.get_outputs()[1].shape == ["batch", 5]
+    assert ours.compiled_shapes == []                       # nothing known to compile for yet
+    for batch in (1, 4, 1):
+        x = RNG.standard_normal((batch, 13)).astype("float32")
+        y, p = ours.run(["y", "p"], {"x": x})
+        want_y, want_p = theirs.run(["y", "p"], {"x": x})
+        np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(p, want_p, rtol=1e-5, atol=1e-5)
+    assert ours.compiled_shapes == [((4, 13),), ((1, 13),)]  # least recently run first
+
+
+def test_the_lru_keeps_at_most_max_compiled_shapes():
+    ours = InferenceSession(dynamic_batch_model(), max_compiled_shapes=2)
+    for batch in (1, 2, 3, 2):
+        ours.run(None, {"x": np.ones((batch, 13), "float32")})
+    assert ours.compiled_shapes == [((3, 13),), ((2, 13),)]
+    with pytest.raises(ValueError, match="max_compiled_shapes"):
+        InferenceSession(dynamic_batch_model(), max_compiled_shapes=0)
+
+
+def test_bad_feeds_are_refused_naming_the_input():
+    ours = InferenceSession(dynamic_batch_model())
+    x = np.ones((2, 13), "float32")
+    cases = [({"x": x[:, :4]}, r"input 'x' dim 1 must be 13"),
+             ({"x": x[None]}, r"input 'x' must have rank 2"),
+             ({"x": x.astype("float64")}, r"input 'x' must be tensor\(float\), got float64"),
+             ({"x": x, "z": x}, r"no input named \['z'\]; the inputs are \['x'\]"),
+             ({}, r"missing input\(s\) \['x'\]")]
+    for feeds, message in cases:
+        with pytest.raises(GraphError, match=message):
+            ours.run(None, feeds)
+    with pytest.raises(GraphError, match=r"no output named \['q'\]"):
+        ours.run(["q"], {"x": x})
+    with pytest.raises(TypeError, match="takes a dict"):
+        ours.run(None, [x])
+
+
+def test_one_dim_name_bound_to_two_sizes_in_one_run_is_refused():
+    nodes = [helper.make_node("Add", ["a", "b"], ["c"])]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["n", 3]) for n in "ab"]
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs,
+                                                [helper.make_tensor_value_info("c", TensorProto.FLOAT, ["n", 3])]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    ours = InferenceSession(model)
+    with pytest.raises(GraphError, match=r"input 'b' dim 0 \('n'\) is 4, but 'n' is 2 in another input"):
+        ours.run(None, {"a": np.ones((2, 3), "float32"), "b": np.ones((4, 3), "float32")})
+    (c,) = ours.run(None, {"a": np.ones((4, 3), "float32"), "b": np.ones((4, 3), "float32")})
+    np.testing.assert_array_equal(c, np.full((4, 3), 2.0))
+
+
+def test_a_onednn_json_graph_runs_by_tensor_ids_as_names():
+    ours = InferenceSession(str(EXAMPLES / "mlp.json"))
+    assert all(a.name.isdigit() and a.type == "tensor(float)" for a in ours.get_inputs())
+    from graph_api import compile_graph, load_json
+    graph = load_json(str(EXAMPLES / "mlp.json"))
+    feeds = {a.name: RNG.standard_normal(a.shape).astype("float32") for a in ours.get_inputs()}
+    want = compile_graph(graph).run({int(name): value for name, value in feeds.items()})
+    got = ours.run(None, feeds)
+    assert [o.name for o in ours.get_outputs()] == [str(tid) for tid in want]
+    for g, w in zip(got, want.values()):
+        np.testing.assert_array_equal(g, w)
+
+
+LOAD_WITHOUT_LLVM = textwrap.dedent("""
+    import sys, numpy as np
+    import tensorir.codegen, tensorir.runtime.kernel
+
+    def no_llvm(*args, **kwargs):
+        raise AssertionError("LLVM compiled code in the loading process")
+
+    tensorir.codegen.compile_llvm = tensorir.runtime.kernel.compile_llvm = no_llvm
+    from graph_api import load_compiled
+    session = load_compiled(sys.argv[1])
+    feeds = dict(np.load(sys.argv[2]))
+    for k, y in enumerate(session.run(None, feeds)):
+        np.save(f"{sys.argv[3]}{k}.npy", y)
+""")
+
+
+def test_saved_session_loads_in_a_fresh_process_without_llvm(tmp_path):
+    path = EXAMPLES / "resnet_block.onnx"
+    session = InferenceSession(str(path))
+    feeds = random_feeds(ort_session(str(path)))
+    want = session.run(None, feeds)
+    session.save(tmp_path / "model.tfm")
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    done = subprocess.run([sys.executable, "-c", LOAD_WITHOUT_LLVM, tmp_path / "model.tfm", tmp_path / "feeds.npz",
+                           tmp_path / "out"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for k, w in enumerate(want):
+        np.testing.assert_array_equal(np.load(tmp_path / f"out{k}.npy"), w)
+
+
+def test_a_saved_dynamic_session_keeps_its_shapes_and_compiles_new_ones(tmp_path):
+    session = InferenceSession(dynamic_batch_model())
+    x1, x3 = np.ones((1, 13), "float32"), np.ones((3, 13), "float32")
+    want1, want3 = session.run(None, {"x": x1}), session.run(None, {"x": x3})
+    session.save(tmp_path / "dynamic.tfm")
+    again = load_compiled(tmp_path / "dynamic.tfm")
+    assert again.compiled_shapes == [((1, 13),), ((3, 13),)] and again.get_inputs()[0].shape == ["batch", 13]
+    for x, want in ((x1, want1), (x3, want3)):
+        for got, w in zip(again.run(None, {"x": x}), want):
+            np.testing.assert_array_equal(got, w)
+    assert again.run(["y"], {"x": np.ones((5, 13), "float32")})[0].shape == (5, 5)   # from the model it kept
+
+
+def test_a_saved_static_session_has_only_its_shape(tmp_path):
+    session = InferenceSession(str(EXAMPLES / "resnet_block.onnx"))
+    session.save(tmp_path / "static.tfm")
+    again = load_compiled(tmp_path / "static.tfm")
+    (x,) = again.get_inputs()
+    with pytest.raises(GraphError, match="must be 1"):
+        again.run(None, {x.name: np.ones([2] + x.shape[1:], "float32")})
+
+
+def test_damaged_files_and_files_for_another_cpu_are_refused(tmp_path, monkeypatch):
+    session = InferenceSession(dynamic_batch_model())
+    session.run(None, {"x": np.ones((2, 13), "float32")})
+    path = tmp_path / "model.tfm"
+    session.save(path)
+    data = path.read_bytes()
+    cases = {"truncated": (data[: len(data) // 2], "checksum mismatch"),
+             "altered": (data[:200] + bytes([data[200] ^ 1]) + data[201:], "checksum mismatch"),
+             "short": (data[:20], "truncated"),
+             "not ours": (b"PK\x03\x04 a zip file", "not a saved tilefuse session"),
+             "newer": (data[:len(session_module.SAVE_MAGIC)] + bytes([9]) + data[len(session_module.SAVE_MAGIC) + 1:],
+                       "saved tilefuse session format version 9; this tilefuse reads version 1")}
+    for name, (content, message) in cases.items():
+        bad = tmp_path / f"{name.replace(' ', '_')}.tfm"
+        bad.write_bytes(content)
+        with pytest.raises(GraphError, match=f"{bad}.*{message}|{message}"):
+            load_compiled(bad)
+    with pytest.raises(GraphError, match="cannot read saved session"):
+        load_compiled(tmp_path / "missing.tfm")
+    from tensorir.runtime import target
+    host = target.Target.host()
+    monkeypatch.setattr(session_module.Target, "host", staticmethod(lambda: target.Target.of("other-cpu", "")))
+    session.save(tmp_path / "other.tfm")
+    monkeypatch.setattr(session_module.Target, "host", staticmethod(lambda: host))
+    with pytest.raises(GraphError, match="compiled for CPU other-cpu with other features than this host"):
+        load_compiled(tmp_path / "other.tfm")
