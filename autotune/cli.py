@@ -11,7 +11,13 @@ Subcommands (``autotune SUBCOMMAND --help`` for the options)::
     autotune show LOG [--json]
     autotune export [--db PATH] LOG [--workload KEY]
     autotune import LOG [--db PATH]
-    autotune bench GRAPH [--db PATH] [--repeat N] [--seed S] [--json]
+    autotune bench GRAPH [--db PATH] [--repeat N] [--seed S] [--json] [--plot IMAGE]
+    autotune plot LOG_OR_DB -o IMAGE [--workload KEY_PREFIX]
+    autotune graph GRAPH -o PICTURE [--timeout 60s]
+
+``plot`` and ``bench --plot`` draw with matplotlib, an optional extra (``pip install -e
+'.[plot]'``); IMAGE is a .png, .svg or .pdf file. ``graph`` writes the graph's DOT text
+(``-o g.dot``) or has Graphviz's ``dot`` program draw it (``-o g.svg``, ``.png``, ``.pdf``).
 
 Exit codes (the same for every subcommand):
 
@@ -22,7 +28,9 @@ Exit codes (the same for every subcommand):
 * 2 - bad input, with a message on stderr: a missing or corrupt graph, log or database file,
   an unknown option or tuner, a bad ``--time-budget`` or ``--executor``, a database or log
   that cannot be written (the database keeps every measurement; the next ``tune`` writes the
-  ones its log lacks);
+  ones its log lacks), a picture that cannot be written or drawn (``plot``, ``bench --plot``:
+  matplotlib not installed; ``graph``: Graphviz not installed), a log or database with no
+  record to plot;
 * 3 - ``tune`` ran out of ``--time-budget`` before any task was tuned (no task got one
   successful measurement, now or in an earlier run);
 * 130 - interrupted (Ctrl-C); what was measured is saved, the same command resumes.
@@ -36,6 +44,7 @@ Example:
     >>> parse_duration("1h30m"), parse_duration("90s"), parse_duration("2.5")
     (5400.0, 90.0, 2.5)
     >>> # main(["tune", "examples/mlp.json", "--trials", "64"])   -> 0, prints the task table
+    >>> # main(["plot", "tuning_logs/mlp.jsonl", "-o", "curve.png"])   -> 0, one line per task
 """
 from __future__ import annotations
 
@@ -59,12 +68,14 @@ import numpy as np
 
 import graph_api
 
+from . import plots
 from .database import Database, TuningDatabaseError
 from .dispatch import HistoryBest, MissingRecordWarning
 from .executor import DaskExecutor, executor_from
 from .extract import extract_tasks
 from .log import LogWriteError, export_log, import_log, read_log
 from .measure import MeasureOptions
+from .plots import PlotError
 from .record import ERROR_KINDS
 from .target import current_target
 from .tune import tune
@@ -770,6 +781,115 @@ def cmd_import(args) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------------------- plot
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+PROBLEMS_SHOWN = 10
+
+
+def is_sqlite_file(path) -> bool:
+    """True when the file at ``path`` starts with the sqlite header (a tuning database),
+    whatever its suffix; a file that cannot be read is a BadInput.
+
+    Example:
+        >>> import tempfile; log = Path(tempfile.mkdtemp()) / "t.jsonl"
+        >>> _ = log.write_text("{}"); is_sqlite_file(log)
+        False
+    """
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read: {err.strerror or err}") from None
+
+
+def _report_first_problems(path, problems) -> None:
+    _report_problems(path, problems[:PROBLEMS_SHOWN])
+    if len(problems) > PROBLEMS_SHOWN:
+        print(f"{path}: ... and {len(problems) - PROBLEMS_SHOWN} more unreadable line(s)", file=sys.stderr)
+
+
+def read_tuning_records(path) -> tuple[list, dict]:
+    """(records, workload descriptions by key) of a tuning log or database: a file that starts
+    with the sqlite header is read as a database (its workloads describe each task: output
+    shape, flop count), anything else as a JSON-lines log (no descriptions; unreadable lines
+    are reported on stderr and skipped). A missing file, or one without a readable record, is
+    a BadInput.
+
+    Example:
+        >>> # records, descriptions = read_tuning_records("tuning.db")
+        >>> read_tuning_records("no/such.jsonl")
+        Traceback (most recent call last):
+        ...
+        autotune.cli.BadInput: no/such.jsonl: no such tuning log or database
+    """
+    if not os.path.exists(path):
+        raise BadInput(f"{path}: no such tuning log or database")
+    if os.path.isdir(path):
+        raise BadInput(f"{path} is a directory, not a tuning log or database")
+    if is_sqlite_file(path):
+        with open_database(path, must_exist=True) as db:
+            records = db.records()
+            descriptions = {w.key: w.description for w in db.workloads()}
+        unreadable = ""
+    else:
+        contents = _read_log_or_fail(path)
+        _report_first_problems(path, contents.problems)
+        records, descriptions = list(contents.records), {}
+        unreadable = f" ({len(contents.problems)} unreadable line(s), see above)" if contents.problems else ""
+    if not records:
+        raise BadInput(f"{path}: no tuning records to plot{unreadable}")
+    return records, descriptions
+
+
+def _select_workloads(records, prefix, path) -> list:
+    if prefix is None:
+        return records
+    chosen = [r for r in records if r.workload_key.startswith(prefix)]
+    if not chosen:
+        raise BadInput(f"{path}: no workload with a key starting {prefix!r} (`autotune show` or "
+                       f"`autotune best` lists the keys)")
+    return chosen
+
+
+def prepare_image(path, option: str) -> None:
+    """Check, before any slow work, that an image can be written at ``path``: the file is
+    writable, matplotlib is installed and the suffix is an image format it writes (a PlotError,
+    exit 2, otherwise; ``option`` names the command-line option in the message).
+
+    Example:
+        >>> prepare_image("/no/such/folder/curve.png", "-o")
+        Traceback (most recent call last):
+        ...
+        autotune.plots.PlotError: -o /no/such/folder/curve.png: cannot write: No such file or directory
+    """
+    try:
+        plots.check_writable(path)
+        plots.image_format(path)
+    except plots.MissingPlotTool:
+        raise
+    except PlotError as err:
+        raise PlotError(f"{option} {err}") from None
+
+
+def cmd_plot(args) -> int:
+    """``autotune plot``: the best cost so far against trial number, one line per task, from a
+    tuning log or database, drawn into an image.
+
+    Example:
+        >>> # main(["plot", "tuning.db", "-o", "curve.png", "--workload", "b47aec8a"])
+    """
+    records, descriptions = read_tuning_records(args.source)
+    records = _select_workloads(records, args.workload, args.source)
+    prepare_image(args.output, "-o")
+    curves = plots.tuning_curves(records, descriptions)
+    unit = plots.draw_tuning_curves(curves, args.output, title=f"{Path(args.source).name}: best so far per task")
+    failed = sum(not r.is_ok for r in records)
+    print(f"wrote {args.output}: {len(curves)} task(s), {len(records)} trial(s) ({failed} failed), "
+          f"best so far in {unit}")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------------------- bench
 
 def random_feeds(ports, seed: int = 0) -> dict:
@@ -805,13 +925,78 @@ def _compile(graph, db=None):
     return compiled, missing
 
 
+def onnxruntime_runner(path, feeds):
+    """A function that runs the ONNX model at ``path`` once in onnxruntime (CPU) on ``feeds``
+    (arrays by graph input id, as ``random_feeds`` makes them, passed by the model's input
+    names), after a warm-up run; None when onnxruntime is not installed, and None with a
+    warning on stderr when it cannot run the model.
+
+    Example:
+        >>> # run = onnxruntime_runner("examples/resnet_block.onnx", feeds); run()   # one inference
+    """
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    try:
+        from graph_api.onnx import import_onnx
+        with warnings.catch_warnings():          # load_graph reported them already
+            warnings.simplefilter("ignore")
+            names = {tid: name for name, tid in import_onnx(str(path)).inputs if tid is not None}
+        unnamed = sorted(set(feeds) - set(names))
+        if unnamed:
+            raise ValueError(f"graph input(s) {unnamed} match no input of the model")
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        model_feeds = {names[tid]: array for tid, array in feeds.items()}
+        session.run(None, model_feeds)           # warm-up, and the check that it runs
+    except Exception as err:                     # onnxruntime's own errors, a feed it lacks
+        print(f"autotune: warning: {path}: onnxruntime cannot run the model, so it is not timed: "
+              f"{_first_line(str(err)) or type(err).__name__}", file=sys.stderr)
+        return None
+    return lambda: session.run(None, model_feeds)
+
+
+def time_interleaved(runners: dict, repeat: int) -> dict:
+    """{name: seconds of each run}: ``repeat`` rounds, each round running every runner once in
+    turn, so that drift (other work, clock changes) hits them all alike.
+
+    Example:
+        >>> times = time_interleaved({"a": lambda: None, "b": lambda: None}, repeat=3)
+        >>> sorted(times), [len(t) for t in times.values()]
+        (['a', 'b'], [3, 3])
+    """
+    times = {name: [] for name in runners}
+    for _ in range(repeat):
+        for name, run_once in runners.items():
+            start = time.perf_counter()
+            run_once()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def _bench_rows(stats: dict, speedup: dict) -> list:
+    rows = [[name, _ms(s["median"]), _ms(s["min"])] for name, s in stats.items()]
+    return rows + [["speedup", f"{speedup['median']:.2f}x", f"{speedup['min']:.2f}x"]]
+
+
+def _draw_bench(args, stats: dict, chatter) -> None:
+    bars = plots.latency_bars(stats)
+    title = f"{Path(args.graph).name} on {current_target().cpu}: {args.repeat} runs each"
+    plots.draw_latency_bars(bars, args.plot, title=title)
+    print(f"wrote {args.plot}: {', '.join(b.label for b in bars)}", file=chatter)
+
+
 def cmd_bench(args) -> int:
     """``autotune bench``: end-to-end latency of the compiled graph with default configs and
-    with the database's best configs, side by side (median and best of ``--repeat`` runs).
+    with the database's best configs, side by side (median and best of ``--repeat`` runs), and
+    of onnxruntime on an ONNX model when it is installed; ``--plot`` draws them as bars.
 
     Example:
         >>> # main(["bench", "examples/mlp.json", "--db", "tuning.db", "--repeat", "50"])
+        >>> # main(["bench", "examples/resnet_block.onnx", "--plot", "bench.png"])
     """
+    if args.plot is not None:
+        prepare_image(args.plot, "--plot")
     graph = load_graph(args.graph)
     with open_database(args.db, must_exist=True) as db:
         default, _ = _compile(graph)
@@ -821,31 +1006,32 @@ def cmd_bench(args) -> int:
     feeds = random_feeds(tuned.input_ports, args.seed)
     want, got = default.run(feeds), tuned.run(feeds)     # also the warm-up runs
     mismatched = [tid for tid in want if not np.allclose(got[tid], want[tid], rtol=1e-3, atol=1e-4)]
-    times = {"default": [], "tuned": []}
-    for _ in range(args.repeat):                         # interleaved: drift hits both alike
-        for name, compiled in (("default", default), ("tuned", tuned)):
-            start = time.perf_counter()
-            compiled.run(feeds)
-            times[name].append(time.perf_counter() - start)
+    runners = {"default": lambda: default.run(feeds), "tuned": lambda: tuned.run(feeds)}
+    if Path(args.graph).suffix.lower() == ".onnx":
+        reference = onnxruntime_runner(args.graph, feeds)
+        if reference is not None:
+            runners["onnxruntime"] = reference
+        elif args.plot is not None:
+            print("autotune: note: onnxruntime is not timed, so the chart has no onnxruntime bar "
+                  "(pip install onnxruntime)", file=sys.stderr)
+    times = time_interleaved(runners, args.repeat)       # interleaved: drift hits all alike
     stats = {name: {"median": statistics.median(t), "min": min(t)} for name, t in times.items()}
     speedup = {k: stats["default"][k] / stats["tuned"][k] for k in ("median", "min")}
     partitions = sum(t.weight for t in tasks)
     untuned = sum(t.weight for t in tasks if t.key in absent)
     if args.json:
-        _print_json({"graph": args.graph, "db": args.db, "repeat": args.repeat, "seed": args.seed,
-                     "partitions": partitions, "untuned_partitions": untuned,
-                     "missing": [{"name": t.name, "key": t.key} for t in tasks if t.key in absent],
-                     "default_ms": {k: v * 1e3 for k, v in stats["default"].items()},
-                     "tuned_ms": {k: v * 1e3 for k, v in stats["tuned"].items()},
-                     "speedup": speedup, "outputs_match": not mismatched})
+        data = {"graph": args.graph, "db": args.db, "repeat": args.repeat, "seed": args.seed,
+                "partitions": partitions, "untuned_partitions": untuned,
+                "missing": [{"name": t.name, "key": t.key} for t in tasks if t.key in absent]}
+        data.update({f"{name}_ms": {k: v * 1e3 for k, v in s.items()} for name, s in stats.items()})
+        data.update(speedup=speedup, outputs_match=not mismatched)
+        _print_json(data)
     else:
         print(f"{args.graph}: {partitions} compiled partition(s), {partitions - untuned} with a tuned "
               f"config in {args.db}, {args.repeat} runs each on {current_target().cpu}")
-        print(format_table(["", "median ms", "min ms"],
-                           [["default", _ms(stats["default"]["median"]), _ms(stats["default"]["min"])],
-                            ["tuned", _ms(stats["tuned"]["median"]), _ms(stats["tuned"]["min"])],
-                            ["speedup", f"{speedup['median']:.2f}x", f"{speedup['min']:.2f}x"]],
-                           right={1, 2}))
+        print(format_table(["", "median ms", "min ms"], _bench_rows(stats, speedup), right={1, 2}))
+    if args.plot is not None:
+        _draw_bench(args, stats, sys.stderr if args.json else sys.stdout)
     if missing:
         print(f"autotune: {len(missing)} workload(s) ran with default configs "
               f"(`autotune best --missing {args.graph} --db {args.db}` lists them)", file=sys.stderr)
@@ -853,6 +1039,21 @@ def cmd_bench(args) -> int:
         print(f"autotune: the tuned graph's outputs {mismatched} differ from the default graph's",
               file=sys.stderr)
         return EXIT_UNUSABLE
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- graph
+
+def cmd_graph(args) -> int:
+    """``autotune graph``: the graph of a model with its partitions as clusters, as DOT text
+    (``-o g.dot``) or drawn by Graphviz (``-o g.svg``, ``.png``, ``.pdf``).
+
+    Example:
+        >>> # main(["graph", "examples/resnet_block.onnx", "-o", "resnet_block.svg"])
+    """
+    graph = load_graph(args.graph)
+    written = plots.write_graph_picture(graph.to_dot(), args.output, timeout=args.timeout)
+    print(f"wrote {args.output} ({written}): {len(graph.get_partitions())} partition(s) of {args.graph}")
     return EXIT_OK
 
 
@@ -866,7 +1067,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``autotune`` argument parser (subcommands tune, best, show, export, import, bench).
+    """The ``autotune`` argument parser (subcommands tune, best, show, export, import, bench,
+    plot, graph).
 
     Example:
         >>> build_parser().parse_args(["tune", "g.json", "--trials", "8"]).time_budget is None
@@ -931,13 +1133,33 @@ def build_parser() -> argparse.ArgumentParser:
     db_option(p)
     p.set_defaults(run=cmd_import)
 
-    p = commands.add_parser("bench", help="latency of the compiled graph, default vs tuned")
+    p = commands.add_parser("bench", help="latency of the compiled graph, default vs tuned (vs onnxruntime)")
     p.add_argument("graph", metavar="GRAPH")
     db_option(p)
     p.add_argument("--repeat", type=_positive_int, default=30, metavar="N", help="timed runs of each (default 30)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input feeds (default 0)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--plot", metavar="IMAGE",
+                   help="also draw the latencies as bars into IMAGE (.png, .svg, .pdf; needs matplotlib)")
     p.set_defaults(run=cmd_bench)
+
+    p = commands.add_parser("plot", help="best cost so far against trial number, one line per task",
+                            description="Draw the best cost so far (ms, or GFLOPS when the database knows "
+                                        "every task's flop count) against trial number, one line per task, "
+                                        "from a tuning log or database. Needs matplotlib.")
+    p.add_argument("source", metavar="LOG_OR_DB", help="JSON-lines tuning log or sqlite tuning database")
+    p.add_argument("-o", "--output", required=True, metavar="IMAGE", help="image to write (.png, .svg, .pdf)")
+    p.add_argument("--workload", metavar="KEY_PREFIX", help="only the workloads whose key starts so")
+    p.set_defaults(run=cmd_plot)
+
+    p = commands.add_parser("graph", help="the graph with its partitions, as DOT text or a picture",
+                            description="Write the graph of a model with its partitions as clusters: DOT text "
+                                        "(.dot, .gv), or a picture drawn by Graphviz's dot (.svg, .png, .pdf).")
+    p.add_argument("graph", metavar="GRAPH", help="oneDNN Graph JSON (.json) or ONNX model (.onnx)")
+    p.add_argument("-o", "--output", required=True, metavar="PICTURE", help="g.dot, g.svg, g.png or g.pdf")
+    p.add_argument("--timeout", type=_duration, default=plots.DOT_TIMEOUT, metavar="DURATION",
+                   help=f"time allowed to Graphviz (default {plots.DOT_TIMEOUT:g} s)")
+    p.set_defaults(run=cmd_graph)
     return parser
 
 
@@ -957,7 +1179,7 @@ def main(argv=None) -> int:
         except SystemExit as stop:                       # --help, --version
             return stop.code if isinstance(stop.code, int) else EXIT_OK
         return args.run(args)
-    except (BadInput, TuningDatabaseError) as err:   # a database error names its file and the fix
+    except (BadInput, TuningDatabaseError, PlotError) as err:   # each names its file and the fix
         print(f"autotune: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except LogWriteError as err:                     # the db kept every record; the next tune catches up
