@@ -31,3 +31,5 @@ def test_the_from_onnxruntime_example_runs(tmp_path, monkeypatch):
     for a, b in zip(again.run(None, feed), tuned.run(None, feed)):
         assert a.shape == b.shape and abs(a - b).max() < 1e-4
     assert y.shape == tuple(scope["sess"].get_outputs()[0].shape)
+    assert scope["dynamic"].compiled_shapes == [((1, 16, 32, 32),), ((4, 16, 32, 32),)]
+    assert scope["logits"].shape == (4, 10)
