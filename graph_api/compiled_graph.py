@@ -138,7 +138,7 @@ class CompiledGraph:
         feeds = self._feeds_by_id(feeds)
         values = dict(self.bound)
         for tid, array in feeds.items():
-            values[tid] = np.asarray(array, order="C")   # keeps 0-d arrays 0-d
+            values[tid] = _aligned_array(array)
         for tid, shape, dtype in self._input_specs:
             array = values.get(tid)
             if array is None:
@@ -333,6 +333,15 @@ def _restore(version, payload, buffers, digest) -> CompiledGraph:
     restored = CompiledGraph.__new__(CompiledGraph)
     restored.__dict__.update(state, engine=Engine())
     return restored
+
+
+def _aligned_array(value) -> np.ndarray:
+    """``value`` as a C-contiguous array whose data kernels can read (``PARAM_ALIGN``-aligned):
+    itself when it is one, else a copy (0-d arrays stay 0-d)."""
+    array = np.asarray(value, order="C")
+    if array.ctypes.data % PARAM_ALIGN and array.size:
+        array = array.copy()        # numpy's allocator aligns what it allocates
+    return array
 
 
 def _digest(payload, buffers) -> bytes:

@@ -37,12 +37,16 @@ def load_json(source) -> Graph:
                 text = f.read()
         except OSError as e:
             raise GraphError(f"{name}: cannot read: {e}") from None
+        except UnicodeDecodeError as e:
+            raise GraphError(f"{name}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     else:
         name, text = getattr(source, "name", "<stream>"), source.read()
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise GraphError(f"{name}: invalid JSON: {e}") from None
+    except RecursionError:
+        raise GraphError(f"{name}: invalid JSON: nested too deeply") from None
     try:
         return _graph_from_dict(data)
     except GraphError as e:

@@ -8,6 +8,7 @@ import numpy as np
 from tensorir.errors import TilefuseError
 
 INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
 UNKNOWN_DIM = -1
 
 
@@ -134,6 +135,9 @@ class LogicalTensor:
                     d = UNKNOWN_DIM
                 elif d < 0:
                     raise GraphError(f"logical tensor {self.id}: negative dim {d} in shape {list(self.shape)}")
+                elif d > INT64_MAX:
+                    raise GraphError(f"logical tensor {self.id}: dim {d} in shape {list(self.shape)} does not fit "
+                                     f"in 64 bits")
                 dims.append(d)
             object.__setattr__(self, "shape", tuple(dims))
         if self.strides is not None:

@@ -27,6 +27,13 @@ class OnnxUnsupported(Exception):
     """A node the mapping does not cover (the reason is the message); it becomes a Wildcard."""
 
 
+class OnnxRefused(GraphError):
+    """A node the model cannot run with: it breaks the ONNX operator's own rules (an attribute
+    out of range, operands that contradict each other), or neither tilefuse nor onnx's reference
+    implementation computes it as the operator defines. The model is refused, not run by a
+    fallback."""
+
+
 class OnnxDynamicShape(GraphError):
     """An operand that fixes a shape (Reshape's shape, Pad's pads, ...) is computed at run time."""
 

@@ -46,7 +46,8 @@ from ..graph import Graph
 from ..limits import check_tensor_bytes
 from ..logical_tensor import DataType, GraphError, LogicalTensor
 from ..op import OpKind
-from .builder import ONNX_DTYPES, Builder, Node, OnnxDynamicShape, OnnxUnsupported, _type_name, data_type
+from .builder import (ONNX_DTYPES, Builder, Node, OnnxDynamicShape, OnnxRefused, OnnxUnsupported, _type_name,
+                      data_type)
 from .node import check_onnx_node, run_onnx_node, wildcard_attrs
 from .ops import ONNX_OPS
 
@@ -193,9 +194,18 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
     Example:
         >>> # imp = import_onnx("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
     """
-    import onnx
     path = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
     model, where = _load(model)
+    try:
+        return _import(model, where, path, constant_inputs, input_shapes)
+    except GraphError as e:             # every refusal names the model
+        if e.args and isinstance(e.args[0], str) and where not in e.args[0]:
+            e.args = (f"{where}: {e.args[0]}", *e.args[1:])
+        raise
+
+
+def _import(model, where: str, path, constant_inputs, input_shapes) -> OnnxImport:
+    import onnx
     _check(model, where, path)
     if model.functions:
         from onnx import inliner
@@ -261,7 +271,7 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
                 results = convert(b, node)
             except (OnnxUnsupported, GraphError, ValueError, TypeError, KeyError, IndexError) as e:
                 b.discard()
-                if isinstance(e, OnnxDynamicShape):
+                if isinstance(e, (OnnxDynamicShape, OnnxRefused)):
                     raise
                 why = f"ONNX {node.label}: {e}"
         else:
@@ -269,7 +279,11 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
             why = f"ONNX op {where} ({node.label}) is not mapped to tilefuse ops"
         if results is None:
             attrs = wildcard_attrs(proto, node_opset, _typed(b, implicit))
-            check_onnx_node(attrs, [_trial_input(b, n) for n in present], node.label)
+            outputs = [n for n in node.outputs if n]
+            for name in outputs:            # before the trial run allocates them
+                _check_output_size(b, node, name)
+            check_onnx_node(attrs, [_trial_input(b, n) for n in present], node.label,
+                            [b.onnx_types.get(n, (None, None))[1] for n in outputs])
             warnings.warn(f"{why}; it runs as a Wildcard (onnx's reference implementation)", stacklevel=2)
             results = b.wildcard(node, attrs, implicit)
             wildcards.append(node.label)
@@ -381,6 +395,8 @@ def _fold(b: Builder, node: Node, convert, attrs: dict, implicit=()) -> None:
                 for t, v in zip(op.outputs, reference.evaluate(op, [env[t.id] for t in op.inputs])):
                     env[t.id] = v
             outs = [env[r.id] if isinstance(r, LogicalTensor) else r for r in results]
+        except OnnxRefused:
+            raise
         except (OnnxUnsupported, GraphError, ValueError, TypeError, KeyError, IndexError):
             b.discard()
     if outs is None:
@@ -434,6 +450,10 @@ def _finish(b: Builder, graph_proto, inputs: list, wildcards: list) -> OnnxImpor
             done[name] = None
             continue
         t = b.tensor(name)
+        declared = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+        if declared and t.dtype is not DataType.undef and ONNX_DTYPES.get(declared) is not t.dtype:
+            raise GraphError(f"graph output {name!r} is declared {_type_name(declared)}, but the model computes "
+                             f"{t.dtype.value}")
         if b.graph.producer(t.id) is None or t.id in consumed or t.id in {i for _, i in outputs if i is not None}:
             t = b.op(OpKind.Identity, [t])        # a graph output must be produced and read by no op
             b.commit()

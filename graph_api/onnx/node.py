@@ -70,13 +70,16 @@ TRIAL_ELEMENTS = 1 << 20
 elements in all."""
 
 
-def check_onnx_node(attrs: dict, inputs: list, label: str) -> None:
+def check_onnx_node(attrs: dict, inputs: list, label: str, output_shapes=None) -> None:
     """Refuse, with a GraphError naming ``label``, an ONNX node (a Wildcard's ``attrs``) that
     onnx's reference implementation cannot run: an op it does not know, or one that fails on
     sample inputs. ``inputs`` has per input (see ``run_onnx_node``) its value when it is known
-    at import, else (numpy dtype, shape), shape None when unknown. The node runs on sample
-    values (zeros, then ones: an index or count may need either) when every shape is known and
-    small; a node that fails on both is refused, so nothing is left for ``run`` to discover.
+    at import, else (numpy dtype, shape), shape None when unknown; ``output_shapes`` the shapes
+    the outputs will have (an unknown one None). The node runs on sample values (zeros, then
+    ones: an index or count may need either) when every input shape is known, inputs and
+    outputs are small, and no output of unknown size comes from known integers (counts or
+    shapes, which may make it huge); a node that fails on both is refused, so nothing is left
+    for ``run`` to discover.
 
     Example:
         >>> import pytest; onnx = pytest.importorskip("onnx")   # the example needs onnx
@@ -98,7 +101,12 @@ def check_onnx_node(attrs: dict, inputs: list, label: str) -> None:
     specs = [(v.dtype, v.shape) if isinstance(v, np.ndarray) else v for v in inputs]
     if any(shape is None or any(not isinstance(d, int) or d < 0 for d in shape) for _, shape in specs):
         return
-    if sum(int(np.prod(shape)) for _, shape in specs) > TRIAL_ELEMENTS:
+    known = [shape for shape in output_shapes or () if shape is not None]
+    if len(known) < len(output_shapes or ()) and \
+            any(isinstance(v, np.ndarray) and v.dtype.kind in "iu" for v in inputs):
+        return          # an output of unknown size from known counts or shapes: it may be huge
+    if sum(int(np.prod(shape, dtype=object)) for _, shape in specs) + \
+            sum(int(np.prod(shape, dtype=object)) for shape in known) > TRIAL_ELEMENTS:
         return
     failure = None
     for fill in (0, 1):

@@ -68,10 +68,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..logical_tensor import DataType, GraphError
+from ..logical_tensor import DataType
 from ..op import OpKind
 from ..ops._window import same_pads
-from .builder import Builder, Node, OnnxUnsupported, data_type
+from .builder import Builder, Node, OnnxRefused, OnnxUnsupported, data_type
 
 ONNX_OPS: dict[str, Callable] = {}
 
@@ -100,7 +100,7 @@ def _rank(b: Builder, node: Node, i: int = 0) -> int:
 
 def _norm_axis(axis: int, rank: int, node: Node) -> int:
     if not -rank <= axis < max(rank, 1):
-        raise GraphError(f"{node.label}: axis {axis} is out of range for rank {rank}")
+        raise OnnxRefused(f"{node.label}: axis {axis} is out of range for rank {rank}")
     return axis % rank if rank else 0
 
 
@@ -278,6 +278,14 @@ def _gemm(b, node):
     return [y]
 
 
+def _flag(node: Node, name: str, default: int) -> bool:
+    """A 0/1 attribute; any other value is an OnnxRefused."""
+    value = node.attr(name, default)
+    if value not in (0, 1):
+        raise OnnxRefused(f"{node.label}: {name}={value!r}; it must be 0 or 1")
+    return bool(value)
+
+
 def _spatial_attr(node: Node, name: str, n: int, default: int) -> list[int]:
     v = node.attr(name)
     return [default] * n if not v else _ints(v)
@@ -287,7 +295,7 @@ def _explicit_pads(node: Node, n: int):
     pads = node.attr("pads")
     pads = [0] * (2 * n) if not pads else _ints(pads)
     if len(pads) != 2 * n:
-        raise GraphError(f"{node.label}: pads {pads} need {2 * n} values")
+        raise OnnxRefused(f"{node.label}: pads {pads} need {2 * n} values")
     return pads[:n], pads[n:]
 
 
@@ -313,6 +321,9 @@ def _conv_inputs(b, node):
 def _conv(b, node):
     x, w, n = _conv_inputs(b, node)
     kernel = list(w.shape[2:])
+    if node.attr("kernel_shape") and _ints(node.attr("kernel_shape")) != kernel:
+        raise OnnxRefused(f"{node.label}: kernel_shape {_ints(node.attr('kernel_shape'))} contradicts the "
+                          f"weights' spatial shape {kernel}")
     strides, dil = _spatial_attr(node, "strides", n, 1), _spatial_attr(node, "dilations", n, 1)
     pb, pe = _conv_pads(node, x.shape[2:], kernel, strides, dil)
     ins = [x, w] + ([_x(b, node, 2)] if node.input(2) else [])
@@ -464,7 +475,7 @@ def _reduce(b, node):
         axes = _ints(b.value(node.input(1), f"the axes of {node.label}")) if node.input(1) else []
     else:
         axes = _ints(node.attr("axes", []))
-    keep = bool(node.attr("keepdims", 1))
+    keep = _flag(node, "keepdims", 1)
     if not axes:
         if axes_as_input and node.attr("noop_with_empty_axes", 0):
             return [x]
@@ -520,6 +531,8 @@ def _pool(b, node):
     kernel = _ints(node.required("kernel_shape"))
     strides, dil = _spatial_attr(node, "strides", n, 1), _spatial_attr(node, "dilations", n, 1)
     pb, pe, ext = _pool_geometry(node, x.shape[2:], kernel, strides, dil)
+    if any(p >= k for p, k in zip(pb + pe, kernel + kernel)):
+        raise OnnxRefused(f"{node.label}: pads {pb + pe} must be smaller than the kernel {kernel}")
     attrs = {"kernel": kernel, "strides": strides, "pads_begin": pb, "pads_end": [e + x_ for e, x_ in zip(pe, ext)],
              "data_format": "NCX"}
     if node.op_type == "MaxPool":
@@ -588,7 +601,7 @@ def _flatten(b, node):
     rank = len(x.shape)
     axis = int(node.attr("axis", 1))
     if not -rank <= axis <= rank:
-        raise GraphError(f"{node.label}: axis {axis} is out of range for rank {rank}")
+        raise OnnxRefused(f"{node.label}: axis {axis} is out of range for rank {rank}")
     axis = axis + rank if axis < 0 else axis
     return [_reshape_to(b, x, [math.prod(x.shape[:axis]), math.prod(x.shape[axis:])])]
 
@@ -609,7 +622,7 @@ def _squeeze(b, node):
         [_norm_axis(a, rank, node) for a in axes]
     for a in axes:
         if x.shape[a] != 1:
-            raise GraphError(f"{node.label}: cannot squeeze axis {a} of size {x.shape[a]}")
+            raise OnnxRefused(f"{node.label}: cannot squeeze axis {a} of size {x.shape[a]}")
     return [_reshape_to(b, x, [d for k, d in enumerate(x.shape) if k not in axes])]
 
 
@@ -618,7 +631,7 @@ def _unsqueeze(b, node):
     x = _x(b, node)
     axes = _axes_operand(b, node, 13)
     if axes is None:
-        raise GraphError(f"{node.label}: no axes")
+        raise OnnxRefused(f"{node.label}: no axes")
     out_rank = len(x.shape) + len(axes)
     axes = {_norm_axis(a, out_rank, node) for a in axes}
     dims = iter(x.shape)
@@ -653,8 +666,8 @@ def _split(b, node):
         parts = int(node.attr("num_outputs", n_out))
         chunk = -(-n // parts)
         sizes = [min(chunk, n - k * chunk) for k in range(parts)]
-    if sum(sizes) != x.shape[axis] or len(sizes) != n_out:
-        raise GraphError(f"{node.label}: split sizes {sizes} do not cover dim {axis} of size {x.shape[axis]} in "
+    if sum(sizes) != x.shape[axis] or len(sizes) != n_out or any(size < 0 for size in sizes):
+        raise OnnxRefused(f"{node.label}: split sizes {sizes} do not cover dim {axis} of size {x.shape[axis]} in "
                          f"{n_out} outputs")
     outs, start = [], 0
     for size in sizes:
@@ -693,7 +706,7 @@ def _gather(b, node):
         n = x.shape[axis]
         flat = np.where(idx < 0, idx + n, idx).reshape(-1)
         if idx.ndim <= 1 and flat.size and (flat.min() < 0 or flat.max() >= n):
-            raise GraphError(f"{node.label}: indices {flat.tolist()} are out of range for a dim of size {n}")
+            raise OnnxRefused(f"{node.label}: indices {flat.tolist()} are out of range for a dim of size {n}")
         step = int(flat[1] - flat[0]) if flat.size > 1 else 1
         if idx.ndim <= 1 and flat.size and step != 0 and np.all(np.diff(flat) == step):
             end = int(flat[-1]) + (1 if step > 0 else -1)
@@ -710,6 +723,22 @@ def _expand(b, node):
     return [b.op(_K.Expand, [_x(b, node)], {"shape": shape})]
 
 
+def _refuse_what_the_fallback_gets_wrong(b, node, x, mode, ctm) -> None:
+    """Cubic Resize runs in onnx's reference implementation, which differs from the operator's
+    definition (and onnxruntime) for align_corners when a scale does not give a whole output
+    length, and for pytorch_half_pixel onto a length of 1: those are refused, not run wrong."""
+    if mode != "cubic" or ctm not in ("align_corners", "pytorch_half_pixel") or not node.input(2):
+        return
+    scales = np.asarray(b.value(node.inputs[2], f"the scales of {node.label}"), np.float64).reshape(-1)
+    axes = [_norm_axis(a, len(x.shape), node) for a in _ints(node.attr("axes", []))] or list(range(len(x.shape)))
+    for a, scale in zip(axes, scales):
+        out = math.floor(x.shape[a] * scale)
+        if (ctm == "align_corners" and out != x.shape[a] * scale) or (ctm == "pytorch_half_pixel" and out == 1 < x.shape[a]):
+            raise OnnxRefused(f"{node.label}: cubic mode with {ctm} and scale {scale:g} on an axis of {x.shape[a]} "
+                              f"is not supported (onnx's reference implementation, the fallback for cubic "
+                              f"mode, computes it otherwise than the operator's definition)")
+
+
 @_register("Resize")
 def _resize(b, node):
     """Resize (opset 11 and later) to Resize: sizes for every axis, with the scales the
@@ -722,6 +751,7 @@ def _resize(b, node):
     mode = node.attr("mode", "nearest")
     ctm = node.attr("coordinate_transformation_mode", "half_pixel")
     if mode == "cubic" or ctm == "tf_crop_and_resize":
+        _refuse_what_the_fallback_gets_wrong(b, node, x, mode, ctm)
         raise OnnxUnsupported(f"mode {mode!r} with coordinate_transformation_mode {ctm!r}")
     if node.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
         raise OnnxUnsupported(f"keep_aspect_ratio_policy {node.attr('keep_aspect_ratio_policy')!r}")
@@ -731,22 +761,22 @@ def _resize(b, node):
     sizes = np.asarray(b.value(node.inputs[3], f"the sizes of {node.label}") if node.input(3) else [],
                        np.int64).reshape(-1)
     if (scales.size > 0) == (sizes.size > 0):
-        raise GraphError(f"{node.label}: exactly one of scales and sizes must be given")
+        raise OnnxRefused(f"{node.label}: exactly one of scales and sizes must be given")
     given = scales if scales.size else sizes
     if given.size != len(axes):
-        raise GraphError(f"{node.label}: {'scales' if scales.size else 'sizes'} {given.tolist()} need "
+        raise OnnxRefused(f"{node.label}: {'scales' if scales.size else 'sizes'} {given.tolist()} need "
                          f"{len(axes)} values, one per axis of {axes}")
     out_shape, out_scales = list(x.shape), [1.0] * rank
     for k, a in enumerate(axes):
         if scales.size:
             if scales[k] <= 0:
-                raise GraphError(f"{node.label}: scales {scales.tolist()} must be positive")
+                raise OnnxRefused(f"{node.label}: scales {scales.tolist()} must be positive")
             out_shape[a] = int(math.floor(x.shape[a] * float(scales[k])))
             out_scales[a] = float(scales[k])
         else:
             out_shape[a] = int(sizes[k])
     if any(n <= 0 for n in out_shape):
-        raise GraphError(f"{node.label}: the output shape {out_shape} is not positive")
+        raise OnnxRefused(f"{node.label}: the output shape {out_shape} is not positive")
     downscaled = any(o < n for o, n in zip(out_shape, x.shape))
     if node.attr("antialias", 0) and mode == "linear" and downscaled:
         raise OnnxUnsupported("antialiased linear downscaling")
@@ -776,7 +806,7 @@ def _pad(b, node):
         axes = list(range(rank)) if not node.input(3) else \
             [_norm_axis(a, rank, node) for a in _ints(b.value(node.inputs[3], f"the axes of {node.label}"))]
     if len(pads) != 2 * len(axes):
-        raise GraphError(f"{node.label}: pads {pads} need {2 * len(axes)} values")
+        raise OnnxRefused(f"{node.label}: pads {pads} need {2 * len(axes)} values")
     pb, pe = [0] * rank, [0] * rank
     for k, a in enumerate(axes):
         pb[a], pe[a] = pads[k], pads[k + len(axes)]

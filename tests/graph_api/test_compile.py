@@ -137,6 +137,23 @@ def test_feeds_name_inputs_only_and_may_come_in_input_order():
         cg.run(feeds[0])
 
 
+def test_feeds_that_are_not_16_byte_aligned_are_copied_not_refused():
+    b = mlp(batch=4, sizes=(8, 16))
+    cg = compile_graph(b.finalize())
+    feeds = b.feeds()
+    want = cg.run(feeds)
+    misaligned = {}
+    for tid, value in feeds.items():
+        raw = np.zeros(value.nbytes + 32, np.uint8)
+        start = (-raw.ctypes.data) % 16 + 4                  # 4 bytes past a 16-byte boundary
+        array = raw[start:start + value.nbytes].view(value.dtype).reshape(value.shape)
+        array[...] = value
+        assert array.ctypes.data % 16 == 4
+        misaligned[tid] = array
+    got = cg.run(misaligned)
+    assert all(np.array_equal(got[k], want[k]) for k in want)
+
+
 def test_a_feed_for_a_bound_constant_is_refused_not_swapped_for_the_weight():
     from graph_building import Builder
     b = Builder()

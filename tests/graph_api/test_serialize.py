@@ -126,6 +126,21 @@ def test_bad_json_names_the_file(tmp_path):
         load_json(path)
 
 
+def test_deeply_nested_and_non_utf8_json_name_the_file(tmp_path):
+    stream = io.StringIO('{"graph": ' + "[" * 100000 + "]" * 100000 + "}")
+    stream.name = "deep.json"
+    with pytest.raises(GraphError, match=r"deep\.json: invalid JSON: nested too deeply"):
+        load_json(stream)
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"graph": [], "x": "\xff"}')
+    with pytest.raises(GraphError, match=r"latin1\.json: not UTF-8 text"):
+        load_json(path)
+
+
+def test_a_dim_beyond_64_bits_is_refused_at_load():
+    bad(lambda d: d["graph"][0]["inputs"][0].update(shape=[2 ** 64, 3]), r"dim 18446744073709551616 .* 64 bits")
+
+
 def test_missing_file():
     with pytest.raises(GraphError, match=r"nope\.json: cannot read"):
         load_json("nope.json")

@@ -455,6 +455,50 @@ def test_malformed_graphs_are_a_graph_error_naming_the_node_or_tensor(monkeypatc
         from_onnx(model)
 
 
+def test_nodes_that_break_their_operators_rules_are_refused_not_run_by_the_fallback():
+    x, y = _float_input("x", [1, 3, 6, 6]), _float_input("y", None)
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    cases = [
+        (_model([helper.make_node("ReduceMean", ["x"], ["y"], axes=[1], keepdims=5)], [x], [y], opset=13),
+         r"ReduceMean node 'y': keepdims=5; it must be 0 or 1"),
+        (_model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[2, 2])], [x], [y], [w]),
+         r"kernel_shape \[2, 2\] contradicts the weights' spatial shape \[3, 3\]"),
+        (_model([helper.make_node("Split", ["x", "s"], ["a", "b"], axis=2)], [x],
+                [_float_input("a", None), _float_input("b", None)],
+                [numpy_helper.from_array(np.array([-1, 7], np.int64), "s")]),
+         r"split sizes \[-1, 7\] do not cover"),
+        (_model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], pads=[2, 0, 0, 0])], [x], [y]),
+         r"pads \[2, 0, 0, 0\] must be smaller than the kernel \[2, 2\]"),
+        (_model([helper.make_node("Relu", ["x"], ["y"])], [x], [helper.make_tensor_value_info("y", TensorProto.DOUBLE,
+                                                                                            None)]),
+         r"graph output 'y' is declared DOUBLE, but the model computes f32"),
+        (_model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="cubic",       # 7.5 columns from 5
+                                  coordinate_transformation_mode="align_corners")], [_float_input("x", [1, 1, 2, 5])],
+                [y], [numpy_helper.from_array(np.array([1, 1, 2, 1.5], np.float32), "s")], opset=19),
+         r"cubic mode with align_corners and scale 1.5 on an axis of 5 is not supported"),
+    ]
+    for model, message in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(GraphError, match=rf"^ONNX model 'g': .*{message}"):
+                from_onnx(model)
+
+
+def test_a_wildcard_output_over_the_size_limit_is_refused_before_its_trial_run(monkeypatch):
+    import tracemalloc
+    monkeypatch.setenv("TILEFUSE_MAX_TENSOR_BYTES", str(32 << 20))
+    repeats = numpy_helper.from_array(np.array([4096, 4096], np.int64), "r")
+    model = _model([helper.make_node("Tile", ["x", "r"], ["y"])], [_float_input("x", [2, 2])],
+                   [_float_input("y", None)], [repeats], opset=13)
+    tracemalloc.start()
+    try:
+        with pytest.raises(GraphError, match="over the limit"):
+            from_onnx(model)
+        assert tracemalloc.get_traced_memory()[1] < 64 << 20          # nothing of 256 MiB was allocated
+    finally:
+        tracemalloc.stop()
+
+
 def test_paths_and_bytes_load(tmp_path):
     model = _model([helper.make_node("Neg", ["x"], ["y"])], [_float_input("x", [3])], [_float_input("y", None)])
     path = tmp_path / "neg.onnx"
