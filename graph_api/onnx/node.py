@@ -119,6 +119,34 @@ def check_onnx_node(attrs: dict, inputs: list, label: str, output_shapes=None) -
     raise GraphError(f"{what} cannot run in onnx's reference implementation: {failure}") from None
 
 
+_AXIS_INDEXED = frozenset({"GatherElements", "ScatterElements", "Scatter"})
+_POINT_INDEXED = frozenset({"GatherND", "ScatterND"})
+
+
+def _check_indices(node, inputs: list) -> None:
+    """GraphError for indices out of range in the ops that index their data input with their
+    second one (onnx's reference implementation wraps them around, where the operators define
+    them as an error)."""
+    if node.op_type not in _AXIS_INDEXED | _POINT_INDEXED or len(inputs) < 2:
+        return
+    data, indices = np.asarray(inputs[0]), np.asarray(inputs[1])
+    if indices.size == 0 or indices.dtype.kind not in "iu":
+        return
+    if node.op_type in _AXIS_INDEXED:
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if not -data.ndim <= axis < data.ndim:
+            return                      # onnx's own check says so
+        bounds = data.shape[axis]
+    else:
+        if any(a.name == "batch_dims" and a.i for a in node.attribute) or indices.ndim == 0 or \
+                indices.shape[-1] > data.ndim:
+            return
+        bounds = np.array(data.shape[:indices.shape[-1]])
+    if np.any(indices < -bounds) or np.any(indices >= bounds):
+        raise GraphError(f"ONNX {node.op_type} node {node.output[0]!r}: indices out of range for data of shape "
+                         f"{list(data.shape)} (from {int(indices.min())} to {int(indices.max())})")
+
+
 def _filled(dtype, shape, fill) -> np.ndarray:
     if dtype == object:
         return np.full(shape, str(fill), dtype=object)
@@ -146,6 +174,7 @@ def run_onnx_node(attrs: dict, inputs: list) -> list:
     names = [n for n in node.input if n] + list(attrs.get("onnx_implicit_inputs", ()))
     if len(names) != len(inputs):
         raise GraphError(f"ONNX node {node.op_type} takes {len(names)} inputs, got {len(inputs)}")
+    _check_indices(node, inputs)
     try:
         outs = evaluator.run(None, dict(zip(names, inputs)))
     except Exception as e:      # onnx's implementations raise anything

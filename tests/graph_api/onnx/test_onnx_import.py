@@ -597,3 +597,18 @@ def test_huge_shapes_are_refused_with_their_name_and_size_before_any_allocation(
     monkeypatch.setenv("TILEFUSE_MAX_TENSOR_BYTES", "lots")
     with pytest.raises(GraphError, match="must be a positive number of bytes, got 'lots'"):
         from_onnx(_model([helper.make_node("Neg", ["x"], ["y"])], [x], [y]))
+
+
+@pytest.mark.parametrize("op, indices, attrs", [("GatherElements", [[0, 7, 1], [1, 0, 2]], {"axis": 1}),
+                                                ("GatherElements", [[0, -4, 1], [1, 0, 2]], {"axis": 1}),
+                                                ("GatherND", [[1, 3]], {})])
+def test_a_wildcard_that_indexes_out_of_range_is_an_error_at_run_not_a_wrapped_result(op, indices, attrs):
+    data = _float_input("d", [2, 3])
+    index = helper.make_tensor_value_info("i", TensorProto.INT64, list(np.shape(indices)))
+    model = _model([helper.make_node(op, ["d", "i"], ["y"], **attrs)], [data, index], [_float_input("y", None)])
+    d = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with pytest.raises(GraphError, match=f"ONNX {op} node 'y': indices out of range for data of shape \\[2, 3\\]"):
+        _run(model, d, np.array(indices, np.int64))
+    inside = np.array(indices, np.int64) % np.array(d.shape[1] if op == "GatherElements" else d.shape)
+    want = np.take_along_axis(d, inside, axis=1) if op == "GatherElements" else d[tuple(inside.T)]
+    np.testing.assert_array_equal(_run(model, d, inside)[0], want)
