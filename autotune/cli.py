@@ -22,9 +22,10 @@ Subcommands (``autotune SUBCOMMAND --help`` for the options)::
 Exit codes (the same for every subcommand):
 
 * 0 - done;
-* 1 - done, but the result is not usable as it stands: ``tune`` found no working config for
-  any task (every measurement failed, see the error table), ``best --missing`` found workloads
-  without a record, ``bench`` saw the tuned graph compute other outputs than the default one;
+* 1 - done, but the result is not usable as it stands (the reason on stderr): ``tune`` found
+  no working config for any task (every measurement failed, see the error table), ``best
+  --missing`` found workloads without a record, ``bench`` saw the tuned graph compute other
+  outputs than the default one;
 * 2 - bad input, with a message on stderr: a missing or corrupt graph, log or database file,
   an unknown option or tuner, a bad ``--time-budget`` or ``--executor``, a database or log
   that cannot be written (the database keeps every measurement; the next ``tune`` writes the
@@ -667,7 +668,11 @@ def cmd_best(args) -> int:
                     print(format_table(["task", "template", "weight", "key"],
                                        [[_short(t.name), t.template_name, t.weight, t.key[:16]] for t in rows],
                                        right={2}))
-            return EXIT_UNUSABLE if rows else EXIT_OK
+            if not rows:
+                return EXIT_OK
+            print(f"autotune: {len(rows)} workload(s) of {args.missing} have no record on this CPU "
+                  f"({target.cpu}) in {args.db}; `autotune tune {args.missing}` tunes them", file=sys.stderr)
+            return EXIT_UNUSABLE
         best = db.best_all(target.key)
     records = list(best.values())
     if args.json:

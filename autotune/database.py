@@ -32,10 +32,21 @@ Database schema history: version 0 (legacy) had no ``meta`` table, ``workloads``
 ``created`` and ``records`` with only ``id``, ``workload_key``, ``config``, ``costs``,
 ``error_kind``, ``error_msg``, ``target_cpu``, ``target_key`` and ``timestamp``. Opening such a file migrates it in
 place: missing tables and columns are added and filled from the existing data.
+
+What a file is gets decided from its tables and their columns before anything is written into
+it (the WAL switch included): an empty file becomes a tuning database; another application's
+sqlite file (even one with a table named ``records``), a damaged one (sqlite's quick_check), a
+newer one or one whose ``meta`` schema_version is not a version is a ``TuningDatabaseError``
+naming it, and is left byte-identical. Damage quick_check does not see surfaces later: a row
+that no longer makes a valid record (text that is not UTF-8 included) is skipped with a warning
+naming it, and any other sqlite error of a read or write is a ``TuningDatabaseError`` naming the
+file and the fix; only "database is locked" (other writers held the file longer than
+``BUSY_TIMEOUT_SECONDS``) stays an ``sqlite3.OperationalError``.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -51,7 +62,7 @@ from typing import Iterable
 
 import sqlite_utils
 
-from autotune.record import Record, SCHEMA_VERSION, config_key
+from autotune.record import Record, SCHEMA_VERSION, config_key, is_text
 from autotune.target import current_target
 from tensorir.errors import TilefuseError
 
@@ -66,6 +77,13 @@ RECORD_COLUMNS = {"id": int, "workload_key": str, "task_name": str, "template": 
                   "mean_cost": float, "error_kind": str, "error_msg": str, "target_key": str,
                   "target_cpu": str, "target_features": str, "versions": str, "timestamp": float,
                   "build_seconds": float, "schema_version": int}
+
+# the columns of a legacy (version 0) file's tables (see the module docstring): what tells one apart
+# from another application's tables of the same names
+LEGACY_WORKLOAD_COLUMNS = frozenset({"key", "task_name", "template", "description"})
+LEGACY_RECORD_COLUMNS = frozenset({"id", "workload_key", "config", "costs", "error_kind", "error_msg",
+                                   "target_cpu", "target_key", "timestamp"})
+META_COLUMNS = frozenset({"key", "value"})
 
 CLAIMS_SQL = """
 CREATE TABLE IF NOT EXISTS claims (
@@ -85,8 +103,31 @@ WHERE r.error_kind IS NULL AND r.mean_cost IS NOT NULL AND r.id = (
 
 
 class TuningDatabaseError(TilefuseError, ValueError):
-    """The file given as a tuning database cannot be used: not sqlite, corrupt, or written by a
-    newer tilefuse. The message names the file."""
+    """The file given as a tuning database cannot be used: not sqlite, another application's,
+    corrupt (found at open, or met by a later read or write), or written by a newer tilefuse.
+    The message names the file."""
+
+
+def _is_locked(exc: sqlite3.DatabaseError) -> bool:
+    """Whether sqlite's error means another process holds the file (wait and retry), not damage."""
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+def _database_errors(method):
+    """A ``Database`` method whose sqlite errors (damage that quick_check at open did not see, met
+    when a page is read or written) are a TuningDatabaseError naming the file and the fix;
+    "database is locked" stays an OperationalError (other writers: wait and retry)."""
+    @functools.wraps(method)
+    def checked(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            if _is_locked(exc):
+                raise
+            raise TuningDatabaseError(
+                f"tuning database {self.path!r} cannot be used (sqlite says: {exc}); if it is damaged, move it "
+                f"away and rebuild it from the tuning logs with `autotune import LOG --db {self.path}`") from None
+    return checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,20 +208,25 @@ class Database:
                 conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS)
         except sqlite3.Error as exc:
             raise TuningDatabaseError(f"cannot open tuning database {self.path!r}: {exc}") from None
+        # a damaged row's text that is not UTF-8 reads as a str with surrogates (rather than an
+        # OperationalError for the whole query); Record refuses it, so the row is skipped with a warning
+        conn.text_factory = _decode_text
         self._db = sqlite_utils.Database(conn, execute_plugins=False)
         try:
             if self.path != ":memory:" and os.path.exists(self.path) and os.path.getsize(self.path):
                 _check_integrity(conn, self.path)
+            # decided from what is in the file before anything is written into it (the WAL switch
+            # included): another application's file is refused as it was
+            version = _layout_version(self._db, self.path)
             if not self.read_only:
                 _enable_wal(self._db)
-                self._migrate()
-            elif (version := self._stored_schema_version()) != DB_SCHEMA_VERSION:
-                self._check_not_newer(version)
+                self._migrate(version)
+            elif version != DB_SCHEMA_VERSION:
                 raise TuningDatabaseError(f"{self.path!r} is read-only and in an older database schema; copy it "
                                           f"somewhere writable so that it can be migrated")
         except sqlite3.DatabaseError as exc:
             conn.close()
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            if _is_locked(exc):
                 raise  # other writers held the file longer than BUSY_TIMEOUT_SECONDS
             raise TuningDatabaseError(
                 f"{self.path!r} is not a usable tuning database (sqlite says: {exc})") from None
@@ -210,6 +256,7 @@ class Database:
         return f"Database({self.path!r})"
 
     @property
+    @_database_errors
     def schema_version(self) -> int:
         """The schema version of the open file (``DB_SCHEMA_VERSION`` once opened).
 
@@ -249,41 +296,23 @@ class Database:
         db = self._conn()
         if "meta" not in db.table_names():
             return 0
-        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None:
-            return 0
-        try:
-            return int(row[0])
-        except ValueError:
-            raise TuningDatabaseError(
-                f"{self.path!r}: meta schema_version {row[0]!r} is not an int") from None
+        version = _meta_schema_version(db, self.path)
+        return 0 if version is None else version
 
-    def _migrate(self) -> None:
-        version = self._stored_schema_version()
+    def _migrate(self, version: int) -> None:
+        """Bring a file of database schema ``version`` (``_layout_version``) to ``DB_SCHEMA_VERSION``."""
         if version == DB_SCHEMA_VERSION:
             return
-        self._check_not_newer(version)
         with self._write() as db:
-            version = self._stored_schema_version()  # another process may have migrated meanwhile
-            self._check_not_newer(version)
-            tables = set(db.table_names())
-            if version == 0 and tables and not tables & {"workloads", "records"}:
-                raise TuningDatabaseError(
-                    f"{self.path!r} is a sqlite database of something else (tables "
-                    f"{sorted(tables)}), not a tuning database; pass another --db path")
+            version = _layout_version(db, self.path)  # another process may have migrated meanwhile
             while version < DB_SCHEMA_VERSION:
                 _DB_MIGRATIONS[version](db)
                 version += 1
             db["meta"].insert({"key": "schema_version", "value": str(version)}, replace=True)
 
-    def _check_not_newer(self, version: int) -> None:
-        if version > DB_SCHEMA_VERSION:
-            raise TuningDatabaseError(
-                f"{self.path!r} has database schema version {version}, newer than this tilefuse "
-                f"understands ({DB_SCHEMA_VERSION}); upgrade tilefuse to use it")
-
     # -- writes ------------------------------------------------------------------------------
 
+    @_database_errors
     def add_workload(self, key: str, task_name: str, template: str,
                      description: dict | None = None) -> bool:
         """Register a workload; True when it was new. Registering it again is a no-op, but the
@@ -299,6 +328,8 @@ class Database:
         for name, value in (("key", key), ("task_name", task_name), ("template", template)):
             if not isinstance(value, str):
                 raise ValueError(f"workload {name} must be a str, got {value!r}")
+            if not is_text(value):
+                raise ValueError(f"workload {name} must be valid Unicode text (encodable as UTF-8), got {value!r}")
         if not key:
             raise ValueError("workload key must not be empty")
         description = {} if description is None else description
@@ -333,6 +364,7 @@ class Database:
         """
         return self.add_many([record]) == 1
 
+    @_database_errors
     def add_many(self, records: Iterable[Record]) -> int:
         """Store records in one transaction (all or none); returns how many were new
         (measurements already stored, by ``Record.identity``, are skipped). The claims on their
@@ -374,6 +406,7 @@ class Database:
                     {(r.workload_key, r.target_key, r.config_key) for r in records})
             return len(rows)
 
+    @_database_errors
     def claim(self, workload_key: str, target_key: str, config_keys: Iterable[str]) -> list[str]:
         """Claim configs (canonical ``config_key``s) of a workload on a target before measuring
         them; returns those granted, in the given order. A config is refused when it is already
@@ -410,6 +443,7 @@ class Database:
                  for key in granted])
         return granted
 
+    @_database_errors
     def release(self, workload_key: str, target_key: str, config_keys: Iterable[str]) -> None:
         """Drop this object's claims on ``config_keys`` (a batch that will not be stored:
         its measurement was interrupted or failed before a record was made); others' claims
@@ -430,6 +464,7 @@ class Database:
                 "DELETE FROM claims WHERE workload_key = ? AND target_key = ? AND config_key = ? AND owner = ?",
                 [(workload_key, target_key, key, self.claim_owner) for key in keys])
 
+    @_database_errors
     def claims(self, workload_key: str | None = None) -> list[Claim]:
         """The claims held now (stale ones included), optionally of one workload.
 
@@ -451,6 +486,7 @@ class Database:
 
     # -- reads -------------------------------------------------------------------------------
 
+    @_database_errors
     def records(self, workload_key: str | None = None, target_key: str | None = None,
                 ok_only: bool = False) -> list[Record]:
         """Stored records in insertion order, optionally of one workload and/or one target
@@ -470,6 +506,7 @@ class Database:
         sql = "SELECT * FROM records" + _where_sql(where) + " ORDER BY id"
         return self._rows_to_records(self._conn().query(sql, params))
 
+    @_database_errors
     def best(self, workload_key: str, target_key: str | None = None) -> Record | None:
         """The ok record of least mean cost of a workload on a target (default: this machine),
         or None when it has none.
@@ -498,6 +535,7 @@ class Database:
             "SELECT 1 FROM best_records WHERE workload_key = ? AND target_key = ? LIMIT 1",
             [workload_key, target_key]).fetchone() is not None
 
+    @_database_errors
     def best_all(self, target_key: str | None = None) -> dict[str, Record]:
         """The best record of every workload tuned on a target (default: this machine).
 
@@ -520,6 +558,7 @@ class Database:
                 result[key] = record
         return result
 
+    @_database_errors
     def measured_configs(self, workload_key: str, target_key: str | None = None) -> set[str]:
         """Canonical config keys (``config_key``) already measured for a workload on a target
         (default: this machine), errors included: a tuner that resumes measures none of them
@@ -538,6 +577,7 @@ class Database:
             [workload_key, target_key])
         return {row[0] for row in cursor if row[0] is not None}
 
+    @_database_errors
     def missing(self, workload_keys: Iterable[str], target_key: str | None = None) -> list[str]:
         """The workload keys (in the given order, without repeats) with no ok record on a
         target (default: this machine).
@@ -560,8 +600,10 @@ class Database:
                 result.append(key)
         return result
 
+    @_database_errors
     def workloads(self) -> list[WorkloadInfo]:
-        """Registered workloads, by key.
+        """Registered workloads, by key. A row whose text is not valid (damage) is skipped with a
+        warning naming it.
 
         Example:
             >>> db = Database(":memory:")
@@ -573,15 +615,14 @@ class Database:
         result = []
         for row in self._conn().query("SELECT * FROM workloads ORDER BY key"):
             try:
-                description = json.loads(row["description"] or "{}")
-            except json.JSONDecodeError:
-                description = {"unparsed": row["description"]}
-            result.append(WorkloadInfo(row["key"], row["task_name"] or "", row["template"] or "",
-                                       description, float(row["created"] or 0.0)))
+                result.append(_row_workload(row))
+            except (ValueError, TypeError) as exc:
+                warnings.warn(f"{self.path}: workloads row {row.get('key')!r} skipped: {exc}", stacklevel=3)
         return result
 
     # -- compiled code ----------------------------------------------------------------------
 
+    @_database_errors
     def cache_kernel(self, key: str, blob: bytes) -> None:
         """Keep compiled code under ``key`` (the caller's hash of workload, config, target and
         code version), so a later compile of a tuned model skips LLVM. A cache: replaced
@@ -596,6 +637,7 @@ class Database:
             db["kernels"].insert({"key": key, "blob": bytes(blob), "timestamp": time.time()},
                                  pk="key", replace=True)
 
+    @_database_errors
     def cached_kernel(self, key: str) -> bytes | None:
         """The code ``cache_kernel`` kept under ``key``, or None.
 
@@ -607,7 +649,7 @@ class Database:
         if "kernels" not in db.table_names():
             return None
         row = db.execute("SELECT blob FROM kernels WHERE key = ?", [key]).fetchone()
-        return None if row is None else bytes(row[0])
+        return row[0] if row is not None and isinstance(row[0], bytes) else None   # damaged: a miss
 
     def _rows_to_records(self, rows: Iterable[dict]) -> list[Record]:
         result = []
@@ -616,7 +658,7 @@ class Database:
                 result.append(_row_record(row))
             except (ValueError, TypeError) as exc:
                 warnings.warn(f"{self.path}: records row id {row.get('id')} skipped: {exc}",
-                              stacklevel=3)
+                              stacklevel=4)
         return result
 
 
@@ -662,6 +704,21 @@ def _row_record(row: dict) -> Record:
         target_key=row.get("target_key"), versions=load("versions", {}),
         timestamp=row.get("timestamp") if row.get("timestamp") is not None else 0.0,
         build_seconds=row.get("build_seconds") or 0.0, schema_version=SCHEMA_VERSION)
+
+
+def _row_workload(row: dict) -> WorkloadInfo:
+    for column in ("key", "task_name", "template", "description"):
+        value = row.get(column)
+        if value is not None and not (isinstance(value, str) and is_text(value)):
+            raise ValueError(f"column {column} is not valid text: {value!r}")
+    if not row.get("key"):
+        raise ValueError("it has no key")
+    try:
+        description = json.loads(row["description"] or "{}")
+    except (json.JSONDecodeError, RecursionError):
+        description = {"unparsed": row["description"]}
+    return WorkloadInfo(row["key"], row["task_name"] or "", row["template"] or "",
+                        description, float(row["created"] or 0.0))
 
 
 def _where(**columns) -> tuple[list[str], list]:
@@ -721,13 +778,84 @@ def _read_only(path: str) -> bool:
     return False
 
 
+def _decode_text(data: bytes) -> str:
+    """The connection's ``text_factory``: UTF-8, with bytes that are not (damage) kept as lone
+    surrogates, which ``Record`` refuses as not valid text."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _meta_schema_version(db: sqlite_utils.Database, path: str) -> int | None:
+    """The ``schema_version`` of the ``meta`` table (None when it has none); TuningDatabaseError
+    for a value that is not a schema version (a non-negative int)."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        return None
+    try:
+        version = int(row[0])
+    except (TypeError, ValueError):
+        version = None
+    if version is None or version < 0:
+        raise TuningDatabaseError(
+            f"{path!r}: meta schema_version {row[0]!r} is not a database schema version (a non-negative int); "
+            f"the file is damaged or not a tuning database: move it away or pass another --db path")
+    return version
+
+
+def _layout_version(db: sqlite_utils.Database, path: str) -> int:
+    """The database schema version of the file at ``path``, read from it without writing:
+    0 for a new (empty) file and for a legacy one, else ``meta``'s ``schema_version``.
+    TuningDatabaseError when the file is no tuning database, told by its tables' columns (not
+    only their names: another application may have a table named ``records``), or one newer
+    than this tilefuse, or its schema version is not one."""
+    objects = db.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'").fetchall()
+    if not objects:
+        return 0                            # a new file: nothing in it yet
+    tables = {name for kind, name in objects if kind == "table"}
+
+    def columns(table: str) -> set:
+        return {row[1] for row in db.execute(f"PRAGMA table_info([{table}])")}
+
+    def foreign(why: str) -> TuningDatabaseError:
+        return TuningDatabaseError(f"{path!r} is a sqlite database of something else ({why}), not a tuning "
+                                   f"database; pass another --db path")
+
+    if not tables & {"workloads", "records"}:
+        raise foreign(f"tables {sorted(tables)}" if tables else
+                      "no tables, only " + ", ".join(sorted(f"{kind} {name}" for kind, name in objects)))
+    version = None
+    if "meta" in tables:
+        if not META_COLUMNS <= columns("meta"):
+            raise foreign(f"its table meta has columns {sorted(columns('meta'))}, not {sorted(META_COLUMNS)}")
+        version = _meta_schema_version(db, path)
+    version = 0 if version is None else version
+    if version > DB_SCHEMA_VERSION:
+        raise TuningDatabaseError(
+            f"{path!r} has database schema version {version}, newer than this tilefuse "
+            f"understands ({DB_SCHEMA_VERSION}); upgrade tilefuse to use it")
+    if version == 0:                        # legacy: the tables it has, each with its legacy columns
+        expected = {"workloads": LEGACY_WORKLOAD_COLUMNS, "records": LEGACY_RECORD_COLUMNS}
+        required = ()
+    else:
+        expected = {"workloads": WORKLOAD_COLUMNS.keys(), "records": RECORD_COLUMNS.keys()}
+        required = ("workloads", "records")
+    for table, wanted in expected.items():
+        if table not in tables:
+            if table in required:
+                raise foreign(f"schema version {version} but no table {table}")
+            continue
+        lacking = set(wanted) - columns(table)
+        if lacking:
+            raise foreign(f"its table {table} lacks the column(s) {sorted(lacking)} of a tuning database's")
+    return version
+
+
 def _check_integrity(conn: sqlite3.Connection, path: str) -> None:
     """TuningDatabaseError when sqlite's quick_check finds damage: nothing is read from or
     written into a damaged file."""
     try:
         rows = conn.execute("PRAGMA quick_check").fetchall()
     except sqlite3.DatabaseError as exc:
-        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        if _is_locked(exc):
             raise
         rows = [(str(exc),)]
     if rows != [("ok",)]:

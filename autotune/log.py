@@ -189,12 +189,25 @@ def parse_line(text: str) -> Record:
     except json.JSONDecodeError as exc:
         ending = "" if text.endswith("\n") else " (truncated last line?)"
         raise ValueError(f"not valid JSON ({exc.msg.removesuffix(' at')}, column {exc.colno}){ending}") from None
+    except RecursionError:         # arrays or objects nested deeper than Python's recursion limit
+        raise ValueError("JSON nested too deeply to read") from None
     if not isinstance(data, dict):
         raise ValueError(f"a record line must be a JSON object, got {type(data).__name__}")
     kind = data.pop("kind", LOG_KIND)
     if kind != LOG_KIND:
-        raise ValueError(f"line is a {kind!r} entry, not a {LOG_KIND!r}")
-    return Record.from_json(data)
+        raise ValueError(f"line is a {_short_repr(kind)} entry, not a {LOG_KIND!r}")
+    try:
+        return Record.from_json(data)
+    except RecursionError:         # a field nested nearly as deep as the limit, met again while checking it
+        raise ValueError("a record field is nested too deeply to read") from None
+
+
+def _short_repr(value, width: int = 80) -> str:
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"(deeply nested {type(value).__name__})"
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def import_log(db, path: str | os.PathLike) -> tuple[int, int, tuple]:

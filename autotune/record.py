@@ -50,15 +50,36 @@ def config_key(config: dict) -> str:
     except (TypeError, ValueError) as exc:
         raise ValueError(f"config {config!r} is not plain JSON (finite numbers, str, bool, "
                          f"None, lists, dicts): {exc}") from None
+    except RecursionError:
+        raise ValueError("config is not plain JSON: it is nested too deeply") from None
 
 
 def _finite_float(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{what} must be a number, got {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:          # an int beyond float's range (a JSON number like 1e400 written as digits)
+        raise ValueError(f"{what} must be finite, got an int too large for a float") from None
     if not math.isfinite(value):
         raise ValueError(f"{what} must be finite, got {value!r}")
     return value
+
+
+def is_text(value: str) -> bool:
+    """Whether a str is valid Unicode text: encodable as UTF-8 (no lone surrogates, such as a
+    JSON ``"\\ud800"`` escape or an undecodable byte read with ``surrogateescape`` gives).
+    A terminal, sqlite and a log file can take only such text.
+
+    Example:
+        >>> is_text("dense 32x128"), is_text("wk" + chr(0xD800))
+        (True, False)
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _require_str(value: Any, what: str, allow_empty: bool = True) -> str:
@@ -66,6 +87,8 @@ def _require_str(value: Any, what: str, allow_empty: bool = True) -> str:
         raise ValueError(f"{what} must be a str, got {type(value).__name__} {value!r}")
     if not allow_empty and not value:
         raise ValueError(f"{what} must not be empty")
+    if not is_text(value):
+        raise ValueError(f"{what} must be valid Unicode text (encodable as UTF-8), got {value!r}")
     return value
 
 
@@ -128,8 +151,9 @@ class Record:
         _require_str(self.target_features, "target_features")
         _require_str(self.target_key, "target_key", allow_empty=False)
         if not isinstance(self.versions, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in self.versions.items()):
-            raise ValueError(f"versions must be a dict of str -> str, got {self.versions!r}")
+                isinstance(k, str) and isinstance(v, str) and is_text(k) and is_text(v)
+                for k, v in self.versions.items()):
+            raise ValueError(f"versions must be a dict of str -> str (valid Unicode text), got {self.versions!r}")
         object.__setattr__(self, "versions", dict(self.versions))
         object.__setattr__(self, "timestamp", _finite_float(self.timestamp, "timestamp"))
         build_seconds = _finite_float(self.build_seconds, "build_seconds")

@@ -219,14 +219,17 @@ def test_best_lists_the_best_record_per_workload(tuned):
 
 
 def test_best_missing_lists_untuned_workloads_and_exits_1(tuned, tmp_path):
-    code, out, _ = run(["best", "--db", tuned["db"], "--missing", tuned["graph"]])
-    assert code == EXIT_OK and out.startswith("0 of 2 workload(s)")
+    code, out, err = run(["best", "--db", tuned["db"], "--missing", tuned["graph"]])
+    assert code == EXIT_OK and out.startswith("0 of 2 workload(s)") and not err
     other = write_graph(tmp_path / "wider.json", m=16)          # new matmul and softmax shapes
-    code, out, _ = run(["best", "--db", tuned["db"], "--missing", other])
+    code, out, err = run(["best", "--db", tuned["db"], "--missing", other])
     assert code == EXIT_UNUSABLE and out.startswith("2 of 2 workload(s)")
     assert "matmul+relu" in out
-    data = json.loads(run(["best", "--db", tuned["db"], "--missing", other, "--json"])[1])
+    assert err.startswith(f"autotune: 2 workload(s) of {other} have no record on this CPU") and err.count("\n") == 1
+    code, out, err = run(["best", "--db", tuned["db"], "--missing", other, "--json"])
+    data = json.loads(out)
     assert len(data["missing"]) == 2 and data["workloads"] == 2
+    assert code == EXIT_UNUSABLE and "have no record on this CPU" in err
 
 
 # ---------------------------------------------------------------------------- logs
@@ -385,6 +388,59 @@ def test_a_damaged_database_is_exit_2_with_the_fix_and_is_left_as_it_was(tmp_pat
         assert code == EXIT_BAD_INPUT, (argv, err)
         assert "is damaged" in err and "autotune import LOG --db" in err and "Traceback" not in err
     assert path.read_bytes() == before
+
+
+def test_another_applications_database_is_exit_2_and_left_as_it_was(tmp_path):
+    import sqlite3
+    path = tmp_path / "music.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE records (id INTEGER PRIMARY KEY, artist TEXT, title TEXT)")
+    conn.execute("INSERT INTO records VALUES (1, 'Nina Simone', 'Pastel Blues')")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    log = tmp_path / "in.jsonl"
+    log.write_text('{"workload": "wk1", "config": {"t": 1}, "result": [0.5]}\n')
+    graph = write_graph(tmp_path / "tiny.json")
+    for argv in (["best", "--db", path], ["best", "--db", path, "--missing", graph], ["import", log, "--db", path],
+                 ["export", "--db", path, tmp_path / "out.jsonl"],
+                 ["tune", graph, "--trials", "2", "--db", path, "--log", tmp_path / "log.jsonl"]):
+        code, _, err = run(argv)
+        assert code == EXIT_BAD_INPUT, (argv, err)
+        assert "music.db' is a sqlite database of something else" in err and "Traceback" not in err
+    assert path.read_bytes() == before
+
+
+def test_a_negative_schema_version_is_exit_2_and_left_as_it_was(tmp_path):
+    import sqlite3
+    path = tmp_path / "tuning.db"
+    Database(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = '-3' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    for argv in (["best", "--db", path], ["export", "--db", path, tmp_path / "out.jsonl"]):
+        code, _, err = run(argv)
+        assert code == EXIT_BAD_INPUT and "schema_version '-3' is not a database schema version" in err, err
+    assert path.read_bytes() == before
+
+
+def test_show_and_import_report_lines_no_record_can_hold(tmp_path):
+    log, db = tmp_path / "odd.jsonl", tmp_path / "tuning.db"
+    log.write_text('{"workload": "w", "config": {}, "result": [0.5], "time": 1' + "0" * 400 + '}\n'
+                   + "[" * 100_000 + "\n"
+                   + '{"workload": "wk\\ud800", "config": {}, "result": [0.5]}\n'
+                   + '{"workload": "wk1", "task": "dense\\udcff", "config": {}, "result": [0.5]}\n'
+                   + '{"workload": "wk1", "config": {"t": 1}, "result": [0.5]}\n')
+    for argv in (["show", log], ["show", log, "--json"], ["import", log, "--db", db]):
+        code, out, err = run(argv)
+        assert code == EXIT_OK and "Traceback" not in err, (argv, err)
+        out.encode("utf-8")                                         # what a terminal can take
+        assert [line.split(": skipped: ")[0] for line in err.splitlines()] == [f"{log}:{n}" for n in (1, 2, 3, 4)]
+    assert "1 record(s) in" in run(["show", log])[1]
+    with Database(db) as database:
+        assert [r.config for r in database.records()] == [{"t": 1}]
 
 
 def test_a_log_that_cannot_be_written_is_refused_before_anything_is_measured(tmp_path):

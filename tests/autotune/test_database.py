@@ -3,6 +3,7 @@ file, corrupt files, several processes writing one file, a writer killed mid-run
 import json
 import multiprocessing
 import os
+import re
 import signal
 import sqlite3
 import time
@@ -153,6 +154,7 @@ def test_workloads_registered_explicitly_and_by_records(db):
     ((3, "dense", "complex"), ValueError, "key must be a str"),
     (("wk2", "dense", "complex", ["m", 1]), ValueError, "description must be a dict"),
     (("wk2", "dense", "complex", {"m": float("inf")}), ValueError, "not plain JSON"),
+    (("wk2", "dense\ud800", "complex"), ValueError, "task_name must be valid Unicode text"),
 ])
 def test_bad_workloads_are_rejected(db, args, error, message):
     db.add_workload("wk1", "dense", "complex")
@@ -213,6 +215,42 @@ def test_another_applications_database_is_refused_and_left_alone(tmp_path):
     conn.close()
 
 
+FOREIGN_SCHEMAS = {
+    "other tables": ["CREATE TABLE songs (title TEXT)", "INSERT INTO songs VALUES ('Pastel Blues')"],
+    "a records table": ["CREATE TABLE records (id INTEGER PRIMARY KEY, artist TEXT, title TEXT)",
+                        "INSERT INTO records VALUES (1, 'Nina Simone', 'Pastel Blues')"],
+    "a workloads table": ["CREATE TABLE workloads (name TEXT, hours REAL)", "INSERT INTO workloads VALUES ('ops', 3.5)"],
+    "half a legacy records table": ["CREATE TABLE records (id INTEGER PRIMARY KEY, workload_key TEXT, config TEXT)"],
+    "a meta table": ["CREATE TABLE meta (key TEXT, value TEXT)", "INSERT INTO meta VALUES ('owner', 'someone')"],
+    "a schema version": ["CREATE TABLE meta (key TEXT, value TEXT)", "INSERT INTO meta VALUES ('schema_version', '1')",
+                         "CREATE TABLE songs (title TEXT)"],
+    "only a view": ["CREATE VIEW numbers AS SELECT 1 AS one"],
+}
+
+
+@pytest.mark.parametrize("schema", FOREIGN_SCHEMAS)
+def test_a_foreign_file_is_refused_before_anything_is_written_into_it(tmp_path, schema):
+    path = tmp_path / "music.db"
+    conn = sqlite3.connect(path)
+    for statement in FOREIGN_SCHEMAS[schema]:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(TuningDatabaseError, match=r"music\.db' is a sqlite database of something else"):
+        Database(path)
+    assert path.read_bytes() == before                      # not even switched to WAL
+    assert not os.path.exists(str(path) + "-wal")
+
+
+def test_an_empty_file_becomes_a_tuning_database(tmp_path):
+    path = tmp_path / "empty.db"
+    path.write_bytes(b"")
+    with Database(path) as db:
+        db.add(ok("wk1", 4, 1e-3))
+        assert db.schema_version == DB_SCHEMA_VERSION and len(db.records()) == 1
+
+
 def test_a_newer_database_is_refused_not_damaged(tmp_path):
     path = tmp_path / "future.db"
     Database(path).close()
@@ -222,6 +260,26 @@ def test_a_newer_database_is_refused_not_damaged(tmp_path):
     conn.close()
     with pytest.raises(TuningDatabaseError, match="newer than this tilefuse"):
         Database(path)
+
+
+@pytest.mark.parametrize("version, message", [
+    ("-3", "meta schema_version '-3' is not a database schema version"),
+    ("x", "meta schema_version 'x' is not a database schema version"),
+    ("", "meta schema_version '' is not a database schema version"),
+    (str(DB_SCHEMA_VERSION + 1), "newer than this tilefuse"),
+])
+def test_a_schema_version_this_tilefuse_cannot_use_is_refused_and_left_alone(tmp_path, version, message):
+    path = tmp_path / "odd.db"
+    with Database(path) as db:
+        db.add(ok("wk1", 4, 1e-3))
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [version])
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(TuningDatabaseError, match=r"odd\.db.*" + re.escape(message)):
+        Database(path)
+    assert path.read_bytes() == before
 
 
 # -- migration of a legacy (schema version 0) database ----------------------------------------------
@@ -372,11 +430,11 @@ def test_switching_to_wal_is_retried_while_another_opener_holds_the_file():
         _enable_wal(Broken())
 
 
-def damaged_database(path) -> bytes:
-    """A database at ``path`` with one record, then its records table's root page overwritten
-    (the header stays valid); its bytes."""
+def damaged_database(path, record=None) -> bytes:
+    """A database at ``path`` with one record (default: of wk1 on CPU_A), then its records
+    table's root page overwritten (the header stays valid); its bytes."""
     with Database(path) as db:
-        db.add(ok("wk1", 4, 1e-3))
+        db.add(record or ok("wk1", 4, 1e-3))
     conn = sqlite3.connect(path)
     root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'records'").fetchone()[0]
     page = conn.execute("PRAGMA page_size").fetchone()[0]
@@ -396,6 +454,70 @@ def test_a_damaged_page_is_found_at_open_and_nothing_is_written_into_the_file(tm
                                                   r"autotune import LOG --db"):
         Database(path)
     assert path.read_bytes() == before
+
+
+def test_text_that_is_not_utf8_in_a_row_skips_the_row_with_a_warning(tmp_path):
+    path = tmp_path / "rows.db"
+    with Database(path) as db:
+        db.add_many([ok("wk1", 4, 1e-3), ok("wk1", 8, 2e-3), ok("wk2", 4, 1e-3)])
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE records SET task_name = CAST(x'c3ff28' AS TEXT) WHERE id = 1")
+    conn.execute("UPDATE records SET target_features = CAST(x'80' AS TEXT) WHERE id = 3")
+    conn.execute("UPDATE workloads SET template = CAST(x'ff' AS TEXT) WHERE key = 'wk2'")
+    conn.commit()
+    conn.close()
+    with Database(path) as db:
+        with pytest.warns(UserWarning) as caught:
+            assert [r.config for r in db.records()] == [{"tile": 8}]
+        assert [str(w.message).split(" (")[0] for w in caught] == [
+            f"{path}: records row id 1 skipped: task_name must be valid Unicode text",
+            f"{path}: records row id 3 skipped: target_features must be valid Unicode text"]
+        with pytest.warns(UserWarning, match="records row id 1 skipped"):
+            assert db.best("wk1", CPU_A.key).config == {"tile": 8}           # the next valid one
+        with pytest.warns(UserWarning, match="records row id [13] skipped"):
+            assert sorted(db.best_all(CPU_A.key)) == ["wk1"]
+        with pytest.warns(UserWarning, match=r"rows\.db: workloads row 'wk2' skipped: column template"):
+            assert [w.key for w in db.workloads()] == ["wk1"]
+
+
+def test_damage_met_after_the_open_is_a_tuning_database_error_naming_the_file(tmp_path, monkeypatch):
+    import autotune.database as database
+    from autotune.dispatch import HistoryBest, workload_key
+    from schedule import template_for
+    from tensorir import compute, placeholder
+    A = placeholder((8,), name="A")
+    B = compute((8,), lambda i: A[i] * 2.0, name="B")
+    template = template_for(B)
+    path = tmp_path / "damaged.db"
+    before = damaged_database(path, Record.create(workload_key(template), "B", template.name,
+                                                  template.default_config().values, costs=[1e-3]))
+    monkeypatch.setattr(database, "_check_integrity", lambda conn, p: None)   # damage quick_check misses
+    fix = r"damaged\.db' cannot be used \(sqlite says: .*\); .*`autotune import LOG --db .*damaged\.db`"
+    with Database(path) as db:
+        for read in (db.records, db.best_all, lambda: db.best(workload_key(template))):
+            with pytest.raises(TuningDatabaseError, match=fix):
+                read()
+        with pytest.raises(TuningDatabaseError, match=fix):
+            db.add(ok("wk1", 8, 2e-3))
+        with pytest.raises(TuningDatabaseError, match=fix):
+            HistoryBest(db).config_for(template)
+    assert path.read_bytes() == before
+
+
+def test_a_locked_file_stays_an_operational_error_to_wait_for(tmp_path, monkeypatch):
+    import autotune.database as database
+    path = tmp_path / "busy.db"
+    Database(path).close()
+    monkeypatch.setattr(database, "BUSY_TIMEOUT_SECONDS", 0.05)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")                      # another writer holds the write lock
+    try:
+        with Database(path) as db:
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                db.add(ok("wk1", 4, 1e-3))
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
 
 
 def test_a_read_only_database_is_read_without_wal_and_refuses_writes(tmp_path, monkeypatch):

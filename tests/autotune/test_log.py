@@ -93,6 +93,29 @@ def test_foreign_and_invalid_lines_are_problems_not_failures(tmp_path, line, rea
         assert contents.problems[0][0] == 1 and reason in contents.problems[0][1]
 
 
+def test_lines_no_record_can_hold_are_problems_not_failures(tmp_path):
+    path = tmp_path / "t.jsonl"
+    good = ok("wk1", 4, 1e-3)
+    path.write_text('{"workload": "w", "config": {}, "result": [0.5], "time": 1' + "0" * 400 + '}\n'  # beyond float
+                    + '{"workload": "w", "config": {}, "result": [1' + "0" * 400 + ']}\n'
+                    + "[" * 100_000 + "]" * 100_000 + "\n"                  # beyond the recursion limit
+                    + '{"workload": "w", "config": {}, "result": [0.5], "extra": ' + "[" * 5000 + "]" * 5000 + '}\n'
+                    + '{"workload": "wk\\ud800", "config": {}, "result": [0.5]}\n'   # a lone surrogate escape
+                    + record_line(good).replace('"dense"', '"dense\\udcff"') + "\n"
+                    + record_line(good) + "\n")
+    contents = read_log(path)
+    assert contents.records == (good,)
+    assert [(number, reason.split(" (")[0]) for number, reason in contents.problems] == [
+        (1, "timestamp must be finite, got an int too large for a float"),
+        (2, "each cost must be finite, got an int too large for a float"),
+        (3, "JSON nested too deeply to read"),
+        (4, "JSON nested too deeply to read"),
+        (5, "workload_key must be valid Unicode text"),
+        (6, "task_name must be valid Unicode text")]
+    with pytest.raises(ValueError, match="nested too deeply"):
+        parse_line('{"workload": ' * 100_000)
+
+
 def test_a_record_with_an_invalid_field_is_a_problem(tmp_path):
     path = tmp_path / "t.jsonl"
     data = json.loads(record_line(ok("wk1", 4, 1e-3)))

@@ -120,6 +120,13 @@ def test_any_json_config_round_trips(config, costs):
     (dict(build_seconds=-1.0), "build_seconds must be >= 0"),
     (dict(schema_version=0), "schema_version"),
     (dict(target_key=""), "target_key must not be empty"),
+    (dict(costs=(10 ** 400,)), "each cost must be finite"),            # an int beyond float's range
+    (dict(timestamp=-10 ** 400), "timestamp must be finite"),
+    (dict(task_name="dense\ud800"), "task_name must be valid Unicode text"),    # a lone surrogate
+    (dict(workload_key="wk\udcff"), "workload_key must be valid Unicode text"),
+    (dict(error_msg="\udfff", costs=(), error_kind="crash"), "error_msg must be valid Unicode text"),
+    (dict(target_cpu="sky\ud800lake"), "target_cpu must be valid Unicode text"),
+    (dict(versions={"tilefuse": "0.1\ud800"}), "versions must be a dict"),
 ])
 def test_bad_fields_raise_value_error_naming_the_problem(overrides, message):
     with pytest.raises(ValueError, match=message):
@@ -144,10 +151,22 @@ def test_every_error_kind_is_accepted():
     ({"workload": "w", "config": {}}, r"legacy \(version 0\) record is missing field\(s\) \['result'\]"),
     ({"workload": "w", "config": {}, "result": [1.0], "error": 3}, "legacy record error"),
     ({"workload": "w", "config": {}, "result": 1.0}, "legacy record result must be a list"),
+    ({"workload": "w", "config": {}, "result": [0.5], "time": 10 ** 400}, "timestamp must be finite"),
+    (json.loads('{"workload": "wk\\ud800", "config": {}, "result": [0.5]}'), "workload_key must be valid Unicode"),
 ])
 def test_from_json_rejects_malformed_input(data, message):
     with pytest.raises(ValueError, match=message):
         Record.from_json(data)
+
+
+def test_a_config_nested_too_deeply_is_a_value_error():
+    deep = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(ValueError, match="nested too deeply"):
+        config_key({"tile": deep})
+    with pytest.raises(ValueError, match="nested too deeply"):
+        make(config={"tile": deep})
 
 
 def test_from_json_ignores_unknown_extra_keys():
