@@ -30,4 +30,4 @@ def test_custom_and_empty_pass_lists():
     g = graph(op(0, "ReLU", [x], [a]))
     assert run_passes(g, passes=()) is g
     assert [o.id for o in run_passes(g, passes=[passes.eliminate_dead_ops]).ops] == [0]
-    assert DEFAULT[0] is passes.fold_constants and len(DEFAULT) == 4
+    assert DEFAULT[:2] == (passes.fold_constants, passes.fold_into_weights) and len(DEFAULT) == 5

@@ -1,0 +1,151 @@
+"""Folding per-channel affine ops into the convolution before them, at compile time.
+
+A Convolution whose weights (and bias) are bound constants, followed by an op that scales or
+shifts each output channel by bound constants, becomes one Convolution with new weights and
+bias: nothing of the affine op is left to run. The ops folded, when the convolution's output
+feeds only them:
+
+* ``BatchNormInference(y, gamma, beta, mean, variance)``: ``y * s + (beta - mean * s)`` with
+  ``s = gamma / sqrt(variance + epsilon)``;
+* ``Multiply(y, c)`` with ``c`` constant along every axis but the channels: weights and bias
+  times ``c``;
+* ``Add(y, c)`` (or ``BiasAdd``) likewise: bias plus ``c``.
+
+Chains fold one op after another (Convolution, BatchNormInference, Multiply, Add). The values
+are computed in float64 and stored in the weights' type.
+
+Example:
+    >>> import numpy as np
+    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+    >>> c = PropertyType.constant
+    >>> x = LogicalTensor(0, DataType.f32, (1, 2, 3, 3)); w = LogicalTensor(1, DataType.f32, (2, 2, 1, 1), property_type=c)
+    >>> y = LogicalTensor(2, DataType.f32, (1, 2, 3, 3)); s = LogicalTensor(3, DataType.f32, (1, 2, 1, 1), property_type=c)
+    >>> z = LogicalTensor(4, DataType.f32, (1, 2, 3, 3))
+    >>> g = Graph()
+    >>> _ = g.add_op(Op(0, OpKind.Convolution, [x, w], [y], {"strides": [1, 1], "pads_begin": [0, 0],
+    ...     "pads_end": [0, 0], "dilations": [1, 1], "data_format": "NCX", "weights_format": "OIX"}))
+    >>> _ = g.add_op(Op(1, OpKind.Multiply, [y, s], [z]))
+    >>> g.bind_constant(1, np.ones((2, 2, 1, 1))); g.bind_constant(3, [[[[2.0]], [[3.0]]]]); g.finalize()
+    >>> folded = fold_into_weights(g)
+    >>> [op.kind.value for op in folded.ops], folded.ops[0].outputs[0].id
+    (['Convolution'], 4)
+    >>> folded.constant_values[folded.ops[0].inputs[1].id][:, 0, 0, 0].tolist()
+    [2.0, 3.0]
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import GraphIR
+from ..logical_tensor import LogicalTensor, PropertyType
+from ..op import OpKind
+from ._util import as_ir, clone_op, output_ids
+
+_SCALES = frozenset({OpKind.Multiply})
+_SHIFTS = frozenset({OpKind.Add, OpKind.BiasAdd})
+
+
+def fold_into_weights(graph) -> GraphIR:
+    """A new IR in which per-channel scales and shifts (BatchNormInference, Multiply, Add, BiasAdd
+    by bound constants) after a Convolution with bound weights are folded into its weights and
+    bias (see the module docstring); the input graph is not modified.
+
+    Example:
+        >>> from graph_api import Graph
+        >>> g = Graph(); g.finalize(); fold_into_weights(g).ops
+        []
+    """
+    graph = as_ir(graph, "fold_into_weights")
+    while True:
+        folded = _fold_one(graph)
+        if folded is None:
+            return graph
+        graph = folded
+
+
+def _fold_one(graph: GraphIR) -> GraphIR | None:
+    """The graph with the first foldable (Convolution, affine op) pair folded, or None."""
+    values = graph.constant_values
+    outputs = set(output_ids(graph))
+    for conv in graph.topological_ops():
+        if conv.kind is not OpKind.Convolution:
+            continue
+        y = conv.outputs[0]
+        readers = graph.consumers(y.id)
+        if y.id in outputs or len(readers) != 1 or not all(t.id in values for t in conv.inputs[1:]):
+            continue
+        weights = values[conv.inputs[1].id]
+        if weights.dtype.kind != "f" or not y.is_known():
+            continue
+        channel = 1 if conv.attrs.get("data_format", "NXC") == "NCX" else y.ndim - 1
+        affine = _channel_affine(graph, readers[0], y, channel, values)
+        if affine is None:
+            continue
+        scale, shift = affine
+        out_axis = 0 if conv.attrs.get("weights_format", "XIO") == "OIX" else weights.ndim - 1
+        along = [1] * weights.ndim
+        along[out_axis] = -1
+        bias = values[conv.inputs[2].id].astype(np.float64) if len(conv.inputs) > 2 else 0.0
+        new_weights = (weights.astype(np.float64) * scale.reshape(along)).astype(weights.dtype)
+        new_bias = (bias * scale + shift).astype(weights.dtype).reshape(-1)
+        return _replace(graph, conv, readers[0], new_weights, new_bias)
+    return None
+
+
+def _channel_affine(graph: GraphIR, op, y: LogicalTensor, channel: int, values: dict):
+    """(scale, shift) per channel (float64 vectors of ``y``'s channel count) that ``op`` applies
+    to ``y``, or None when it is not a per-channel affine op of bound constants."""
+    n = y.shape[channel]
+    others = [t for t in op.inputs if t.id != y.id]
+    if op.kind is OpKind.BatchNormInference:
+        if op.inputs[0].id != y.id or not all(t.id in values for t in op.inputs[1:]):
+            return None
+        fmt = op.attrs.get("data_format", "NXC")
+        if (1 if fmt == "NCX" else y.ndim - 1) != channel:
+            return None
+        gamma, beta, mean, var = (values[t.id].astype(np.float64).reshape(-1) for t in op.inputs[1:])
+        if any(v.shape != (n,) for v in (gamma, beta, mean, var)):
+            return None
+        scale = gamma / np.sqrt(var + float(op.attrs["epsilon"]))
+        return scale, beta - mean * scale
+    if op.kind not in _SCALES | _SHIFTS or len(op.inputs) != 2 or len(others) != 1 or others[0].id not in values:
+        return None
+    if op.kind is OpKind.BiasAdd and op.inputs[0].id != y.id:
+        return None
+    if op.outputs[0].shape != y.shape:        # the constant broadcasts into y, not y into it
+        return None
+    per_channel = _per_channel(values[others[0].id], y, channel, op.kind is OpKind.BiasAdd)
+    if per_channel is None:
+        return None
+    if op.kind in _SCALES:
+        return per_channel, np.zeros(n)
+    return np.ones(n), per_channel
+
+
+def _per_channel(c: np.ndarray, y: LogicalTensor, channel: int, bias_add: bool):
+    """``c`` as one float64 value per channel of ``y`` when it varies along no other axis (a
+    BiasAdd's vector is the channels), else None."""
+    if c.dtype.kind not in "fiu":
+        return None
+    if bias_add:
+        return c.astype(np.float64).reshape(-1) if c.shape == (y.shape[channel],) else None
+    if c.ndim > y.ndim:
+        return None
+    shape = (1,) * (y.ndim - c.ndim) + c.shape
+    if any(d != 1 for k, d in enumerate(shape) if k != channel) or shape[channel] not in (1, y.shape[channel]):
+        return None
+    return np.broadcast_to(c.astype(np.float64).reshape(-1), (y.shape[channel],)).copy()
+
+
+def _replace(graph: GraphIR, conv, affine, weights: np.ndarray, bias: np.ndarray) -> GraphIR:
+    """``graph`` with ``conv`` and ``affine`` replaced by one Convolution of new bound weights
+    and bias writing ``affine``'s output."""
+    next_id = max(graph.tensors) + 1
+    w_old = conv.inputs[1]
+    w_new = LogicalTensor(next_id, w_old.dtype, weights.shape, property_type=PropertyType.constant)
+    b_new = LogicalTensor(next_id + 1, w_old.dtype, bias.shape, property_type=PropertyType.constant)
+    for array in (weights, bias):
+        array.setflags(write=False)
+    fused = clone_op(conv, inputs=[conv.inputs[0], w_new, b_new], outputs=[affine.outputs[0]])
+    ops = [fused if op.id == conv.id else op for op in graph.ops if op.id != affine.id]
+    return graph.with_ops(ops, {w_new.id: weights, b_new.id: bias})
