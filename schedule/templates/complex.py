@@ -225,10 +225,11 @@ class ComplexTemplate(Template):
                 s[self.anchor].compute_inline()
         tj, ti = cfg["tile_j"], cfg["tile_i"]
         packable = self.packable(layout)
+        lanes = self.target.lanes(self.out.output(0).dtype)
         if cfg["pack"] and packable is not None:
             tensor, dim = packable
             packed = s.pack(tensor, axis=dim, block=tj, readers=[local])
-            s[packed].vectorize(packed.op.axis[-1])
+            _vectorize_by_registers(s[packed], packed.op.axis[-1], tj, lanes)
             s[packed].parallel(packed.op.axis[0])
         jo, ji = out.split(j_axis, factor=tj)
         lead = [a for d, a in enumerate(self.out.axis) if d not in (i_dim, j_dim)]
@@ -240,7 +241,7 @@ class ComplexTemplate(Template):
             tiles, ii = [jo], None
         outer = fuse_all(out, lead + tiles)
         out.parallel(outer)
-        out.vectorize(ji)
+        _vectorize_by_registers(out, ji, tj, lanes)
         rounded = cfg["pack"] and self.rounds_up(layout)
         local.compute_at(out, outer, round_up=[local.axis[-1]] if rounded else ())
         # the accumulator: reduce loops outside, tile rows unrolled, tile columns vectorized
@@ -250,7 +251,19 @@ class ComplexTemplate(Template):
         local.reorder(*data_lead, *reduce_axes, *([li] if li is not None else []), lj)
         if li is not None:
             local.unroll(li)
-        local.vectorize(lj)
+        _vectorize_by_registers(local, lj, tj, lanes)
+
+
+def _vectorize_by_registers(stage, axis, width: int, lanes: int) -> None:
+    """Vectorize ``axis`` (``width`` long) as vectors of the target's register width: split into
+    unrolled register-wide vectors when it holds several (a 48-wide vector of 16-lane registers
+    is three vectors, not one 48-lane value the code generator would spill)."""
+    if width > lanes and width % lanes == 0:
+        outer, inner = stage.split(axis, factor=lanes)
+        stage.unroll(outer)
+        stage.vectorize(inner)
+    else:
+        stage.vectorize(axis)
 
 
 def _is_constant(tensor) -> bool:
