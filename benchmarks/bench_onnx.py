@@ -219,12 +219,13 @@ def partition_profile(compiled, feeds: dict) -> list:
     """
     values = dict(compiled.bound)
     values.update({k: np.asarray(v) for k, v in feeds.items()})
+    slices = compiled._concat_slices(values)
     steps = compiled._run_steps
     for step in steps:                           # one run in order gives every step its inputs
-        values.update(step.run(values))
+        values.update(step.run(values, slices))
     rows = []
     for step in steps:
-        step_seconds = median_seconds(lambda: step.run(values), repeat=7, min_seconds=0.1)
+        step_seconds = median_seconds(lambda: step.run(values, slices), repeat=7, min_seconds=0.1)
         kernel_seconds = math.nan
         if step.kernel is not None:
             outputs = {tid: np.empty(shape, dtype) for tid, shape, dtype in step.outputs}

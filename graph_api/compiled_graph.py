@@ -145,6 +145,14 @@ class CompiledGraph:
                 raise GraphError(f"no feed for graph input {tid}")
             if array.shape != shape or array.dtype != dtype:
                 raise GraphError(f"graph input {tid} must be {dtype}{list(shape)}, got {array.dtype}{list(array.shape)}")
+        slices = self._concat_slices(values)
+        for step in self._run_steps:
+            values.update(step.run(values, slices))
+        return {tid: values[tid] for tid in self.output_ids}
+
+    def _concat_slices(self, values: dict) -> dict:
+        """Allocate the outputs of the concats computed in place into ``values``; returns the
+        slice of one of them each producer writes, by the producer's output id."""
         slices = {}
         for step, plan in reversed(self.in_place):    # concats' outputs first, the last concat first:
             whole = slices.get(plan.output)           # a concat of a concat is a slice of it
@@ -153,9 +161,7 @@ class CompiledGraph:
             values[plan.output] = whole
             for tid, index in plan.slices:
                 slices[tid] = whole[index]
-        for step in self._run_steps:
-            values.update(step.run(values, slices))
-        return {tid: values[tid] for tid in self.output_ids}
+        return slices
 
     def _feeds_by_id(self, feeds) -> dict:
         """``feeds`` as a dict by input id: a dict whose keys are all graph input ids, or a list
