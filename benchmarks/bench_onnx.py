@@ -219,13 +219,14 @@ def partition_profile(compiled, feeds: dict) -> list:
     """
     values = dict(compiled.bound)
     values.update({k: np.asarray(v) for k, v in feeds.items()})
-    slices = compiled._concat_slices(values)
+    arena = compiled.memory.arena()
+    slices = compiled._concat_slices(values, arena)
     steps = compiled._run_steps
     for step in steps:                           # one run in order gives every step its inputs
-        values.update(step.run(values, slices))
+        values.update(step.run(values, slices, arena))
     rows = []
     for step in steps:
-        step_seconds = median_seconds(lambda: step.run(values, slices), repeat=7, min_seconds=0.1)
+        step_seconds = median_seconds(lambda: step.run(values, slices, arena), repeat=7, min_seconds=0.1)
         kernel_seconds = math.nan
         if step.kernel is not None:
             outputs = {tid: np.empty(shape, dtype) for tid, shape, dtype in step.outputs}

@@ -8,6 +8,11 @@ keeps only the constants its steps still read (packed copies, not the originals 
 from) and no reference to the graph or its partitions, so the originals are freed once
 nothing else holds them.
 
+Intermediate tensors live in the buffers of a memory plan (``graph_api.memory_plan``):
+allocated once, for the first run, reused by liveness, and kept for the next run (each run
+in progress has its own set, so runs from several threads never share one); a run allocates
+only the graph's outputs, which are the caller's.
+
 A Concat whose inputs are all written by compiled partitions, along an axis with only unit
 dims before it (channels of a batch-1 NCHW tensor), costs nothing: its output is allocated
 first and each producer's kernel writes straight into its slice, a contiguous block. A concat
@@ -33,6 +38,7 @@ from tensorir.runtime.prepacked import PrepackedKernel
 from . import reference
 from .build import partition_signature
 from .logical_tensor import GraphError, PropertyType
+from .memory_plan import MemoryPlan, plan_memory
 from .op import OpKind
 from .runtime import Engine
 
@@ -88,6 +94,8 @@ class CompiledGraph:
             del graph, partitions, computed
         self._run_steps, self.bound = _settle_constants([s for s in self.steps if id(s) not in elided], bound,
                                                         self.output_ids)
+        self.memory = _plan(self._run_steps, self.in_place, set(self.output_ids))
+        self._arenas = []         # the planned buffers of runs that ended, for the next ones
 
     def _compile(self, index: int, p, configs, kernel_cache) -> "_Step":
         """The step of the supported partition ``p``, compiled with the config ``configs``
@@ -118,7 +126,7 @@ class CompiledGraph:
             >>> again.run({0: np.array([-1, 0, 2], "float32")})[1].tolist()
             [0.0, 0.0, 2.0]
         """
-        state = {k: v for k, v in self.__dict__.items() if k != "engine"}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("engine", "_arenas")}
         buffers = []
         payload = pickle.dumps(state, protocol=5, buffer_callback=buffers.append)
         raw = [b.raw() for b in buffers]
@@ -145,17 +153,27 @@ class CompiledGraph:
                 raise GraphError(f"no feed for graph input {tid}")
             if array.shape != shape or array.dtype != dtype:
                 raise GraphError(f"graph input {tid} must be {dtype}{list(shape)}, got {array.dtype}{list(array.shape)}")
-        slices = self._concat_slices(values)
-        for step in self._run_steps:
-            values.update(step.run(values, slices))
-        return {tid: values[tid] for tid in self.output_ids}
+        try:
+            arena = self._arenas.pop()          # one run's buffers are never another's at the same time
+        except IndexError:
+            arena = self.memory.arena()
+        try:
+            slices = self._concat_slices(values, arena)
+            for step in self._run_steps:
+                values.update(step.run(values, slices, arena))
+            return {tid: values[tid] for tid in self.output_ids}
+        finally:
+            self._arenas.append(arena)
 
-    def _concat_slices(self, values: dict) -> dict:
-        """Allocate the outputs of the concats computed in place into ``values``; returns the
-        slice of one of them each producer writes, by the producer's output id."""
+    def _concat_slices(self, values: dict, arena: dict) -> dict:
+        """Put the outputs of the concats computed in place into ``values`` (their planned
+        buffers in ``arena``, else new ones); returns the slice of one of them each producer
+        writes, by the producer's output id."""
         slices = {}
         for step, plan in reversed(self.in_place):    # concats' outputs first, the last concat first:
             whole = slices.get(plan.output)           # a concat of a concat is a slice of it
+            if whole is None:
+                whole = arena.get(plan.output)
             if whole is None:
                 whole = np.empty(plan.shape, plan.dtype)
             values[plan.output] = whole
@@ -227,9 +245,10 @@ class _Step:
         self.kernel = kernel.main
         return dict(zip(keys, packed))
 
-    def run(self, values: dict, slices: dict | None = None) -> dict:
+    def run(self, values: dict, slices: dict | None = None, arena: dict | None = None) -> dict:
         """The partition's outputs by id; an output with an array in ``slices`` (a slice of a
-        concat's output) is written there."""
+        concat's output) is written there, else into its planned buffer in ``arena``, else into
+        a new array."""
         if self.constant:
             inputs = [values[tid] for tid in self.input_ids]
             if self._kept is not None and all(a is b for a, b in zip(self._kept[0], inputs)):
@@ -241,8 +260,9 @@ class _Step:
                                                for t in op.inputs])
                 results.update({t.id: v for t, v in zip(op.outputs, outs)})
         else:
-            slices = slices or {}
-            results = {tid: slices[tid] if tid in slices else np.empty(shape, dtype) for tid, shape, dtype in self.outputs}
+            slices, arena = slices or {}, arena or {}
+            results = {tid: slices[tid] if tid in slices else arena[tid] if tid in arena else np.empty(shape, dtype)
+                       for tid, shape, dtype in self.outputs}
             self.kernel(*[results[key] if written else values[key] for written, key in self.args])
         if self.constant:
             self._kept = (inputs, results)
@@ -258,6 +278,16 @@ class _Step:
         if state["kernel"] is not None:
             state["kernel"] = artifact.loads(state["kernel"], f"the kernel of step {state['index']} ({state['kind']})")[0]
         self.__dict__.update(state)
+
+
+def _plan(steps: list, in_place: list, outputs: set) -> MemoryPlan:
+    """The memory plan of the steps a run takes: what compiled steps write (not constants kept
+    between runs), each in-place concat as one tensor its slices are views of."""
+    views = {tid: plan.output for _, plan in in_place for tid, _ in plan.slices}
+    wholes = {plan.output: (plan.shape, plan.dtype) for _, plan in in_place}
+    order = [(step.input_ids, step.outputs if step.kernel is not None and not step.constant else [])
+             for step in steps]
+    return plan_memory(order, views, outputs, wholes)
 
 
 def _settle_constants(steps: list, bound: dict, outputs) -> tuple[list, dict]:
@@ -337,7 +367,7 @@ def _restore(version, payload, buffers, digest) -> CompiledGraph:
                                      f"with the code generator it was compiled with (compile the graph again "
                                      f"elsewhere)") from None
     restored = CompiledGraph.__new__(CompiledGraph)
-    restored.__dict__.update(state, engine=Engine())
+    restored.__dict__.update(state, engine=Engine(), _arenas=[])
     return restored
 
 

@@ -1,0 +1,130 @@
+"""The memory plan: blocks reused by liveness, never shared by tensors alive at once, views of
+an in-place concat inside its block, graph outputs never planned; compiled graphs run on their
+planned buffers, from several threads at once, and return outputs of their own."""
+import threading
+
+import numpy as np
+import pytest
+
+from graph_api import compile_graph, reference
+from graph_api.memory_plan import plan_memory
+from graph_building import Builder
+
+F32 = "float32"
+
+
+def live_ranges(steps, views, planned):
+    """(first, last) step of every planned root, as the plan must see them."""
+    def root(t):
+        while t in views:
+            t = views[t]
+        return t
+    first, last = {}, {}
+    for k, (reads, writes) in enumerate(steps):
+        for tid, _, _ in writes:
+            first.setdefault(root(tid), k)
+        for tid in reads:
+            last[root(tid)] = k
+    return {r: (first[r], max(last.get(r, first[r]), first[r])) for r in planned}
+
+
+def assert_no_two_live_tensors_share_a_block(plan, steps, views=None):
+    ranges = live_ranges(steps, views or {}, plan.tensors)
+    items = list(plan.tensors.items())
+    for a, (block_a, shape_a, dtype_a) in items:
+        assert np.prod(shape_a) * np.dtype(dtype_a).itemsize <= plan.block_sizes[block_a]
+        for b, (block_b, _, _) in items:
+            if a < b and block_a == block_b:
+                (fa, la), (fb, lb) = ranges[a], ranges[b]
+                assert la < fb or lb < fa, f"tensors {a} and {b} share block {block_a} while both alive"
+
+
+def test_a_chain_reuses_two_blocks():
+    steps = [([0], [(1, (8, 8), F32)])] + [([k], [(k + 1, (8, 8), F32)]) for k in range(1, 9)] + [([9], [])]
+    plan = plan_memory(steps, {}, keep=set())
+    assert len(plan.block_sizes) == 2 and plan.nbytes == 2 * 256
+    assert_no_two_live_tensors_share_a_block(plan, steps)
+
+
+def test_graph_outputs_are_never_planned_and_a_larger_tensor_grows_a_free_block():
+    steps = [([0], [(1, (4,), F32)]), ([1], [(2, (100,), F32)]), ([2], [(3, (100,), F32)]), ([3], [])]
+    plan = plan_memory(steps, {}, keep={3})
+    assert sorted(plan.tensors) == [1, 2]
+    assert plan.block_sizes == (64, 448)                                 # 1's block stays: 2 is defined while 1 is read
+
+
+def test_an_in_place_concat_is_one_tensor_its_slices_are_views_of():
+    # 1 and 2 are written into slices of concat 3 (steps 0 and 1), 3 is read at step 2
+    steps = [([0], [(1, (2, 4), F32)]), ([0], [(2, (2, 4), F32)]), ([3], [(4, (4, 4), F32)]), ([4], [])]
+    plan = plan_memory(steps, views={1: 3, 2: 3}, keep=set(), wholes={3: ((4, 4), F32)})
+    assert sorted(plan.tensors) == [3, 4]
+    assert_no_two_live_tensors_share_a_block(plan, steps, views={1: 3, 2: 3})
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_step_lists_never_share_a_block_between_live_tensors(seed):
+    rng = np.random.default_rng(seed)
+    steps, made = [], []
+    for k in range(int(rng.integers(3, 30))):
+        reads = [int(t) for t in rng.choice(made, size=min(len(made), int(rng.integers(0, 3))), replace=False)] \
+            if made else []
+        writes = [(100 + len(made) + j, (int(rng.integers(1, 50)),), F32) for j in range(int(rng.integers(0, 3)))]
+        made += [w[0] for w in writes]
+        steps.append((reads, writes))
+    keep = {t for t in made if rng.random() < 0.2}
+    plan = plan_memory(steps, {}, keep)
+    assert not keep & set(plan.tensors)
+    assert_no_two_live_tensors_share_a_block(plan, steps)
+    arena = plan.arena()
+    assert set(arena) == set(plan.tensors)
+
+
+def conv_chain(depth=6, channels=8, size=9):
+    b = Builder()
+    x = b.input((1, channels, size, size))
+    for _ in range(depth):
+        w = b.input((channels, channels, 3, 3), constant=True)
+        x = b.op("ReLU", [b.op("Convolution", [x, w], strides=[1, 1], pads_begin=[1, 1], pads_end=[1, 1],
+                                dilations=[1, 1], data_format="NCX", weights_format="OIX")])
+    return b
+
+
+def test_a_compiled_chain_runs_on_a_few_reused_buffers_and_returns_its_own_outputs():
+    b = conv_chain()
+    g = b.finalize()
+    feeds = b.feeds()
+    compiled = compile_graph(g)
+    one_tensor = 8 * 9 * 9 * 4
+    assert compiled.memory.nbytes <= 2 * (one_tensor + 64)           # five intermediates in two blocks
+    want = reference.run(g, feeds)
+    first, second = compiled.run(feeds), compiled.run(feeds)
+    for tid in want:
+        np.testing.assert_allclose(first[tid], want[tid], rtol=1e-3, atol=1e-3)
+        assert first[tid] is not second[tid] and not np.shares_memory(first[tid], second[tid])
+        np.testing.assert_array_equal(first[tid], second[tid])
+
+
+def test_runs_from_several_threads_at_once_give_the_same_outputs():
+    b = conv_chain(depth=4, size=17)
+    compiled = compile_graph(b.finalize())
+    rng = np.random.default_rng(0)
+    inputs = [{**b.feeds(), 0: rng.standard_normal((1, 8, 17, 17)).astype(F32)} for _ in range(4)]
+    want = [compiled.run(f) for f in inputs]
+    got, errors = [[] for _ in inputs], []
+
+    def worker(k):
+        try:
+            for _ in range(25):
+                got[k].append(compiled.run(inputs[k]))
+        except Exception as e:          # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for k, runs in enumerate(got):
+        for out in runs:
+            for tid in out:
+                np.testing.assert_array_equal(out[tid], want[k][tid])
