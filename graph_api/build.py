@@ -14,7 +14,10 @@ Example:
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import multiprocessing
+import os
 
 from schedule import template_for
 from schedule.config_source import ConfigSource, active_sources
@@ -72,6 +75,68 @@ def build_partition(partition, inputs, configs: ConfigSource | None = None,
     built = built or _build(partition, env, outs, template, config)
     _built.put(key, built)
     return (*built, config)
+
+
+def build_partitions(partitions, configs: ConfigSource | None = None, kernel_cache: KernelCache | None = None,
+                     workers: int | None = None) -> int:
+    """Build the kernels of ``partitions`` that no cache holds yet (each distinct one once) in
+    ``workers`` forked processes (default: the CPUs this process may use), and keep them in
+    this process's cache, where ``build_partition`` then finds them; returns how many were
+    built. Configs are chosen here, as ``build_partition`` chooses them. A kernel a worker
+    could not build (an error, a worker that died) is left to ``build_partition``, which
+    builds it (or raises) in this process. Nothing happens with fewer than two to build.
+
+    Example:
+        >>> # build_partitions([p for p in graph.get_partitions() if p.is_supported()])
+    """
+    sources = [configs] if configs is not None else list(reversed(active_sources()))
+    if kernel_cache is None:
+        kernel_cache = next((s for s in sources if isinstance(s, KernelCache)), None)
+    jobs = {}
+    for partition in partitions:
+        inputs = partition.get_input_ports()
+        signature = partition_signature(partition, inputs)
+        config = None
+        if sources or kernel_cache is not None:
+            config = next((c for c in (s.config_for(template_for(lower_partition(partition, inputs)[1]))
+                                       for s in sources) if c is not None), None)
+        key = _workload(signature, config)
+        if key in jobs or _built.get(key) is not None or \
+                (kernel_cache is not None and kernel_cache.cached_kernel(cache_key(key)) is not None):
+            continue
+        jobs[key] = (partition, config)
+    workers = min(len(os.sched_getaffinity(0)) if workers is None else workers, len(jobs))
+    if workers < 2:
+        return 0
+    global _JOBS
+    _JOBS = list(jobs.values())
+    built = 0
+    try:
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            for key, blob in zip(jobs, pool.map(_build_job, range(len(_JOBS)))):
+                thawed = _thaw(blob)
+                if thawed is not None:
+                    _built.put(key, thawed)
+                    built += 1
+    except concurrent.futures.process.BrokenProcessPool:
+        pass                            # a worker died: what is missing is built here
+    finally:
+        _JOBS = []
+    return built
+
+
+_JOBS: list = []
+"""The (partition, config) pairs ``build_partitions`` hands its forked workers, by index."""
+
+
+def _build_job(index: int) -> bytes | None:
+    """In a worker: the artifact of job ``index`` built, or None when it cannot be built."""
+    partition, config = _JOBS[index]
+    try:
+        env, outs = lower_partition(partition, partition.get_input_ports())
+        return _freeze(_build(partition, env, outs, template_for(outs), config))
+    except Exception:       # noqa: BLE001 - build_partition builds it again in the parent and raises there
+        return None
 
 
 def _workload(signature, config) -> tuple:

@@ -36,7 +36,7 @@ from tensorir.runtime.abi import PARAM_ALIGN
 from tensorir.runtime.prepacked import PrepackedKernel
 
 from . import reference
-from .build import partition_signature
+from .build import build_partitions, partition_signature
 from .logical_tensor import GraphError, PropertyType
 from .memory_plan import MemoryPlan, plan_memory
 from .op import OpKind
@@ -76,6 +76,7 @@ class CompiledGraph:
         if strict and fallback:
             raise Unsupported(f"strict: {len(fallback)} op(s) would run in the numpy reference interpreter, not "
                               f"compiled: {', '.join(fallback)}")
+        build_partitions([p for p in partitions if p.is_supported()], configs, kernel_cache)   # in parallel
         self.steps = [self._compile(k, p, configs, kernel_cache) if p.is_supported() else _Step.interpreted(k, p)
                       for k, p in enumerate(partitions)]
         if fallback:

@@ -56,40 +56,49 @@ def fold_into_weights(graph) -> GraphIR:
         []
     """
     graph = as_ir(graph, "fold_into_weights")
-    while True:
-        folded = _fold_one(graph)
-        if folded is None:
-            return graph
-        graph = folded
-
-
-def _fold_one(graph: GraphIR) -> GraphIR | None:
-    """The graph with the first foldable (Convolution, affine op) pair folded, or None."""
     values = graph.constant_values
     outputs = set(output_ids(graph))
+    replaced, dropped, new_values = {}, set(), {}
+    next_id = max(graph.tensors, default=-1) + 1
     for conv in graph.topological_ops():
-        if conv.kind is not OpKind.Convolution:
-            continue
-        y = conv.outputs[0]
-        readers = graph.consumers(y.id)
-        if y.id in outputs or len(readers) != 1 or not all(t.id in values for t in conv.inputs[1:]):
+        if conv.kind is not OpKind.Convolution or not all(t.id in values for t in conv.inputs[1:]):
             continue
         weights = values[conv.inputs[1].id]
-        if weights.dtype.kind != "f" or not y.is_known():
+        bias = values[conv.inputs[2].id].astype(np.float64) if len(conv.inputs) > 2 else None
+        if weights.dtype.kind != "f":
             continue
-        channel = 1 if conv.attrs.get("data_format", "NXC") == "NCX" else y.ndim - 1
-        affine = _channel_affine(graph, readers[0], y, channel, values)
-        if affine is None:
+        y, absorbed = conv.outputs[0], 0
+        while y.is_known() and y.id not in outputs and len(readers := graph.consumers(y.id)) == 1:
+            channel = 1 if conv.attrs.get("data_format", "NXC") == "NCX" else y.ndim - 1
+            affine = _channel_affine(graph, readers[0], y, channel, values)
+            if affine is None:
+                break
+            scale, shift = affine
+            out_axis = 0 if conv.attrs.get("weights_format", "XIO") == "OIX" else weights.ndim - 1
+            along = [1] * weights.ndim
+            along[out_axis] = -1
+            weights = weights.astype(np.float64) * scale.reshape(along)
+            bias = (0.0 if bias is None else bias) * scale + shift
+            dropped.add(readers[0].id)
+            y, absorbed = readers[0].outputs[0], absorbed + 1
+        if not absorbed:
             continue
-        scale, shift = affine
-        out_axis = 0 if conv.attrs.get("weights_format", "XIO") == "OIX" else weights.ndim - 1
-        along = [1] * weights.ndim
-        along[out_axis] = -1
-        bias = values[conv.inputs[2].id].astype(np.float64) if len(conv.inputs) > 2 else 0.0
-        new_weights = (weights.astype(np.float64) * scale.reshape(along)).astype(weights.dtype)
-        new_bias = (bias * scale + shift).astype(weights.dtype).reshape(-1)
-        return _replace(graph, conv, readers[0], new_weights, new_bias)
-    return None
+        dtype = values[conv.inputs[1].id].dtype
+        w_new = LogicalTensor(next_id, conv.inputs[1].dtype, weights.shape, property_type=PropertyType.constant)
+        b_new = LogicalTensor(next_id + 1, conv.inputs[1].dtype, bias.shape, property_type=PropertyType.constant)
+        next_id += 2
+        new_values[w_new.id] = _frozen(weights.astype(dtype))
+        new_values[b_new.id] = _frozen(bias.astype(dtype).reshape(-1))
+        replaced[conv.id] = clone_op(conv, inputs=[conv.inputs[0], w_new, b_new], outputs=[y])
+    if not replaced:
+        return graph
+    ops = [replaced.get(op.id, op) for op in graph.ops if op.id not in dropped]
+    return graph.with_ops(ops, new_values)
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
 
 
 def _channel_affine(graph: GraphIR, op, y: LogicalTensor, channel: int, values: dict):
@@ -135,17 +144,3 @@ def _per_channel(c: np.ndarray, y: LogicalTensor, channel: int, bias_add: bool):
     if any(d != 1 for k, d in enumerate(shape) if k != channel) or shape[channel] not in (1, y.shape[channel]):
         return None
     return np.broadcast_to(c.astype(np.float64).reshape(-1), (y.shape[channel],)).copy()
-
-
-def _replace(graph: GraphIR, conv, affine, weights: np.ndarray, bias: np.ndarray) -> GraphIR:
-    """``graph`` with ``conv`` and ``affine`` replaced by one Convolution of new bound weights
-    and bias writing ``affine``'s output."""
-    next_id = max(graph.tensors) + 1
-    w_old = conv.inputs[1]
-    w_new = LogicalTensor(next_id, w_old.dtype, weights.shape, property_type=PropertyType.constant)
-    b_new = LogicalTensor(next_id + 1, w_old.dtype, bias.shape, property_type=PropertyType.constant)
-    for array in (weights, bias):
-        array.setflags(write=False)
-    fused = clone_op(conv, inputs=[conv.inputs[0], w_new, b_new], outputs=[affine.outputs[0]])
-    ops = [fused if op.id == conv.id else op for op in graph.ops if op.id != affine.id]
-    return graph.with_ops(ops, {w_new.id: weights, b_new.id: bias})

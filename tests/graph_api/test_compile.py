@@ -241,3 +241,37 @@ def test_a_graph_with_a_tensor_over_the_size_limit_is_refused_when_partitioned(m
     monkeypatch.setenv("TILEFUSE_MAX_TENSOR_BYTES", str(64 * 64 * 4 - 1))
     with pytest.raises(GraphError, match=r"logical tensor 0 of shape \(64, 64\) needs 16\.0 KiB, over the limit"):
         compile_graph(g)
+
+
+def test_distinct_partitions_build_in_worker_processes_and_compile_takes_them_from_the_cache(monkeypatch):
+    from graph_api import build
+    b = mlp(batch=5, sizes=(19, 33, 7))
+    g = b.finalize()
+    supported = [p for p in g.get_partitions() if p.is_supported()]
+    build.clear_memory_cache()
+    assert build.build_partitions(supported, workers=2) == len(supported) >= 2
+    assert build.build_partitions(supported, workers=2) == 0               # all cached now
+
+    def no_llvm_here(*args):
+        raise AssertionError("a kernel was built in this process")
+    monkeypatch.setattr(build, "_build", no_llvm_here)
+    feeds = b.feeds()
+    want = reference.run(g, feeds)
+    got = compile_graph(g).run(feeds)
+    for tid in want:
+        np.testing.assert_allclose(got[tid], want[tid], rtol=1e-4, atol=1e-4)
+
+
+def test_a_kernel_a_worker_cannot_build_is_built_or_refused_in_this_process(monkeypatch):
+    from graph_api import build
+    g = mlp(batch=3, sizes=(11, 13, 5)).finalize()
+    supported = [p for p in g.get_partitions() if p.is_supported()]
+    build.clear_memory_cache()
+    monkeypatch.setattr(build, "lower_partition", _fails)                # every worker fails
+    assert build.build_partitions(supported, workers=2) == 0
+    monkeypatch.undo()
+    assert len(compile_graph(g).steps) == len(g.get_partitions())      # built here instead
+
+
+def _fails(*args):
+    raise RuntimeError("a worker could not lower this partition")
