@@ -18,9 +18,10 @@ from .algebraic import simplify_algebra
 from .constants import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_code import default_outputs, eliminate_dead_ops
-from .weights import fold_into_weights
+from .weights import fold_batch_norms, fold_into_weights
 
-DEFAULT = (fold_constants, fold_into_weights, simplify_algebra, eliminate_common_subexpressions, eliminate_dead_ops)
+DEFAULT = (fold_constants, fold_into_weights, fold_batch_norms, simplify_algebra, eliminate_common_subexpressions,
+           eliminate_dead_ops)
 
 
 def run_passes(graph, passes=DEFAULT):
@@ -39,4 +40,4 @@ def run_passes(graph, passes=DEFAULT):
 
 
 __all__ = ["DEFAULT", "default_outputs", "eliminate_common_subexpressions", "eliminate_dead_ops",
-           "fold_constants", "fold_into_weights", "run_passes", "simplify_algebra"]
+           "fold_batch_norms", "fold_constants", "fold_into_weights", "run_passes", "simplify_algebra"]

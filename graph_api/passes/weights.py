@@ -1,4 +1,5 @@
-"""Folding per-channel affine ops into the convolution before them, at compile time.
+"""Folding per-channel affine ops at compile time: into the convolution before them, or into
+one scale and one shift.
 
 A Convolution whose weights (and bias) are bound constants, followed by an op that scales or
 shifts each output channel by bound constants, becomes one Convolution with new weights and
@@ -12,7 +13,9 @@ feeds only them:
 * ``Add(y, c)`` (or ``BiasAdd``) likewise: bias plus ``c``.
 
 Chains fold one op after another (Convolution, BatchNormInference, Multiply, Add). The values
-are computed in float64 and stored in the weights' type.
+are computed in float64 and stored in the weights' type. A BatchNormInference no convolution
+takes (DenseNet's, before the ReLU and convolution) becomes, with the affine ops after it, one
+Multiply and one Add by per-channel constants (``fold_batch_norms``).
 
 Example:
     >>> import numpy as np
@@ -38,7 +41,7 @@ import numpy as np
 
 from ..ir import GraphIR
 from ..logical_tensor import LogicalTensor, PropertyType
-from ..op import OpKind
+from ..op import Op, OpKind
 from ._util import as_ir, clone_op, output_ids
 
 _SCALES = frozenset({OpKind.Multiply})
@@ -57,43 +60,118 @@ def fold_into_weights(graph) -> GraphIR:
     """
     graph = as_ir(graph, "fold_into_weights")
     values = graph.constant_values
-    outputs = set(output_ids(graph))
     replaced, dropped, new_values = {}, set(), {}
-    next_id = max(graph.tensors, default=-1) + 1
+    fresh = _Ids(graph)
     for conv in graph.topological_ops():
         if conv.kind is not OpKind.Convolution or not all(t.id in values for t in conv.inputs[1:]):
             continue
         weights = values[conv.inputs[1].id]
-        bias = values[conv.inputs[2].id].astype(np.float64) if len(conv.inputs) > 2 else None
         if weights.dtype.kind != "f":
             continue
-        y, absorbed = conv.outputs[0], 0
-        while y.is_known() and y.id not in outputs and len(readers := graph.consumers(y.id)) == 1:
-            channel = 1 if conv.attrs.get("data_format", "NXC") == "NCX" else y.ndim - 1
-            affine = _channel_affine(graph, readers[0], y, channel, values)
-            if affine is None:
-                break
-            scale, shift = affine
-            out_axis = 0 if conv.attrs.get("weights_format", "XIO") == "OIX" else weights.ndim - 1
-            along = [1] * weights.ndim
-            along[out_axis] = -1
-            weights = weights.astype(np.float64) * scale.reshape(along)
-            bias = (0.0 if bias is None else bias) * scale + shift
-            dropped.add(readers[0].id)
-            y, absorbed = readers[0].outputs[0], absorbed + 1
-        if not absorbed:
+        channel = 1 if conv.attrs.get("data_format", "NXC") == "NCX" else conv.outputs[0].ndim - 1
+        chain = _affine_chain(graph, conv.outputs[0], channel, values)
+        if chain is None:
             continue
-        dtype = values[conv.inputs[1].id].dtype
-        w_new = LogicalTensor(next_id, conv.inputs[1].dtype, weights.shape, property_type=PropertyType.constant)
-        b_new = LogicalTensor(next_id + 1, conv.inputs[1].dtype, bias.shape, property_type=PropertyType.constant)
-        next_id += 2
-        new_values[w_new.id] = _frozen(weights.astype(dtype))
-        new_values[b_new.id] = _frozen(bias.astype(dtype).reshape(-1))
+        scale, shift, y, ops = chain
+        out_axis = 0 if conv.attrs.get("weights_format", "XIO") == "OIX" else weights.ndim - 1
+        along = [1] * weights.ndim
+        along[out_axis] = -1
+        bias = values[conv.inputs[2].id].astype(np.float64) if len(conv.inputs) > 2 else 0.0
+        w_new, b_new = fresh.constant(conv.inputs[1], weights.shape), fresh.constant(conv.inputs[1], scale.shape)
+        new_values[w_new.id] = _frozen((weights.astype(np.float64) * scale.reshape(along)).astype(weights.dtype))
+        new_values[b_new.id] = _frozen((bias * scale + shift).astype(weights.dtype).reshape(-1))
         replaced[conv.id] = clone_op(conv, inputs=[conv.inputs[0], w_new, b_new], outputs=[y])
+        dropped.update(op.id for op in ops)
     if not replaced:
         return graph
-    ops = [replaced.get(op.id, op) for op in graph.ops if op.id not in dropped]
+    return graph.with_ops([replaced.get(op.id, op) for op in graph.ops if op.id not in dropped], new_values)
+
+
+def fold_batch_norms(graph) -> GraphIR:
+    """A new IR in which each BatchNormInference of bound constants (one no convolution could
+    take, see ``fold_into_weights``), with the per-channel Multiply and Add by bound constants
+    after it, is one Multiply and one Add by per-channel constants computed now: no square
+    root, division or mean is left to run. The input graph is not modified.
+
+    Example:
+        >>> from graph_api import Graph
+        >>> g = Graph(); g.finalize(); fold_batch_norms(g).ops
+        []
+    """
+    graph = as_ir(graph, "fold_batch_norms")
+    values = graph.constant_values
+    replaced, dropped, new_values = {}, set(), {}
+    fresh = _Ids(graph)
+    for bn in graph.topological_ops():
+        x = bn.inputs[0] if bn.kind is OpKind.BatchNormInference else None
+        if x is None or not x.is_known() or x.dtype.numpy.kind != "f":
+            continue
+        channel = 1 if bn.attrs.get("data_format", "NXC") == "NCX" else x.ndim - 1
+        chain = _affine_chain(graph, x, channel, values, first=bn)
+        if chain is None:
+            continue
+        scale, shift, y, ops = chain
+        along = (x.shape[channel],) + (1,) * (x.ndim - 1 - channel)
+        s, b, mid = fresh.constant(x, along), fresh.constant(x, along), fresh.variable(x)
+        new_values[s.id] = _frozen(scale.reshape(along).astype(x.dtype.numpy))
+        new_values[b.id] = _frozen(shift.reshape(along).astype(x.dtype.numpy))
+        replaced[bn.id] = [Op(bn.id, OpKind.Multiply, [x, s], [mid], name=bn.name),
+                           Op(fresh.op_id(), OpKind.Add, [mid, b], [y], name=bn.name)]
+        dropped.update(op.id for op in ops)
+    if not replaced:
+        return graph
+    ops = []
+    for op in graph.ops:
+        if op.id in replaced:
+            ops += replaced[op.id]
+        elif op.id not in dropped:
+            ops.append(op)
     return graph.with_ops(ops, new_values)
+
+
+def _affine_chain(graph: GraphIR, y: LogicalTensor, channel: int, values: dict, first=None):
+    """(scale, shift, the chain's output, its ops) of the per-channel affine ops of bound
+    constants that follow ``y`` one after another (each the only reader of what it reads, no
+    graph output read in between), starting with ``first`` when given; None when there is none."""
+    outputs = set(output_ids(graph))
+    scale = shift = None
+    ops = []
+    while y.is_known():
+        if first is not None and not ops:
+            op = first                  # it reads y; y's other readers keep reading y
+        else:
+            readers = graph.consumers(y.id)
+            op = readers[0] if len(readers) == 1 and y.id not in outputs else None
+        affine = None if op is None else _channel_affine(graph, op, y, channel, values)
+        if affine is None:
+            break
+        s, b = affine
+        scale, shift = (s, b) if scale is None else (scale * s, shift * s + b)
+        ops.append(op)
+        y = op.outputs[0]
+    return None if not ops else (scale, shift, y, ops)
+
+
+class _Ids:
+    """New tensor and op ids for a pass, past the ones a graph uses."""
+
+    def __init__(self, graph: GraphIR):
+        self._tensor = max(graph.tensors, default=-1) + 1
+        self._op = max((op.id for op in graph.ops), default=-1) + 1
+
+    def constant(self, like: LogicalTensor, shape) -> LogicalTensor:
+        """A new constant logical tensor of ``like``'s type."""
+        self._tensor += 1
+        return LogicalTensor(self._tensor - 1, like.dtype, tuple(shape), property_type=PropertyType.constant)
+
+    def variable(self, like: LogicalTensor) -> LogicalTensor:
+        """A new variable logical tensor of ``like``'s type and shape."""
+        self._tensor += 1
+        return LogicalTensor(self._tensor - 1, like.dtype, like.shape)
+
+    def op_id(self) -> int:
+        self._op += 1
+        return self._op - 1
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

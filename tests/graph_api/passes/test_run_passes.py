@@ -30,4 +30,5 @@ def test_custom_and_empty_pass_lists():
     g = graph(op(0, "ReLU", [x], [a]))
     assert run_passes(g, passes=()) is g
     assert [o.id for o in run_passes(g, passes=[passes.eliminate_dead_ops]).ops] == [0]
-    assert DEFAULT[:2] == (passes.fold_constants, passes.fold_into_weights) and len(DEFAULT) == 5
+    assert DEFAULT[:3] == (passes.fold_constants, passes.fold_into_weights, passes.fold_batch_norms)
+    assert len(DEFAULT) == 6

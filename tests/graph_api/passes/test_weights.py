@@ -104,3 +104,24 @@ def test_what_is_not_a_per_channel_affine_of_the_conv_alone_stays(case):
     assert OpKind.Convolution in [o.kind for o in out.ops] and len(out.ops) == len(g.ops)
     if case != "fed not bound":
         assert_same_outputs(g, out)
+
+
+def test_a_batch_norm_no_convolution_takes_becomes_one_scale_and_one_shift():
+    from graph_api.passes import fold_batch_norms
+    x, r = lt(0, (1, 6, 5, 5)), lt(1, (1, 6, 5, 5))
+    ops, values, bn = batchnorm(x)
+    m, y = lt(30, x.shape), lt(31, x.shape)
+    c = lt(32, (6, 1, 1), constant=True)
+    g = graph(*ops, op(11, "Multiply", [bn, c], [m]), op(12, "ReLU", [m], [y]), op(13, "Exp", [x], [r]),
+              values={**values, 32: RNG.standard_normal((6, 1, 1))})
+    out = fold_batch_norms(g)
+    assert [o.kind for o in out.ops] == [OpKind.Multiply, OpKind.Add, OpKind.ReLU, OpKind.Exp]
+    assert out.constant_values[out.ops[0].inputs[1].id].shape == (6, 1, 1)
+    assert out.ops[1].outputs[0].id == m.id                             # the chain's output stays
+    assert_same_outputs(g, out)
+    ops, values, _ = batchnorm(lt(0, (2, 5, 5, 6)), channel=3)
+    channels_last = graph(*ops, values=values)
+    folded = fold_batch_norms(channels_last)
+    assert [o.kind for o in folded.ops] == [OpKind.Multiply, OpKind.Add]
+    assert folded.constant_values[folded.ops[0].inputs[1].id].shape == (6,)
+    assert_same_outputs(channels_last, folded)
