@@ -18,7 +18,8 @@ Run: ``python benchmarks/bench_onnx.py [--trials 32] [--db /tmp/tilefuse_bench_o
 the light real models the onnx package ships (``--no-tune --models shufflenet densenet121``). The database persists
 between runs, so a second run resumes and only re-times.
 """
-from common import median_seconds, timed_interleaved, unset_openblas_overrides
+from bench_session import measure
+from common import light_models, median_seconds, model_path, timed_interleaved, unset_openblas_overrides
 
 unset_openblas_overrides()
 
@@ -246,34 +247,6 @@ def _describe(step) -> str:
 
 # ---------------------------------------------------------------------------- one model
 
-def light_models() -> list:
-    """The names of the ``light`` models the installed onnx package ships (alexnet, resnet50,
-    densenet121, ... with made-up weights), or [] without onnx.
-
-    Example:
-        >>> "resnet50" in light_models() or light_models() == []
-        True
-    """
-    try:
-        import onnx
-    except ImportError:
-        return []
-    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-    return sorted(p.name[len("light_"):-len(".onnx")] for p in folder.glob("light_*.onnx"))
-
-
-def model_path(name: str) -> Path:
-    """A path to an .onnx file, a bundled example (``examples/NAME.onnx``), else a light model
-    of the onnx package."""
-    if name.endswith(".onnx"):
-        return Path(name)
-    path = EXAMPLES / f"{name}.onnx"
-    if path.exists():
-        return path
-    import onnx
-    return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"light_{name}.onnx"
-
-
 def parse_shape(text: str) -> tuple[int, ...]:
     """``1x3x640x640`` as a tuple of ints.
 
@@ -344,6 +317,13 @@ def bench_model(name: str, args) -> dict:
         compiled = tuned
     rows = timed_interleaved(engines, args.rounds)
     _print_rows(rows)
+    fresh = {engine: measure(mode, path, "-") for engine, mode in
+             (("onnxruntime", "ort"), ("tilefuse", "compile"))}        # each in a process of its own
+    rows["peak RSS MB"] = {engine: r["peak_mb"] for engine, r in fresh.items()}
+    rows["cold open s"] = {engine: r["open"] for engine, r in fresh.items()}
+    print(f"  in fresh processes: peak RSS tilefuse {fresh['tilefuse']['peak_mb']:.0f} MB, onnxruntime "
+          f"{fresh['onnxruntime']['peak_mb']:.0f} MB ({fresh['tilefuse']['peak_mb'] / fresh['onnxruntime']['peak_mb']:.2f}x); "
+          f"import + compile {fresh['tilefuse']['open']:.1f} s, onnxruntime's session {fresh['onnxruntime']['open']:.1f} s")
     ours = rows.get("tilefuse tuned", rows["tilefuse default configs"])
     anchor = next(iter(rows.values()))
     verdict = "within" if ours <= FLOOR * anchor else "ABOVE"
@@ -379,12 +359,15 @@ def main(argv=None) -> int:
     parser.add_argument("--top", type=int, default=12, help="partitions shown in a profile (default 12)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds, best kept (default 5)")
     parser.add_argument("--models", nargs="+", default=list(MODELS),
-                        help="bundled examples (default), light models of the onnx package (e.g. shufflenet) or "
+                        help="bundled examples (default), light models of the onnx package (e.g. shufflenet; all: "
+                             "the examples and every light model) or "
                              ".onnx files (such as those pip packages ship)")
     parser.add_argument("--shape", type=parse_shape, default=None,
                         help="the data input's shape where the model leaves dims symbolic, e.g. 1x3x640x640")
     args = parser.parse_args(argv)
     known = set(MODELS) | set(light_models())
+    if args.models == ["all"]:
+        args.models = list(MODELS) + light_models()
     for name in args.models:
         if name not in known and not name.endswith(".onnx"):
             parser.error(f"unknown model {name!r}: one of {sorted(known)} or a path to an .onnx file")
@@ -397,6 +380,8 @@ def main(argv=None) -> int:
     started = time.monotonic()
     results = {Path(name).stem[:26] if name.endswith(".onnx") else name: bench_model(name, args) for name in args.models}
     print(f"\nsummary (ms; ratio vs onnxruntime), whole run {time.monotonic() - started:.0f} s")
+    extras = {model: {k: rows.pop(k) for k in ("peak RSS MB", "cold open s") if k in rows}
+              for model, rows in results.items()}
     engines = list(dict.fromkeys(k for rows in results.values() for k in rows))
     width = max(len(e) for e in engines)
     print(f"  {'engine':{width}}  " + "  ".join(f"{m:>26}" for m in results))
@@ -407,6 +392,20 @@ def main(argv=None) -> int:
             t = rows.get(engine, math.nan)
             cells.append(f"{t * 1e3:>15.3f} ({t / anchor:5.2f}x)" if math.isfinite(t) else f"{'-':>26}")
         print(f"  {engine:{width}}  " + "  ".join(f"{c:>26}" for c in cells))
+    for what, unit in (("peak RSS MB", "MB"), ("cold open s", "s")):
+        for engine in ("onnxruntime", "tilefuse"):
+            cells = []
+            for model in results:
+                got = extras[model].get(what, {})
+                value, anchor = got.get(engine, math.nan), got.get("onnxruntime", math.nan)
+                cells.append(f"{value:>15.1f} ({value / anchor:5.2f}x)" if math.isfinite(value) else f"{'-':>26}")
+            label = f"{engine} {'peak RSS MB' if unit == 'MB' else 'import+compile s' if engine == 'tilefuse' else 'session s'}"
+            print(f"  {label:{width}}  " + "  ".join(f"{c:>26}" for c in cells))
+    ratios = [rows.get("tilefuse tuned", rows.get("tilefuse default configs")) / next(iter(rows.values()))
+              for rows in results.values() if "tilefuse default configs" in rows]
+    if ratios:
+        print(f"  geomean latency vs onnxruntime: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}x over "
+              f"{len(ratios)} models")
     return 0
 
 

@@ -14,10 +14,10 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_onnx import model_path  # noqa: E402
+from common import model_path  # noqa: E402
 
 CHILD = r"""
-import json, resource, sys, time, warnings
+import json, sys, time, warnings
 import numpy as np
 started = time.perf_counter()
 warnings.simplefilter("ignore")
@@ -32,15 +32,20 @@ ready = time.perf_counter()
 x = sess.get_inputs()[0]
 sess.run(None, {x.name: np.ones([d if isinstance(d, int) else 1 for d in x.shape], "float32")})
 done = time.perf_counter()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024      # before saving
-if mode == "compile":
+def peak_mb():   # this program's high-water mark (ru_maxrss would carry the parent's over fork and exec)
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
+peak = peak_mb()      # before saving
+if mode == "compile" and saved != "-":
     sess.save(saved)
 print(json.dumps({"open": ready - started, "first_run": done - ready, "peak_mb": peak}))
 """
 
 
-def measure(mode: str, model: Path, saved: Path) -> dict:
-    """One fresh process opening ``model`` (``mode``: compile, load or ort): its timings.
+def measure(mode: str, model: Path, saved) -> dict:
+    """One fresh process opening ``model`` (``mode``: compile, load or ort): its timings
+    (``open``: import and compile, load, or session creation; ``first_run``) and peak RSS in
+    MB. ``saved``: where compile saves the session and load reads it ("-": compile saves none).
 
     Example:
         >>> # measure("load", Path("resnet50.onnx"), Path("/tmp/resnet50.tfm"))["open"]

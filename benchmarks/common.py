@@ -1,4 +1,4 @@
-"""Shared helpers of the benchmark scripts: anchor environment and timing."""
+"""Shared helpers of the benchmark scripts: anchor environment, timing and the ONNX models."""
 from __future__ import annotations
 
 import math
@@ -6,8 +6,10 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def unset_openblas_overrides() -> None:
@@ -61,3 +63,31 @@ def timed_interleaved(engines: dict, rounds: int = 5, pause: float = 0.05) -> di
             time.sleep(pause)
             best[name] = min(best[name], median_seconds(fn, repeat=5, min_seconds=0.1))
     return best
+
+
+def light_models() -> list:
+    """The names of the ``light`` models the installed onnx package ships (alexnet, resnet50,
+    densenet121, ... with made-up weights), or [] without onnx.
+
+    Example:
+        >>> "resnet50" in light_models() or light_models() == []
+        True
+    """
+    try:
+        import onnx
+    except ImportError:
+        return []
+    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    return sorted(p.name[len("light_"):-len(".onnx")] for p in folder.glob("light_*.onnx"))
+
+
+def model_path(name: str) -> Path:
+    """A path to an .onnx file, a bundled example (``examples/NAME.onnx``), else a light model
+    of the onnx package."""
+    if name.endswith(".onnx"):
+        return Path(name)
+    path = EXAMPLES / f"{name}.onnx"
+    if path.exists():
+        return path
+    import onnx
+    return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"light_{name}.onnx"
