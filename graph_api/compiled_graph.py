@@ -155,16 +155,25 @@ class CompiledGraph:
             if array.shape != shape or array.dtype != dtype:
                 raise GraphError(f"graph input {tid} must be {dtype}{list(shape)}, got {array.dtype}{list(array.shape)}")
         try:
-            arena = self._arenas.pop()          # one run's buffers are never another's at the same time
+            state = self._arenas.pop()          # one run's buffers are never another's at the same time
         except IndexError:
-            arena = self.memory.arena()
+            state = _RunState(self)
         try:
-            slices = self._concat_slices(values, arena)
-            for step in self._run_steps:
-                values.update(step.run(values, slices, arena))
+            values.update(state.values)
+            slices = state.slices if state.slices is not None else self._concat_slices(values, state.arena)
+            for instruction in state.program:
+                if isinstance(instruction, _Step):
+                    values.update(instruction.run(values, slices, state.arena))
+                    continue
+                kernel, args, reads, writes = instruction
+                for position, key in reads:
+                    args[position] = values[key]
+                for position, key, shape, dtype in writes:
+                    values[key] = args[position] = np.empty(shape, dtype)
+                kernel(*args)
             return {tid: values[tid] for tid in self.output_ids}
         finally:
-            self._arenas.append(arena)
+            self._arenas.append(state)
 
     def _concat_slices(self, values: dict, arena: dict) -> dict:
         """Put the outputs of the concats computed in place into ``values`` (their planned
@@ -202,6 +211,38 @@ class CompiledGraph:
                     else f"{unknown} are not graph input ids")
             raise GraphError(f"run: {what}; the inputs are ids {ids}")
         return feeds
+
+
+class _RunState:
+    """What one run in progress works on: the planned buffers (``arena``), the concat slices in
+    them, the values they give (``values``: by tensor id, the planned tensors and slices), and
+    the ``program``: per step, the step itself (the reference interpreter, a constant kept
+    between runs, a concat slice not planned) or (kernel, its argument list with the planned
+    arrays and bound constants in place, (position, key) read from the run's values, (position,
+    key, shape, dtype) written into new arrays): a run fills in only feeds and outputs."""
+
+    def __init__(self, graph: "CompiledGraph"):
+        self.arena = graph.memory.arena()
+        self.values = dict(self.arena)
+        nested = {tid for _, plan in graph.in_place for tid, _ in plan.slices}
+        planned = all(plan.output in self.arena or plan.output in nested for _, plan in graph.in_place)
+        self.slices = None          # a concat that is a graph output is new each run: so are its slices
+        if planned:
+            self.slices = graph._concat_slices(self.values, self.arena)
+            self.values.update(self.slices)
+        static = {**graph.bound, **self.values}
+        self.program = []
+        for step in graph._run_steps:
+            if step.kernel is None or step.constant or not planned:
+                self.program.append(step)
+                continue
+            args, reads, writes = [], [], []
+            shapes = {tid: (shape, dtype) for tid, shape, dtype in step.outputs}
+            for position, (written, key) in enumerate(step.args):
+                args.append(static.get(key))
+                if args[-1] is None:
+                    (writes.append((position, key, *shapes[key])) if written else reads.append((position, key)))
+            self.program.append((step.kernel, args, reads, writes))
 
 
 class _Step:
