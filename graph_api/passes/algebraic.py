@@ -11,6 +11,8 @@ every output port of the input graph with the same tensor id):
   disappears like an identity transpose).
 * A StaticTranspose swapping the last two axes whose only consumer is a MatMul (reading it as
   src or weights) is folded into the MatMul's ``transpose_a`` / ``transpose_b`` flag (toggled).
+* Identity, and a Reorder that keeps no graph output alive, disappear like an identity
+  transpose (a copy computes nothing).
 * Adding or subtracting a bound constant of zeros, multiplying or dividing by one of ones
   (``Graph.bind_constant``) disappears like an identity transpose when broadcasting leaves
   the other operand's shape and type as they are.
@@ -143,8 +145,19 @@ def _neutral_rule(graph: GraphIR, op: Op, outs: set):
     return None
 
 
+def _copy_rule(graph: GraphIR, op: Op, outs: set):
+    """Identity, or a Reorder that keeps no graph output alive, -> its input (a copy computes
+    nothing in an inference graph)."""
+    src, out = graph.tensor(op.inputs[0].id), graph.tensor(op.outputs[0].id)
+    if (op.kind is OpKind.Reorder and out.id in outs) or src.dtype is not out.dtype or not src.is_known() \
+            or src.shape != out.shape:
+        return None
+    return _identity(graph, op, src, outs)
+
+
 _RULES = {OpKind.StaticTranspose: _transpose_rule, OpKind.StaticReshape: _reshape_rule,
-          OpKind.MatMul: _matmul_rule, **{kind: _neutral_rule for kind in _NEUTRAL}}
+          OpKind.MatMul: _matmul_rule, OpKind.Identity: _copy_rule, OpKind.Reorder: _copy_rule,
+          **{kind: _neutral_rule for kind in _NEUTRAL}}
 
 
 def _rewrite_once(graph: GraphIR, outs: set) -> GraphIR | None:

@@ -238,3 +238,13 @@ def test_neutral_op_producing_a_graph_output_becomes_a_copy():
     out = simplify_algebra(g)
     assert kinds(out) == [(0, OpKind.Reorder)] and [t.id for t in out.get_output_ports()] == [2]
     assert_same_outputs(g, out)
+
+
+def test_copies_disappear_unless_they_keep_a_graph_output_alive():
+    x, c, y, z = lt(0, (2, 3)), lt(1, (2, 3)), lt(2, (2, 3)), lt(3, (2, 3))
+    g = graph(op(0, "Identity", [x], [c]), op(1, "ReLU", [c], [y]), op(2, "Reorder", [y], [z]))
+    out = simplify_algebra(g)
+    assert [(o.kind.value, [t.id for t in o.inputs]) for o in out.ops] == [("ReLU", [0]), ("Reorder", [2])]
+    assert_same_outputs(g, out)
+    lone = graph(op(0, "Identity", [x], [c]))                       # the copy is the graph output
+    assert [o.kind.value for o in simplify_algebra(lone).ops] == ["Reorder"]
