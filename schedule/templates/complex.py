@@ -35,7 +35,7 @@ from tensorir.visit import walk
 from .base import Template, fuse_all
 from .injective import PARALLEL_MIN_ELEMENTS, extent, schedule_elementwise
 
-TILE_I = [1, 2, 4, 6, 8, 12, 16]
+TILE_I = [1, 2, 4, 6, 7, 8, 12, 14, 16]
 TILE_J = [8, 16, 32, 48, 64]
 WEIGHTS_IN_L2 = 256 * 1024   # packed weights up to this size stay in L2 (half of the smallest L2 we run on)
 
@@ -161,7 +161,10 @@ class ComplexTemplate(Template):
           fewer) a height of
           4 or more that divides the axis, so no tile is a tail and a reshape after the anchor
           keeps its bounds exact; with the channels layout, one tile for a row of up to 8
-          pixels where the registers hold it;
+          pixels where the registers hold it, else (with 32 registers and a tile of several
+          vectors) the largest height from 4 to 8 that divides the row (7 for 14-, 28- and
+          56-pixel rows); with 32 registers, no more channel vectors than leave the 16
+          accumulators half the registers (the rest hold the weights' vectors and the pixel);
         * order: "ij" (each row tile meets every weight panel while its inputs are in L1) when
           the packed weights fit in ``WEIGHTS_IN_L2`` bytes, else "ji".
 
@@ -189,11 +192,18 @@ class ComplexTemplate(Template):
         fitting = [t for t in candidates if t <= max(min(i_extent, rows), 1)]
         dividing_i = [t for t in fitting if i_extent % t == 0 and t >= 4 and i_extent <= 64]
         tile_i = max(dividing_i) if dividing_i else max(fitting)
-        if layout == "channels":     # rows along the image's width: one tile for short rows
+        if layout == "channels":     # rows of pixels: one tile for a short row, else tiles that divide it
             one_tile = min(t for t in candidates if t >= i_extent) if i_extent <= 8 else None
             budget = self.target.vector_registers - 1 - 2 * -(-tile_j // lanes)   # registers left for rows
-            tile_i = one_tile if one_tile is not None and (wide or one_tile * -(-tile_j // lanes) <= budget) \
-                else rows
+            dividing_row = [t for t in candidates if 4 <= t <= 8 and i_extent % t == 0]
+            if one_tile is not None and (wide or one_tile * -(-tile_j // lanes) <= budget):
+                tile_i = one_tile
+            elif wide and dividing_row and tile_j > lanes:
+                tile_i = max(dividing_row)
+            else:
+                tile_i = rows
+            if wide:                 # the accumulators in half the registers: the rest hold weights
+                tile_j = max((t for t in whole if t <= tile_j and tile_i * (t // lanes) <= 16), default=lanes)
         packable = self.packable(layout)
         order = "ji"
         if packable is not None:

@@ -148,13 +148,13 @@ def test_bad_updates_and_batches():
 
 
 def test_xgb_proposes_better_configs_than_random_on_a_real_template_space():
-    space_mean = np.mean([synthetic_cost(c) for c in MATMUL.space])
     for seed in range(3):
         xgb = XGBTuner(MATMUL.space, MATMUL_FEATURES, seed=seed, min_train=16)
         measured = run(xgb, synthetic_cost, 48)
         guided = np.mean([synthetic_cost(c) for c in measured[24:48]])   # once the model leads
+        drawn = np.mean([synthetic_cost(c) for c in run(RandomTuner(MATMUL.space, seed=seed), synthetic_cost, 48)[24:48]])
         assert xgb.model.is_trained
-        assert guided < 0.6 * space_mean, (seed, guided, space_mean)
+        assert guided < 0.7 * drawn, (seed, guided, drawn)
         assert xgb.best_cost <= min(synthetic_cost(c) for c in measured)
 
 
