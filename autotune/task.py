@@ -242,7 +242,7 @@ class Task:
         Example:
             >>> from tensorir import placeholder, compute
             >>> A = placeholder((4,), name="A"); len(Task(compute((4,), lambda i: A[i] - 1.0)).space)
-            32
+            40
         """
         return self.template.space
 

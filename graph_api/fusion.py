@@ -4,11 +4,14 @@ Walking the ops producers first, an op joins the group of the producer of its fi
 input when the rule for (that group, this op) allows it:
 
 * injective after injective: an injective chain;
-* reduction after an injective-only group: injective producers fuse into a reduction;
+* reduction after an injective-only group: injective producers fuse into a reduction, but
+  not a StaticTranspose that moves the last axis (a window or row reduction would read it
+  across the grain);
 * elementwise (injective) after a group with a complex op or a reduction: the epilogue
   (bias, activation, residual add; softmax's and layer norm's elementwise tail), but not a
   Concat: it stands alone, and nothing joins it, so its producers can write into its slices
-  (``CompiledGraph``);
+  (``CompiledGraph``); and not a StaticTranspose that moves the last axis (the anchor's tiles
+  and a reduction's rows are written along it: they would be tiled across the grain);
 * reduction after a group of reductions and their epilogue over the same rows (softmax's
   max then sum), never after a complex op;
 * at most one complex op per group; opaque ops (and unsupported ones) stand alone;
@@ -131,13 +134,26 @@ def _allowed(group: _Group, op, cls: str, rows_of) -> bool:
         return False
     kind = group.kind()
     if cls == "injective":
-        # chains, and the epilogue of a complex op or a reduction (not a concat: see above)
+        # chains, and the epilogue of a complex op or a reduction (not a concat, not a
+        # transpose: see above)
+        if kind != "injective" and _moves_last_axis(op):
+            return False
         return not _concat_after_anchor(group, op)
     if cls == "reduction":
         if kind == "injective":
-            return True
+            return not any(_moves_last_axis(o) for o in group.ops)
         return kind == "reduction" and group.rows is not None and rows_of(op) == group.rows
     return False          # a complex op starts its own group (one per group)
+
+
+def _moves_last_axis(op) -> bool:
+    """A StaticTranspose whose output's last axis is not its input's last (a layout change:
+    NCHW to NHWC and back), as opposed to one that permutes outer axes only."""
+    if getattr(op, "kind", None) is not OpKind.StaticTranspose or not op.inputs or op.inputs[0].shape is None:
+        return False
+    ndim = len(op.inputs[0].shape)
+    order = list(op.attrs.get("order") or range(ndim - 1, -1, -1))
+    return ndim > 1 and order[-1] % ndim != ndim - 1
 
 
 def _makes_cycle(group: _Group, op, producer_of, group_of) -> bool:

@@ -1,8 +1,10 @@
 """Helpers shared by the passes: copying ops and rebuilding graphs (never touching the input)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir import GraphIR
-from ..logical_tensor import GraphError
+from ..logical_tensor import GraphError, LogicalTensor, PropertyType
 from ..op import Op
 
 
@@ -35,3 +37,31 @@ def substitute(graph: GraphIR, op: Op, subst: dict) -> Op:
     """A copy of ``op`` whose inputs are renamed through ``subst`` (tensor id -> tensor id)."""
     ins = [graph.tensor(subst[t.id]) if t.id in subst else t for t in op.inputs]
     return clone_op(op, inputs=ins)
+
+
+class FreshIds:
+    """New tensor and op ids for a pass, past the ones a graph uses."""
+
+    def __init__(self, graph: GraphIR):
+        self._tensor = max(graph.tensors, default=-1) + 1
+        self._op = max((op.id for op in graph.ops), default=-1) + 1
+
+    def constant(self, like: LogicalTensor, shape) -> LogicalTensor:
+        """A new constant logical tensor of ``like``'s type."""
+        self._tensor += 1
+        return LogicalTensor(self._tensor - 1, like.dtype, tuple(shape), property_type=PropertyType.constant)
+
+    def variable(self, like: LogicalTensor, shape=None) -> LogicalTensor:
+        """A new variable logical tensor of ``like``'s type, with ``like``'s shape or ``shape``."""
+        self._tensor += 1
+        return LogicalTensor(self._tensor - 1, like.dtype, like.shape if shape is None else tuple(shape))
+
+    def op_id(self) -> int:
+        self._op += 1
+        return self._op - 1
+
+
+def frozen(array: np.ndarray) -> np.ndarray:
+    """``array``, made read-only (a bound constant's value)."""
+    array.setflags(write=False)
+    return array

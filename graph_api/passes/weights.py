@@ -42,7 +42,7 @@ import numpy as np
 from ..ir import GraphIR
 from ..logical_tensor import LogicalTensor, PropertyType
 from ..op import Op, OpKind
-from ._util import as_ir, clone_op, output_ids
+from ._util import FreshIds, as_ir, clone_op, frozen, output_ids
 
 _SCALES = frozenset({OpKind.Multiply})
 _SHIFTS = frozenset({OpKind.Add, OpKind.BiasAdd})
@@ -61,7 +61,7 @@ def fold_into_weights(graph) -> GraphIR:
     graph = as_ir(graph, "fold_into_weights")
     values = graph.constant_values
     replaced, dropped, new_values = {}, set(), {}
-    fresh = _Ids(graph)
+    fresh = FreshIds(graph)
     for conv in graph.topological_ops():
         if conv.kind is not OpKind.Convolution or not all(t.id in values for t in conv.inputs[1:]):
             continue
@@ -78,8 +78,8 @@ def fold_into_weights(graph) -> GraphIR:
         along[out_axis] = -1
         bias = values[conv.inputs[2].id].astype(np.float64) if len(conv.inputs) > 2 else 0.0
         w_new, b_new = fresh.constant(conv.inputs[1], weights.shape), fresh.constant(conv.inputs[1], scale.shape)
-        new_values[w_new.id] = _frozen((weights.astype(np.float64) * scale.reshape(along)).astype(weights.dtype))
-        new_values[b_new.id] = _frozen((bias * scale + shift).astype(weights.dtype).reshape(-1))
+        new_values[w_new.id] = frozen((weights.astype(np.float64) * scale.reshape(along)).astype(weights.dtype))
+        new_values[b_new.id] = frozen((bias * scale + shift).astype(weights.dtype).reshape(-1))
         replaced[conv.id] = clone_op(conv, inputs=[conv.inputs[0], w_new, b_new], outputs=[y])
         dropped.update(op.id for op in ops)
     if not replaced:
@@ -101,7 +101,7 @@ def fold_batch_norms(graph) -> GraphIR:
     graph = as_ir(graph, "fold_batch_norms")
     values = graph.constant_values
     replaced, dropped, new_values = {}, set(), {}
-    fresh = _Ids(graph)
+    fresh = FreshIds(graph)
     for bn in graph.topological_ops():
         x = bn.inputs[0] if bn.kind is OpKind.BatchNormInference else None
         if x is None or not x.is_known() or x.dtype.numpy.kind != "f":
@@ -113,8 +113,8 @@ def fold_batch_norms(graph) -> GraphIR:
         scale, shift, y, ops = chain
         along = (x.shape[channel],) + (1,) * (x.ndim - 1 - channel)
         s, b, mid = fresh.constant(x, along), fresh.constant(x, along), fresh.variable(x)
-        new_values[s.id] = _frozen(scale.reshape(along).astype(x.dtype.numpy))
-        new_values[b.id] = _frozen(shift.reshape(along).astype(x.dtype.numpy))
+        new_values[s.id] = frozen(scale.reshape(along).astype(x.dtype.numpy))
+        new_values[b.id] = frozen(shift.reshape(along).astype(x.dtype.numpy))
         replaced[bn.id] = [Op(bn.id, OpKind.Multiply, [x, s], [mid], name=bn.name),
                            Op(fresh.op_id(), OpKind.Add, [mid, b], [y], name=bn.name)]
         dropped.update(op.id for op in ops)
@@ -150,33 +150,6 @@ def _affine_chain(graph: GraphIR, y: LogicalTensor, channel: int, values: dict, 
         ops.append(op)
         y = op.outputs[0]
     return None if not ops else (scale, shift, y, ops)
-
-
-class _Ids:
-    """New tensor and op ids for a pass, past the ones a graph uses."""
-
-    def __init__(self, graph: GraphIR):
-        self._tensor = max(graph.tensors, default=-1) + 1
-        self._op = max((op.id for op in graph.ops), default=-1) + 1
-
-    def constant(self, like: LogicalTensor, shape) -> LogicalTensor:
-        """A new constant logical tensor of ``like``'s type."""
-        self._tensor += 1
-        return LogicalTensor(self._tensor - 1, like.dtype, tuple(shape), property_type=PropertyType.constant)
-
-    def variable(self, like: LogicalTensor) -> LogicalTensor:
-        """A new variable logical tensor of ``like``'s type and shape."""
-        self._tensor += 1
-        return LogicalTensor(self._tensor - 1, like.dtype, like.shape)
-
-    def op_id(self) -> int:
-        self._op += 1
-        return self._op - 1
-
-
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array.setflags(write=False)
-    return array
 
 
 def _channel_affine(graph: GraphIR, op, y: LogicalTensor, channel: int, values: dict):

@@ -100,6 +100,12 @@ class ComplexTemplate(Template):
             frontier += [t.op for t in current.input_tensors if isinstance(t.op, ComputeOp)]
         return False
 
+    def _pixels_by_channels(self, layout: str) -> bool:
+        """Whether ``layout`` tiles a convolution's pixels by its output channels: the channels
+        layout of an NCHW one, or the rows of a channels-last one (its last axis the channels)."""
+        return layout == "channels" or (self.anchor.tag == "conv" and len(self.anchor.axis) >= 3
+                                        and self.packable(layout) is not None)
+
     def _constant_read_along(self, axes):
         """(tensor, its dim, the anchor's dim) of the first input of rank > 1 (the constant
         weights first) that the anchor reads with index exactly one of ``axes``, or None."""
@@ -160,10 +166,13 @@ class ComplexTemplate(Template):
           enough independent accumulators hide the FMA latency); on short row axes (64 or
           fewer) a height of
           4 or more that divides the axis, so no tile is a tail and a reshape after the anchor
-          keeps its bounds exact; with the channels layout, one tile for a row of up to 8
-          pixels where the registers hold it, else (with 32 registers and a tile of several
-          vectors) the largest height from 4 to 8 that divides the row (7 for 14-, 28- and
-          56-pixel rows); with 32 registers, no more channel vectors than leave the 16
+          keeps its bounds exact; with pixels by channels (the channels layout, or a
+          channels-last convolution), one tile for a row of up to 8
+          pixels where the registers hold it, else (with 32 registers) the height from 4 to 8
+          that pads the row least, the larger on a tie (7 for 14-, 28- and 56-pixel rows, 7
+          for 13 and 27, 8 for 55; a one-vector tile keeps 6 rows where 6 divides the row: a
+          13-pixel row in tiles of 6 wastes a third of its last tile); with 32 registers, no
+          more channel vectors than leave the 16
           accumulators half the registers (the rest hold the weights' vectors and the pixel);
         * order: "ij" (each row tile meets every weight panel while its inputs are in L1) when
           the packed weights fit in ``WEIGHTS_IN_L2`` bytes, else "ji".
@@ -192,14 +201,15 @@ class ComplexTemplate(Template):
         fitting = [t for t in candidates if t <= max(min(i_extent, rows), 1)]
         dividing_i = [t for t in fitting if i_extent % t == 0 and t >= 4 and i_extent <= 64]
         tile_i = max(dividing_i) if dividing_i else max(fitting)
-        if layout == "channels":     # rows of pixels: one tile for a short row, else tiles that divide it
+        if self._pixels_by_channels(layout):     # rows of pixels: one tile for a short row, else snug tiles
             one_tile = min(t for t in candidates if t >= i_extent) if i_extent <= 8 else None
             budget = self.target.vector_registers - 1 - 2 * -(-tile_j // lanes)   # registers left for rows
-            dividing_row = [t for t in candidates if 4 <= t <= 8 and i_extent % t == 0]
+            heights = [t for t in candidates if 4 <= t <= 8]     # the least padding past the row's end
+            snug = min(heights, key=lambda t: (-(-i_extent // t) * t, -t))
             if one_tile is not None and (wide or one_tile * -(-tile_j // lanes) <= budget):
                 tile_i = one_tile
-            elif wide and dividing_row and tile_j > lanes:
-                tile_i = max(dividing_row)
+            elif wide and (tile_j > lanes or i_extent % rows):
+                tile_i = snug
             else:
                 tile_i = rows
             if wide:                 # the accumulators in half the registers: the rest hold weights
@@ -221,6 +231,9 @@ class ComplexTemplate(Template):
         for op in self.others:   # computed from the tiled output's result, as injective ops are
             size = extent(op.output(0).shape)
             schedule_elementwise(s[op], dag, self.target.lanes(op.output(0).dtype), 4, size >= PARALLEL_MIN_ELEMENTS)
+        for op in dag.upstream(self.anchor):     # a padded copy of the input: rows in parallel, vectors
+            if dag.classes[id(op)] == "injective" and not _is_constant(op.output(0)) and not dag.is_output(op):
+                _schedule_rows(s[op], self.target.lanes(op.output(0).dtype))
         out = s[self.out]
         layout = cfg["layout"] if len(self.layouts) > 1 else "rows"
         i_dim, j_dim = self.layouts[layout]
@@ -276,6 +289,19 @@ def _vectorize_by_registers(stage, axis, width: int, lanes: int) -> None:
         stage.vectorize(inner)
     else:
         stage.vectorize(axis)
+
+
+def _schedule_rows(stage, lanes: int) -> None:
+    """A stage computed whole before the anchor (a padded input): its last axis in vectors,
+    the axes before it fused and parallel when there are enough of them to share; the loop
+    partitioning then leaves the padding's selects at the borders."""
+    axes = list(stage.op.axis)
+    if not axes:
+        return
+    _, inner = stage.split(axes[-1], factor=lanes)
+    stage.vectorize(inner)
+    if extent(stage.op.output(0).shape) >= PARALLEL_MIN_ELEMENTS and len(axes) > 1:
+        stage.parallel(fuse_all(stage, axes[:-1]))
 
 
 def _is_constant(tensor) -> bool:

@@ -17,26 +17,33 @@ last rows and vectors.
 """
 from __future__ import annotations
 
+from tensorir.expr import IterVar, TensorLoad
+from tensorir.visit import walk
+
 from .base import Template, fuse_all
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this a parallel launch costs more than it saves
 INNER_MIN_ELEMENTS = 256          # the vectorized inner loop runs over at least this many
 PARALLEL_MIN_ROWS = 8             # leading iterations enough to share among the threads
+UNROLL_MAX_EXTENT = 16            # an unvectorized last axis this short is unrolled
 
 
 class InjectiveTemplate(Template):
     name = "injective"
 
     def define(self, space):
-        space.define_knob("vector", sorted({8, 16, 32, 64, self.target.lanes(self.outputs[0].dtype)}))
+        space.define_knob("vector", sorted({1, 8, 16, 32, 64, self.target.lanes(self.outputs[0].dtype)}))
         space.define_knob("unroll", [1, 2, 4, 8])
         space.define_knob("parallel", [False, True])
 
     def default(self):
         out = self.outputs[0]
         resampling = any(_resamples(op, self.dag) for op in self.dag.ops if self.dag.is_output(op))
-        return {"vector": self.target.lanes(out.dtype), "unroll": 1 if resampling else 4,
-                "parallel": extent(out.shape) >= PARALLEL_MIN_ELEMENTS}
+        transposing = any(_moves_last_axis(op) for op in self.dag.ops)
+        # a transpose runs at a quarter of a copy's speed: worth sharing from fewer elements on
+        threshold = PARALLEL_MIN_ELEMENTS // 4 if transposing else PARALLEL_MIN_ELEMENTS
+        return {"vector": 1 if transposing else self.target.lanes(out.dtype), "unroll": 1 if resampling else 4,
+                "parallel": extent(out.shape) >= threshold}
 
     def schedule(self, s, cfg):
         for op in self.dag.ops:
@@ -63,6 +70,9 @@ def schedule_elementwise(stage, dag, vector: int, unroll: int, parallel: bool) -
     op = stage.op
     if not op.axis:
         return
+    if vector == 1:
+        _schedule_loops(stage, parallel)
+        return
     lead, split_axis, inner = _loop_nest(op, dag)
     outer, lanes = stage.split(fuse_all(stage, inner), factor=vector)
     stage.vectorize(lanes)
@@ -78,6 +88,47 @@ def schedule_elementwise(stage, dag, vector: int, unroll: int, parallel: bool) -
             stage.parallel(split_axis)
         else:
             stage.parallel(outer)
+
+
+def _schedule_loops(stage, parallel: bool) -> None:
+    """``vector`` 1: the loops in the order of the input a transpose reads (its last axis
+    last), a short last axis unrolled and the axes before the last two fused and parallel, LLVM's own vectorizer left to combine the accesses (a
+    transpose that moves the last axis: unrolled channels become interleaved loads and stores,
+    where lanes of our own would gather or scatter one element at a time)."""
+    axes = _in_source_order(stage.op)
+    stage.reorder(*axes)
+    shape = stage.op.output(0).shape
+    if shape[-1] <= UNROLL_MAX_EXTENT and len(axes) > 1:
+        stage.unroll(axes[-1])
+    lead = axes[:-2] if len(axes) > 2 else axes[:-1]
+    if parallel and lead:
+        stage.parallel(fuse_all(stage, lead))
+
+
+def _in_source_order(op) -> list:
+    """The output's axes, the last one kept last and the others in the order of the input
+    dims a transpose reads them from (a thread's reads are then one contiguous slab, its writes
+    whole rows); for any other op, its axes as they are."""
+    axes = list(op.axis)
+    loads = [n for n in walk(op.body) if isinstance(n, TensorLoad)]
+    if op.tag != "transpose" or len(loads) != 1:
+        return axes
+    position = {index.uid: d for d, index in enumerate(loads[0].indices) if isinstance(index, IterVar)}
+    if any(a.uid not in position for a in axes):
+        return axes
+    return sorted(axes[:-1], key=lambda a: position[a.uid]) + axes[-1:]
+
+
+def _moves_last_axis(op) -> bool:
+    """Whether ``op`` is a transpose that reads its input's last axis (of more than one
+    element) with an axis other than its own last."""
+    if op.tag != "transpose" or not op.axis:
+        return False
+    last = op.axis[-1]
+    for load in (n for n in walk(op.body) if isinstance(n, TensorLoad)):
+        if load.tensor.shape[-1] > 1 and not (isinstance(load.indices[-1], IterVar) and load.indices[-1].uid == last.uid):
+            return True
+    return False
 
 
 def _loop_nest(op, dag):

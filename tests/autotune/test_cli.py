@@ -373,7 +373,8 @@ def test_conv_block_example_is_what_its_generator_writes():
     path = REPO / "examples" / "conv_block.json"
     assert path.read_text() == module.conv_block_graph().to_json()
     graph = load_json(path)
-    assert [[op.kind.value for op in p.get_ops()] for p in graph.get_partitions()] == [
+    # (partitions of the layout plan's transposes stand for no user op)
+    assert [[op.kind.value for op in p.get_ops()] for p in graph.get_partitions() if p.get_ops()] == [
         ["Convolution", "BiasAdd", "ReLU"], ["Convolution", "BiasAdd", "Add", "ReLU"]]
 
 

@@ -7,7 +7,16 @@ from graph_building import Builder, attention, conv_bn_relu, mlp, residual_block
 
 
 def summary(graph, policy="fusion"):
-    return [(p.get_kind(), [op.kind.value for op in p.get_ops()]) for p in graph.get_partitions(policy)]
+    """(kind, the user's ops) per partition; the partitions of ops the passes add (the layout
+    plan's transposes around convolutions) stand for no user op and are left out."""
+    return [(p.get_kind(), [op.kind.value for op in p.get_ops()]) for p in graph.get_partitions(policy)
+            if p.get_ops()]
+
+
+def test_the_transposes_the_layout_plan_adds_stand_for_no_user_op():
+    parts = residual_block().finalize().get_partitions()
+    added = [p for p in parts if not p.get_ops()]
+    assert [[op.kind.value for op in p.ops] for p in added] == [["StaticTranspose"], ["StaticTranspose"]]
 
 
 def test_mlp_layers_fuse_their_epilogues():
@@ -96,3 +105,19 @@ def test_partitions_need_a_finalized_graph():
     b.op("ReLU", [b.input((2,))])
     with pytest.raises(GraphError, match="finalized"):
         b.graph.get_partitions()
+
+
+def test_a_transpose_joins_neither_a_complex_op_nor_a_reduction():
+    # tiles of a matmul and rows of a reduction are written in their own order: a transposed
+    # output (or input, for the reduction) would be read or written across the grain
+    b = Builder()
+    a, w = b.input((6, 8)), b.input((8, 10), constant=True)
+    m = b.op("MatMul", [a, w])
+    t = b.op("StaticTranspose", [m], order=[1, 0])
+    r = b.op("ReLU", [t])
+    b.op("ReduceSum", [b.op("StaticTranspose", [r], order=[1, 0])], axes=[1], keep_dims=False)
+    assert summary(b.finalize()) == [
+        ("complex", ["MatMul"]),
+        ("injective", ["StaticTranspose", "ReLU", "StaticTranspose"]),
+        ("reduction", ["ReduceSum"]),
+    ]

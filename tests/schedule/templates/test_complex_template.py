@@ -71,3 +71,38 @@ def test_channels_that_leave_a_partial_tile_round_it_up_into_the_packed_padding(
     out = np.full((1, 1000, 13, 13), np.nan, np.float32)
     t.build(cfg)(x, w, out)
     np.testing.assert_allclose(out, np.einsum("nchw,fc->nfhw", x, w[:, :, 0, 0]), rtol=1e-4, atol=1e-4)
+
+
+def test_channels_last_convolutions_tile_pixels_by_channels_with_the_least_padding():
+    # a 13-pixel row: 7 + 6 pixels (one padded pixel), not 6 + 6 + 1 (a third tile for one)
+    def conv(size, c_out, fmt):
+        shape = (1, size, size, 64) if fmt == "NXC" else (1, 64, size, size)
+        X, W = placeholder(shape, name="X"), placeholder((c_out, 64, 3, 3), name="W", constant=True)
+        return window.conv(X, W, [1, 1], [1, 1], [1, 1], [1, 1], data_format=fmt, weights_format="OIX")
+    for fmt in ("NXC", "NCX"):
+        cfg = template_for(conv(13, 256, fmt), AVX512).default_config()
+        assert cfg["tile_i"] == 7 and cfg["tile_i"] * cfg["tile_j"] // AVX512.lanes("float32") <= 16
+    assert template_for(conv(55, 64, "NXC"), AVX512).default_config()["tile_i"] == 8     # 7 x 8: one pixel over
+    assert template_for(conv(56, 64, "NXC"), AVX512).default_config()["tile_i"] == 8     # divides
+    assert template_for(matmul(13 * 13, 64, 256), AVX512).default_config()["tile_i"] == 6   # not a convolution
+
+
+def test_a_padded_input_is_copied_in_vectors_and_in_parallel_before_the_convolution():
+    X, W = placeholder((1, 64, 40, 40), name="X"), placeholder((64, 64, 3, 3), name="W", constant=True)
+    Y = window.conv(X, W, [1, 1], [1, 1], [1, 1], [1, 1], data_format="NCX", weights_format="OIX")
+    t = template_for(Y, AVX512)
+    text = str(lower(t.apply(t.default_config()), t.args))
+    pad_nest = text.split("conv_pad[0, ")[0]
+    assert "parallel" in text.split("allocate")[-1] or "parallel" in pad_nest
+    assert any("vectorized" in line and "ax3" in line for line in text.splitlines())
+    x = np.random.default_rng(0).standard_normal((1, 64, 40, 40)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((64, 64, 3, 3)).astype(np.float32)
+    out = np.full((1, 64, 40, 40), np.nan, np.float32)
+    if Target.host().lanes("float32") == AVX512.lanes("float32"):
+        t.build(t.default_config())(x, w, out)
+        ref = np.zeros_like(out)
+        xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        for kh in range(3):
+            for kw in range(3):
+                ref += np.einsum("nchw,fc->nfhw", xp[:, :, kh:kh + 40, kw:kw + 40], w[:, :, kh, kw])
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-3)

@@ -1,6 +1,7 @@
 """Every template config in a sample of 200 (here: each whole space) gives numpy's answer on
 shapes that do not divide the tile sizes."""
 import numpy as np
+import pytest
 
 from schedule import lower, template_for
 from schedule.space import Config
@@ -45,6 +46,28 @@ def test_injective_transpose_and_reshape():
     T = compute((35, 6), lambda i, j: A[j, i], name="T")
     R = compute((5, 42), lambda i, j: T[(i * 42 + j) // 6, (i * 42 + j) % 6] * 2.0, name="R")
     check_all_configs(R, lambda a: (a.T.reshape(5, 42) * 2), "injective")
+
+
+@pytest.mark.parametrize("shape, order", [((1, 5, 9, 13), [0, 2, 3, 1]), ((1, 9, 13, 37), [0, 3, 1, 2]),
+                                          ((3, 70, 11), [1, 2, 0])])
+def test_injective_transposes_that_move_the_last_axis_run_in_the_order_they_read(shape, order):
+    # no lanes of our own (they would gather one element at a time): loops in the input's order,
+    # the output's last axis innermost, and every config still correct on odd shapes
+    X = placeholder(shape, name="X")
+    Y = transform.transpose(X, order)
+    t = check_all_configs(Y, lambda x: np.ascontiguousarray(x.transpose(order)), "injective")
+    assert t.default_config()["vector"] == 1
+    loops = [n for n in walk(lower(t.apply(t.default_config()), t.args).body) if isinstance(n, For)]
+    nest = [int(part[2:]) for n in loops for part in n.var.name.split(".") if part.startswith("ax")]
+    expected = sorted(range(len(order) - 1), key=lambda k: order[k]) + [len(order) - 1]
+    assert nest == [k for k in expected if k in nest]        # output axes by the input dim they read
+
+
+def test_injective_transposes_that_keep_the_last_axis_keep_their_vectors():
+    X = placeholder((4, 6, 40), name="X")
+    t = check_all_configs(transform.transpose(X, [1, 0, 2]), lambda x: np.ascontiguousarray(x.transpose(1, 0, 2)),
+                          "injective")
+    assert t.default_config()["vector"] > 1
 
 
 def test_reduction_row_sum():

@@ -1,0 +1,199 @@
+"""Layout planning: 2-D convolutions run channels-last, and so does what lies between them.
+
+A convolution in NCHW reads its input one pixel at a time across channel planes and writes
+each tile of its channels-last accumulator back with a scatter. Channels-last (NHWC) gives
+it contiguous pixels and a contiguous store. This pass rewrites every 2-D ``Convolution``
+in ``NCX`` without groups to ``NXC`` and carries the channels-last tensors through the ops that do not
+care about the order of their axes, so that a chain of convolutions converts once at its
+start and once where something needs NCHW again (TVM's layout alteration, oneDNN's
+channels-last tags). Carried through, when their activation input is channels-last:
+
+* elementwise unary ops, and binary ones whose other operand is channels-last too, a
+  constant (permuted here) or a scalar; a 4-D operand in NCHW is converted;
+* ``MaxPool``, ``AvgPool``, ``BatchNormInference`` and ``BiasAdd`` (their ``data_format``
+  becomes ``NXC``);
+* ``Concat`` along the channels (its axis becomes the last);
+* reductions over exactly the two spatial axes (global pooling): their result keeps the
+  channels last, or is the NCHW result itself when the reduced axes are dropped.
+
+The pass leaves a graph alone unless at least two thirds of its NCHW convolutions can run
+channels-last: with grouped convolutions between them (ShuffleNet's, AlexNet's), tensors would
+flip between the layouts at each one, and the transposes cost more than the convolutions gain.
+
+Anything else that reads a channels-last tensor, and every graph output, gets it back in
+NCHW from a ``StaticTranspose`` that produces the original tensor id, so the graph's outputs
+keep their ids, shapes and values. Channels-last tensors are new tensors with new ids.
+
+Example:
+    >>> import numpy as np
+    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+    >>> f = DataType.f32
+    >>> x = LogicalTensor(0, f, (1, 2, 5, 5)); w = LogicalTensor(1, f, (4, 2, 3, 3), property_type=PropertyType.constant)
+    >>> y = LogicalTensor(2, f, (1, 4, 3, 3)); z = LogicalTensor(3, f, (1, 4, 3, 3))
+    >>> g = Graph()
+    >>> _ = g.add_op(Op(0, OpKind.Convolution, [x, w], [y], {"strides": [1, 1], "pads_begin": [0, 0],
+    ...     "pads_end": [0, 0], "dilations": [1, 1], "data_format": "NCX", "weights_format": "OIX"}))
+    >>> _ = g.add_op(Op(1, OpKind.ReLU, [y], [z])); g.bind_constant(1, np.ones((4, 2, 3, 3))); g.finalize()
+    >>> [(op.kind.value, op.attrs.get("order")) for op in plan_layouts(g).topological_ops()]
+    [('StaticTranspose', [0, 2, 3, 1]), ('Convolution', None), ('ReLU', None), ('StaticTranspose', [0, 3, 1, 2])]
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import GraphIR
+from ..logical_tensor import LogicalTensor
+from ..op import Op, OpKind
+from ..ops.schema import get_attr
+from ._util import FreshIds, as_ir, clone_op, frozen, output_ids
+
+TO_CHANNELS_LAST = [0, 2, 3, 1]      # NCHW -> NHWC
+TO_CHANNELS_FIRST = [0, 3, 1, 2]     # NHWC -> NCHW
+
+_UNARY = frozenset(OpKind.parse(k) for k in (
+    "Abs", "Exp", "Log", "ReLU", "Round", "Sigmoid", "Sqrt", "Square", "Tanh", "Reciprocal", "Mish", "HardSwish",
+    "Clamp", "Elu", "LeakyReLU", "HardSigmoid", "SoftPlus", "GELU", "Erf", "Neg"))
+_BINARY = frozenset(OpKind.parse(k) for k in (
+    "Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "SquaredDifference"))
+_WITH_FORMAT = frozenset({OpKind.MaxPool, OpKind.AvgPool, OpKind.BatchNormInference, OpKind.BiasAdd})
+_REDUCTIONS = frozenset(k for k in OpKind if k.value.startswith("Reduce"))
+
+
+def plan_layouts(graph) -> GraphIR:
+    """A new IR in which 2-D NCHW convolutions, and the ops between them that allow it, run
+    channels-last (see the module docstring); the input graph is not modified.
+
+    Example:
+        >>> from graph_api import Graph
+        >>> g = Graph(); g.finalize(); plan_layouts(g).ops
+        []
+    """
+    graph = as_ir(graph, "plan_layouts")
+    convs = [op for op in graph.ops if op.kind is OpKind.Convolution and get_attr(op, "data_format") == "NCX"]
+    converted = sum(_is_nchw_conv(op) for op in convs)
+    if not converted or 3 * converted < 2 * len(convs):
+        return graph
+    return _Planner(graph).run()
+
+
+def _is_nchw_conv(op: Op) -> bool:
+    """A 2-D NCHW convolution without groups (grouped ones have no channels-last schedule)."""
+    return (op.kind is OpKind.Convolution and get_attr(op, "data_format") == "NCX" and get_attr(op, "groups") == 1
+            and _is_4d(op.inputs[0]) and _is_4d(op.outputs[0]))
+
+
+def _is_4d(t: LogicalTensor) -> bool:
+    return t.shape is not None and len(t.shape) == 4 and all(isinstance(d, int) and d >= 0 for d in t.shape)
+
+
+def _permuted(shape, order) -> tuple:
+    return tuple(shape[k] for k in order)
+
+
+class _Planner:
+    """One walk over the ops in topological order, deciding each op's layout."""
+
+    def __init__(self, graph: GraphIR):
+        self.graph = graph
+        self.values = graph.constant_values
+        self.new_values: dict = {}
+        self.fresh = FreshIds(graph)
+        self.last: dict[int, LogicalTensor] = {}     # NCHW tensor id -> its channels-last tensor
+        self.first: set[int] = set()                 # ids whose NCHW form is produced (by the op or a transpose)
+        self.ops: list[Op] = []
+
+    def run(self) -> GraphIR:
+        for op in self.graph.topological_ops():
+            converted = self._convert(op)
+            if converted is None:
+                self.ops.append(clone_op(op, inputs=[self._nchw(t) for t in op.inputs]))
+                self.first.update(t.id for t in op.outputs)
+            else:
+                self.ops.append(converted)
+        for tid in output_ids(self.graph):
+            self._nchw(self.graph.tensor(tid))
+        return self.graph.with_ops(self.ops, self.new_values)
+
+    # ---- the two conversions -----------------------------------------------------------------
+
+    def _nchw(self, t: LogicalTensor) -> LogicalTensor:
+        """``t`` itself, after a transpose back from channels-last when only that form exists."""
+        if t.id in self.last and t.id not in self.first:
+            self.ops.append(Op(self.fresh.op_id(), OpKind.StaticTranspose, [self.last[t.id]], [t],
+                               {"order": list(TO_CHANNELS_FIRST)}))
+            self.first.add(t.id)
+        return t
+
+    def _channels_last(self, t: LogicalTensor) -> LogicalTensor:
+        """The channels-last form of the 4-D NCHW tensor ``t``: known, a permuted constant, or
+        a new transpose."""
+        if t.id in self.last:
+            return self.last[t.id]
+        shape = _permuted(t.shape, TO_CHANNELS_LAST)
+        if t.id in self.values:
+            new = self.fresh.constant(t, shape)
+            self.new_values[new.id] = frozen(np.ascontiguousarray(self.values[t.id].transpose(TO_CHANNELS_LAST)))
+        else:
+            new = self.fresh.variable(t, shape)
+            self.ops.append(Op(self.fresh.op_id(), OpKind.StaticTranspose, [t], [new],
+                               {"order": list(TO_CHANNELS_LAST)}))
+        self.last[t.id] = new
+        return new
+
+    def _operand(self, t: LogicalTensor, rank: int):
+        """A binary op's operand in channels-last: a 4-D tensor converted, a constant of lower
+        rank broadcast to 4-D and permuted, a one-element tensor as it is; None otherwise."""
+        if t.shape is None:
+            return None
+        if t.id in self.last or (_is_4d(t) and rank == 4):
+            return self._channels_last(t)
+        size = int(np.prod(t.shape, dtype=np.int64))
+        if size == 1:
+            return t
+        if t.id in self.values and len(t.shape) < rank:
+            value = self.values[t.id].reshape((1,) * (rank - len(t.shape)) + tuple(t.shape))
+            new = self.fresh.constant(t, _permuted(value.shape, TO_CHANNELS_LAST))
+            self.new_values[new.id] = frozen(np.ascontiguousarray(value.transpose(TO_CHANNELS_LAST)))
+            return new
+        return None
+
+    # ---- which ops run channels-last ---------------------------------------------------------
+
+    def _convert(self, op: Op):
+        """The op rewritten to channels-last, or None when it stays as it is."""
+        if _is_nchw_conv(op):
+            return self._rewrite(op, [self._channels_last(op.inputs[0]), *op.inputs[1:]], {"data_format": "NXC"})
+        ins = op.inputs
+        if not ins or ins[0].id not in self.last and not any(t.id in self.last for t in ins):
+            return None
+        if len(op.outputs) != 1 or not _is_4d(op.outputs[0]):
+            return self._convert_reduction(op)
+        if op.kind in _UNARY and len(ins) == 1:
+            return self._rewrite(op, [self.last[ins[0].id]], {})
+        if op.kind in _BINARY and len(ins) == 2:
+            operands = [self._operand(t, 4) for t in ins]
+            return None if None in operands else self._rewrite(op, operands, {})
+        if op.kind in _WITH_FORMAT and ins[0].id in self.last and get_attr(op, "data_format") == "NCX":
+            return self._rewrite(op, [self.last[ins[0].id], *ins[1:]], {"data_format": "NXC"})
+        if op.kind is OpKind.Concat and get_attr(op, "axis") % 4 == 1 and all(_is_4d(t) for t in ins):
+            return self._rewrite(op, [self._channels_last(t) for t in ins], {"axis": 3})
+        return self._convert_reduction(op)
+
+    def _convert_reduction(self, op: Op):
+        """A reduction over the two spatial axes of a channels-last tensor, or None."""
+        if op.kind not in _REDUCTIONS or len(op.inputs) != 1 or op.inputs[0].id not in self.last:
+            return None
+        axes = sorted(a % 4 for a in get_attr(op, "axes"))
+        if axes != [2, 3]:
+            return None
+        if get_attr(op, "keep_dims"):
+            return self._rewrite(op, [self.last[op.inputs[0].id]], {"axes": [1, 2]})
+        self.first.add(op.outputs[0].id)          # (N, C) either way
+        return clone_op(op, inputs=[self.last[op.inputs[0].id]], attrs={**op.attrs, "axes": [1, 2]})
+
+    def _rewrite(self, op: Op, inputs: list, attrs: dict) -> Op:
+        """``op`` on channels-last ``inputs``, writing a new channels-last output."""
+        out = op.outputs[0]
+        new = self.fresh.variable(out, _permuted(out.shape, TO_CHANNELS_LAST))
+        self.last[out.id] = new
+        return clone_op(op, inputs=inputs, outputs=[new], attrs={**op.attrs, **attrs})
