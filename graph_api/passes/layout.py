@@ -143,7 +143,7 @@ class _Planner:
     def _operand(self, t: LogicalTensor, rank: int):
         """A binary op's operand in channels-last: a 4-D tensor converted, a constant of lower
         rank broadcast to 4-D and permuted, a one-element tensor as it is; None otherwise."""
-        if t.shape is None:
+        if t.shape is None or not all(isinstance(d, int) and d >= 0 for d in t.shape):
             return None
         if t.id in self.last or (_is_4d(t) and rank == 4):
             return self._channels_last(t)

@@ -145,3 +145,19 @@ def test_an_unfinalized_graph_is_refused():
     from graph_api import Graph, GraphError
     with pytest.raises(GraphError, match="finalized"):
         plan_layouts(Graph())
+
+
+def test_a_squeeze_and_excitation_scale_stays_channels_last_through_the_pooled_branch():
+    values = {}
+    x = lt(0, (1, 6, 9, 9))
+    c, y = conv(0, x, 1, 6, 6, 2, 9, values)
+    pooled, gate, out = lt(3, (1, 6, 1, 1)), lt(4, (1, 6, 1, 1)), lt(5, (1, 6, 9, 9))
+    half, scaled = lt(6, (), constant=True), lt(7, (1, 6, 9, 9))
+    values[6] = np.float32(0.5)
+    g = graph(c, op(1, "ReduceMean", [y], [pooled], axes=[-2, -1], keep_dims=True),
+              op(2, "Sigmoid", [pooled], [gate]), op(3, "Multiply", [y, gate], [out]),
+              op(4, "Multiply", [out, half], [scaled]), values=values)
+    planned = plan_layouts(g)
+    assert len(transposes(planned)) == 2                           # x in, the result out: nothing between
+    assert all(o.outputs[0].shape[-1] == 6 for o in planned.ops if o.kind is not OpKind.StaticTranspose)
+    check_compiled(g, planned)
