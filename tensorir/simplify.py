@@ -142,8 +142,9 @@ class Linear:
 
 
 def _merge_div_mod(lin: Linear) -> Linear:
-    """Replace ``k*c*(x // c) + k*(x % c)`` by ``k*x`` wherever both terms are present; the
-    remainder's operand may differ from ``x`` by a multiple of ``c`` (``(x + c*y) % c``, as
+    """Replace ``k*c*(x // c) + k*(x % c)`` by ``k*x``, and ``k*c*((x // c) % m) + k*(x % c)``
+    by ``k*(x % (c*m))`` (a middle dim of a flattened index), wherever both terms are present;
+    the remainder's operand may differ from ``x`` by a multiple of ``c`` (``(x + c*y) % c``, as
     the floormod rule leaves ``(64*i + j) % 28`` as ``(8*i + j) % 28``)."""
     changed = True
     while changed:
@@ -153,13 +154,22 @@ def _merge_div_mod(lin: Linear) -> Linear:
                 continue
             c = atom.b.value
             for div, kd in lin.terms.items():
-                if kd == k * c and isinstance(div, E.FloorDiv) and _is_const(div.b) and div.b.value == c \
+                if kd != k * c:
+                    continue
+                if isinstance(div, E.FloorDiv) and _is_const(div.b) and div.b.value == c \
                         and _congruent(div.a, atom.a, c):
-                    rest = Linear({a: v for a, v in lin.terms.items() if not (same(a, atom) or same(a, div))},
-                                  lin.const, lin.dtype)
-                    lin = rest.add(Linear.of(div.a).scale(k))
-                    changed = True
-                    break
+                    merged = Linear.of(div.a)
+                elif isinstance(div, E.FloorMod) and _is_const(div.b) and div.b.value > 0 \
+                        and isinstance(div.a, E.FloorDiv) and _is_const(div.a.b) and div.a.b.value == c \
+                        and _congruent(div.a.a, atom.a, c):       # c*((y // c) % m) + y % c = y % (c*m)
+                    merged = Linear.of(E.FloorMod(div.a.a, make_const(c * div.b.value, atom.dtype), atom.dtype))
+                else:
+                    continue
+                rest = Linear({a: v for a, v in lin.terms.items() if not (same(a, atom) or same(a, div))},
+                              lin.const, lin.dtype)
+                lin = rest.add(merged.scale(k))
+                changed = True
+                break
             if changed:
                 break
     return lin

@@ -29,6 +29,10 @@ R = {i: (0, 4), j: (0, 16), k: (0, 100), f: (0, 1000)}
     # the floormod rule rewrites the remainder's operand modulo 28; the pair still merges
     (lambda: (k * 64 + j) // 28 * 28 + (k * 64 + j) % 28, "k * 64 + j"),
     (lambda: ((k * 64 + j) // 28 * 28 + (k * 64 + j) % 28) * 2, "k * 128 + j * 2"),
+    # three dims flattened and split again (a 14x14 plane): the middle dim's remainder joins in
+    (lambda: (k * 64 + j) // 196 * 196 + (k * 64 + j) // 14 % 14 * 14 + (k * 64 + j) % 14, "k * 64 + j"),
+    (lambda: (k * 64 + j) // 14 % 14 * 14 + (k * 64 + j) % 14, "(k * 64 + j) % 196"),
+    (lambda: (k * 64 + j) // 14 % 14 * 14 + (k * 64 + j + 1) % 14, "(k * 64 + j) // 14 % 14 * 14 + (k * 8 + j + 1) % 14"),
 ])
 def test_index_rules(before, after):
     assert str(simplify(before(), R)) == after
