@@ -6,12 +6,13 @@ input when the rule for (that group, this op) allows it:
 * injective after injective: an injective chain;
 * reduction after an injective-only group: injective producers fuse into a reduction, but
   not a StaticTranspose that moves the last axis (a window or row reduction would read it
-  across the grain);
+  across the grain), nor a group with a Slice (the reduction would become one output of many);
 * elementwise (injective) after a group with a complex op or a reduction: the epilogue
   (bias, activation, residual add; softmax's and layer norm's elementwise tail), but not a
   Concat: it stands alone, and nothing joins it, so its producers can write into its slices
   (``CompiledGraph``); and not a StaticTranspose that moves the last axis (the anchor's tiles
-  and a reduction's rows are written along it: they would be tiled across the grain);
+  and a reduction's rows are written along it: they would be tiled across the grain); and
+  not a Slice after a complex op or a reduction (its tiles or rows would be cut to the slice);
 * reduction after a group of reductions and their epilogue over the same rows (softmax's
   max then sum), never after a complex op;
 * at most one complex op per group; opaque ops (and unsupported ones) stand alone;
@@ -138,10 +139,12 @@ def _allowed(group: _Group, op, cls: str, rows_of) -> bool:
         # transpose: see above)
         if kind != "injective" and _moves_last_axis(op):
             return False
+        if kind != "injective" and getattr(op, "kind", None) is OpKind.Slice:
+            return False        # a part of the anchor's output: its tiles or rows would be cut to it
         return not _concat_after_anchor(group, op)
     if cls == "reduction":
         if kind == "injective":
-            return not any(_moves_last_axis(o) for o in group.ops)
+            return not any(_moves_last_axis(o) or getattr(o, "kind", None) is OpKind.Slice for o in group.ops)
         return kind == "reduction" and group.rows is not None and rows_of(op) == group.rows
     return False          # a complex op starts its own group (one per group)
 

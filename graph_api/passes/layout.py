@@ -12,13 +12,16 @@ channels-last tags). Carried through, when their activation input is channels-la
   constant (permuted here) or a scalar; a 4-D operand in NCHW is converted;
 * ``MaxPool``, ``AvgPool``, ``BatchNormInference`` and ``BiasAdd`` (their ``data_format``
   becomes ``NXC``);
-* ``Concat`` along the channels (its axis becomes the last);
+* ``Concat`` along the channels (its axis becomes the last), and a ``Slice`` of channels;
 * reductions over exactly the two spatial axes (global pooling): their result keeps the
   channels last, or is the NCHW result itself when the reduced axes are dropped.
 
 The pass leaves a graph alone unless at least two thirds of its NCHW convolutions can run
-channels-last: with grouped convolutions between them (ShuffleNet's, AlexNet's), tensors would
-flip between the layouts at each one, and the transposes cost more than the convolutions gain.
+channels-last: with grouped convolutions between them (ShuffleNet's depthwise ones), tensors
+would flip between the layouts at each one, and the transposes cost more than the
+convolutions gain. For the same reason it drops a plan that transposes a tensor of some size
+between two of its ops more than once per four convolutions (ZFNet's local response
+normalizations flip twice each, among five convolutions).
 
 Anything else that reads a channels-last tensor, and every graph output, gets it back in
 NCHW from a ``StaticTranspose`` that produces the original tensor id, so the graph's outputs
@@ -48,6 +51,8 @@ from ..ops.schema import get_attr
 from ._util import FreshIds, as_ir, clone_op, frozen, output_ids
 
 TO_CHANNELS_LAST = [0, 2, 3, 1]      # NCHW -> NHWC
+FLIP_MIN_ELEMENTS = 4096             # a transpose of fewer elements (a pooled vector) costs next to nothing
+FLIPS_PER_CONVOLUTION = 4            # a plan with a flip for every 4 convolutions or fewer is dropped
 TO_CHANNELS_FIRST = [0, 3, 1, 2]     # NHWC -> NCHW
 
 _UNARY = frozenset(OpKind.parse(k) for k in (
@@ -73,13 +78,20 @@ def plan_layouts(graph) -> GraphIR:
     converted = sum(_is_nchw_conv(op) for op in convs)
     if not converted or 3 * converted < 2 * len(convs):
         return graph
-    return _Planner(graph).run()
+    planned = _Planner(graph).run()
+    inputs = {t.id for t in graph.get_input_ports()}
+    flips = [op for op in planned.ops if op.kind is OpKind.StaticTranspose and op.inputs[0].id not in inputs
+             and int(np.prod(op.inputs[0].shape, dtype=np.int64)) >= FLIP_MIN_ELEMENTS]
+    return graph if FLIPS_PER_CONVOLUTION * len(flips) > converted else planned
 
 
 def _is_nchw_conv(op: Op) -> bool:
-    """A 2-D NCHW convolution without groups (grouped ones have no channels-last schedule)."""
-    return (op.kind is OpKind.Convolution and get_attr(op, "data_format") == "NCX" and get_attr(op, "groups") == 1
-            and _is_4d(op.inputs[0]) and _is_4d(op.outputs[0]))
+    """A 2-D NCHW convolution without groups (grouped and depthwise ones have no fast
+    channels-last schedule)."""
+    if op.kind is not OpKind.Convolution or get_attr(op, "data_format") != "NCX" or \
+            not (_is_4d(op.inputs[0]) and _is_4d(op.outputs[0])):
+        return False
+    return get_attr(op, "groups") == 1
 
 
 def _is_4d(t: LogicalTensor) -> bool:
@@ -177,6 +189,9 @@ class _Planner:
             return self._rewrite(op, [self.last[ins[0].id], *ins[1:]], {"data_format": "NXC"})
         if op.kind is OpKind.Concat and get_attr(op, "axis") % 4 == 1 and all(_is_4d(t) for t in ins):
             return self._rewrite(op, [self._channels_last(t) for t in ins], {"axis": 3})
+        if op.kind is OpKind.Slice and ins[0].id in self.last and [a % 4 for a in get_attr(op, "axes") or ()] == [1] \
+                and all(s == 1 for s in get_attr(op, "steps") or [1]):
+            return self._rewrite(op, [self.last[ins[0].id]], {"axes": [3]})
         return self._convert_reduction(op)
 
     def _convert_reduction(self, op: Op):

@@ -92,9 +92,10 @@ def schedule_elementwise(stage, dag, vector: int, unroll: int, parallel: bool) -
 
 def _schedule_loops(stage, parallel: bool) -> None:
     """``vector`` 1: the loops in the order of the input a transpose reads (its last axis
-    last), a short last axis unrolled and the axes before the last two fused and parallel, LLVM's own vectorizer left to combine the accesses (a
-    transpose that moves the last axis: unrolled channels become interleaved loads and stores,
-    where lanes of our own would gather or scatter one element at a time)."""
+    last), a short last axis unrolled and the axes before the last two fused and parallel;
+    LLVM's own vectorizer is left to combine the accesses (a transpose that moves the last
+    axis: unrolled channels become interleaved loads and stores, where lanes of our own would
+    gather or scatter one element at a time)."""
     axes = _in_source_order(stage.op)
     stage.reorder(*axes)
     shape = stage.op.output(0).shape

@@ -121,3 +121,19 @@ def test_a_transpose_joins_neither_a_complex_op_nor_a_reduction():
         ("injective", ["StaticTranspose", "ReLU", "StaticTranspose"]),
         ("reduction", ["ReduceSum"]),
     ]
+
+
+def test_a_slice_joins_neither_a_complex_op_nor_a_reduction():
+    # a grouped convolution split per group slices its input: the slices stand apart from the
+    # convolution before them and from the pooling after them
+    b = Builder()
+    a, w = b.input((6, 8)), b.input((8, 10), constant=True)
+    m = b.op("MatMul", [a, w])
+    s = b.op("Slice", [m], starts=[0], ends=[4], axes=[1])
+    r = b.op("ReLU", [s])
+    b.op("ReduceSum", [r], axes=[1], keep_dims=False)
+    assert summary(b.finalize()) == [
+        ("complex", ["MatMul"]),
+        ("injective", ["Slice", "ReLU"]),
+        ("reduction", ["ReduceSum"]),
+    ]

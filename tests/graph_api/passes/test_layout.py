@@ -161,3 +161,17 @@ def test_a_squeeze_and_excitation_scale_stays_channels_last_through_the_pooled_b
     assert len(transposes(planned)) == 2                           # x in, the result out: nothing between
     assert all(o.outputs[0].shape[-1] == 6 for o in planned.ops if o.kind is not OpKind.StaticTranspose)
     check_compiled(g, planned)
+
+
+def test_a_plan_that_flips_big_tensors_between_its_convolutions_is_dropped():
+    # conv -> softmax over the channels (not carried) -> conv: NCHW back and forth for each
+    # softmax, two transposes of 5x64x64 for two convolutions
+    values = {}
+    x = lt(0, (1, 5, 64, 64))
+    c1, y1 = conv(0, x, 1, 5, 5, 2, 64, values)
+    s1 = lt(3, y1.shape)
+    c2, _ = conv(2, s1, 4, 5, 5, 5, 64, values)
+    g = graph(c1, op(1, "SoftMax", [y1], [s1], axis=1), c2, values=values)
+    planned = plan_layouts(g)
+    assert not transposes(planned)
+    assert all(o.attrs.get("data_format", "NCX") == "NCX" for o in planned.ops if o.kind is OpKind.Convolution)

@@ -1,0 +1,99 @@
+"""Grouped convolutions with a few wide groups become one convolution per group.
+
+A convolution in ``G`` groups (ShuffleNet's 1x1 convolutions, AlexNet's) computes ``G``
+independent convolutions, each on its slice of the input channels. Scheduled as one
+grouped kernel it gets no channel tiling (its channel axis is split in groups whose width
+rarely fits whole vectors). This pass rewrites a convolution with ``2 <= G <= MAX_GROUPS``
+groups of at least ``MIN_GROUP_CHANNELS`` input and output channels each, and bound weights,
+as a ``Slice`` of the input per group, one ordinary convolution per group (its slice of the
+weights and bias, bound here), and a ``Concat`` of their outputs along the channels that
+produces the original output tensor. Depthwise convolutions (one channel per group) stay as
+they are: the window template schedules them.
+
+Example:
+    >>> import numpy as np
+    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+    >>> f = DataType.f32
+    >>> x = LogicalTensor(0, f, (1, 16, 5, 5)); w = LogicalTensor(1, f, (16, 8, 1, 1), property_type=PropertyType.constant)
+    >>> y = LogicalTensor(2, f, (1, 16, 5, 5))
+    >>> g = Graph()
+    >>> _ = g.add_op(Op(0, OpKind.Convolution, [x, w], [y], {"strides": [1, 1], "pads_begin": [0, 0],
+    ...     "pads_end": [0, 0], "dilations": [1, 1], "groups": 2, "data_format": "NCX", "weights_format": "OIX"}))
+    >>> g.bind_constant(1, np.ones((16, 8, 1, 1))); g.finalize()
+    >>> [op.kind.value for op in split_grouped_convolutions(g).topological_ops()]
+    ['Slice', 'Convolution', 'Slice', 'Convolution', 'Concat']
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import GraphIR
+from ..op import Op, OpKind
+from ..ops.schema import get_attr
+from ._util import FreshIds, as_ir, clone_op, frozen
+
+MAX_GROUPS = 8              # more groups: more kernels than a split saves
+MIN_GROUP_CHANNELS = 8      # narrower groups: too little work per convolution
+
+
+def split_grouped_convolutions(graph) -> GraphIR:
+    """A new IR in which each grouped convolution with a few wide groups and bound weights is
+    one convolution per group (see the module docstring); the input graph is not modified.
+
+    Example:
+        >>> from graph_api import Graph
+        >>> g = Graph(); g.finalize(); split_grouped_convolutions(g).ops
+        []
+    """
+    graph = as_ir(graph, "split_grouped_convolutions")
+    values = graph.constant_values
+    fresh = FreshIds(graph)
+    ops, new_values, changed = [], {}, False
+    for op in graph.ops:
+        split = _split(op, values, fresh, new_values)
+        changed |= split is not None
+        ops.extend(split if split is not None else [op])
+    return graph.with_ops(ops, new_values) if changed else graph
+
+
+def _split(op: Op, values: dict, fresh: FreshIds, new_values: dict):
+    """The ops replacing ``op``, or None when it stays."""
+    if op.kind is not OpKind.Convolution or not all(t.id in values for t in op.inputs[1:]):
+        return None
+    x, w, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    groups = get_attr(op, "groups")
+    if not 2 <= groups <= MAX_GROUPS or x.shape is None or out.shape is None or \
+            not all(isinstance(d, int) for d in (*x.shape, *out.shape)):
+        return None
+    channel = 1 if get_attr(op, "data_format") == "NCX" else len(x.shape) - 1
+    weights = values[w.id]
+    out_axis = 0 if get_attr(op, "weights_format") == "OIX" else weights.ndim - 1
+    icg, ocg = x.shape[channel] // groups, out.shape[channel] // groups
+    if min(icg, ocg) < MIN_GROUP_CHANNELS:
+        return None
+    bias = values[op.inputs[2].id] if len(op.inputs) > 2 else None
+    ops, parts = [], []
+    for g in range(groups):
+        part_shape = list(x.shape)
+        part_shape[channel] = icg
+        xg = fresh.variable(x, part_shape)
+        ops.append(Op(fresh.op_id(), OpKind.Slice, [x], [xg],
+                      {"starts": [g * icg], "ends": [(g + 1) * icg], "axes": [channel]}))
+        taken = [slice(None)] * weights.ndim
+        taken[out_axis] = slice(g * ocg, (g + 1) * ocg)
+        wg_value = weights[tuple(taken)].copy()          # its own (aligned) buffer, not a view
+        wg = fresh.constant(w, wg_value.shape)
+        new_values[wg.id] = frozen(wg_value)
+        ins = [xg, wg]
+        if bias is not None:
+            bg = fresh.constant(op.inputs[2], (ocg,))
+            new_values[bg.id] = frozen(bias[g * ocg:(g + 1) * ocg].copy())
+            ins.append(bg)
+        y_shape = list(out.shape)
+        y_shape[channel] = ocg
+        yg = fresh.variable(out, y_shape)
+        conv = clone_op(op, inputs=ins, outputs=[yg], attrs={**op.attrs, "groups": 1})
+        ops.append(Op(fresh.op_id(), conv.kind, conv.inputs, conv.outputs, conv.attrs, name=op.name))
+        parts.append(yg)
+    ops.append(Op(op.id, OpKind.Concat, parts, [out], {"axis": channel}, name=op.name))
+    return ops

@@ -1,0 +1,55 @@
+"""split_grouped_convolutions: a convolution in a few wide groups with bound weights becomes a
+slice, a convolution and its weights' slice per group, and a concat producing the original
+output; depthwise, narrow, unbound or many-group convolutions stay."""
+import numpy as np
+import pytest
+
+from graph_api import OpKind, compile_graph, reference
+from graph_api.passes import split_grouped_convolutions
+from passes_helpers import assert_same_outputs, feeds_for, graph, lt, op, snapshot
+
+RNG = np.random.default_rng(5)
+
+
+def grouped(groups, c_in, c_out, nxc=False, bias=True, bound=True, size=9):
+    x_shape = (1, size, size, c_in) if nxc else (1, c_in, size, size)
+    y_shape = (1, size, size, c_out) if nxc else (1, c_out, size, size)
+    w_shape = (3, 3, c_in // groups, c_out) if nxc else (c_out, c_in // groups, 3, 3)
+    x, w, b, y = lt(0, x_shape), lt(1, w_shape, constant=bound), lt(2, (c_out,), constant=bound), lt(3, y_shape)
+    conv = op(0, "Convolution", [x, w, b] if bias else [x, w], [y], strides=[1, 1], pads_begin=[1, 1],
+              pads_end=[1, 1], dilations=[1, 1], groups=groups, data_format="NXC" if nxc else "NCX",
+              weights_format="XIO" if nxc else "OIX")
+    relu = op(1, "ReLU", [y], [lt(4, y_shape)])
+    values = {1: RNG.standard_normal(w_shape) / 4, 2: RNG.standard_normal(c_out)} if bound else {}
+    return graph(conv, relu, values=values if bias else {k: v for k, v in values.items() if k != 2})
+
+
+@pytest.mark.parametrize("groups, c_in, c_out, nxc, bias", [
+    (2, 16, 24, True, True), (4, 32, 32, False, True), (3, 24, 27, False, False)])
+def test_a_grouped_convolution_becomes_one_per_group_with_the_same_result(groups, c_in, c_out, nxc, bias):
+    g = grouped(groups, c_in, c_out, nxc, bias)
+    before = snapshot(g)
+    split = split_grouped_convolutions(g)
+    assert snapshot(g) == before
+    convs = [o for o in split.ops if o.kind is OpKind.Convolution]
+    slices = [o for o in split.ops if o.kind is OpKind.Slice]
+    assert len(convs) == len(slices) == groups and all(o.attrs["groups"] == 1 for o in convs)
+    concat = next(o for o in split.ops if o.kind is OpKind.Concat)
+    assert concat.outputs[0].id == 3 and concat.attrs["axis"] == (3 if nxc else 1)
+    assert_same_outputs(g, split)
+    feeds = feeds_for(g)
+    want = reference.run(g, feeds)
+    got = compile_graph(g).run({0: feeds[0]})         # split (and laid out) by the default passes
+    np.testing.assert_allclose(got[4], want[4], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: grouped(16, 16, 16),                       # depthwise: the window template's
+    lambda: grouped(4, 16, 16),                        # 4 channels a group: too narrow
+    lambda: grouped(16, 128, 128),                     # 16 groups: too many kernels
+    lambda: grouped(2, 16, 16, bound=False),           # weights fed at run: nothing to slice here
+], ids=["depthwise", "narrow", "many", "unbound"])
+def test_convolutions_that_do_not_pay_or_cannot_be_split_stay(build):
+    g = build()
+    assert split_grouped_convolutions(g) is g.ir() or \
+        [o.kind for o in split_grouped_convolutions(g).ops] == [o.kind for o in g.ops]
