@@ -79,8 +79,9 @@ def plan_layouts(graph) -> GraphIR:
     if not converted or 3 * converted < 2 * len(convs):
         return graph
     planned = _Planner(graph).run()
-    inputs = {t.id for t in graph.get_input_ports()}
-    flips = [op for op in planned.ops if op.kind is OpKind.StaticTranspose and op.inputs[0].id not in inputs
+    ends = {t.id for t in graph.get_input_ports()} | set(output_ids(graph))    # converted once, needed anyway
+    flips = [op for op in planned.ops if op.kind is OpKind.StaticTranspose
+             and op.inputs[0].id not in ends and op.outputs[0].id not in ends
              and int(np.prod(op.inputs[0].shape, dtype=np.int64)) >= FLIP_MIN_ELEMENTS]
     return graph if FLIPS_PER_CONVOLUTION * len(flips) > converted else planned
 

@@ -175,3 +175,13 @@ def test_a_plan_that_flips_big_tensors_between_its_convolutions_is_dropped():
     planned = plan_layouts(g)
     assert not transposes(planned)
     assert all(o.attrs.get("data_format", "NCX") == "NCX" for o in planned.ops if o.kind is OpKind.Convolution)
+
+
+def test_the_transposes_at_the_graph_inputs_and_outputs_do_not_count_as_flips():
+    # one convolution with a big input and a big output: converted in and out once, kept
+    values = {}
+    c, _ = conv(0, lt(0, (1, 5, 64, 64)), 1, 5, 8, 2, 64, values)
+    g = graph(c, values=values)
+    planned = plan_layouts(g)
+    assert [o.attrs["order"] for o in transposes(planned)] == [[0, 2, 3, 1], [0, 3, 1, 2]]
+    check_compiled(g, planned)
