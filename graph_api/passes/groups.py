@@ -30,7 +30,7 @@ import numpy as np
 from ..ir import GraphIR
 from ..op import Op, OpKind
 from ..ops.schema import get_attr
-from ._util import FreshIds, as_ir, clone_op, frozen
+from ._util import FreshIds, as_ir, copy_attrs, frozen
 
 MAX_GROUPS = 8              # more groups: more kernels than a split saves
 MIN_GROUP_CHANNELS = 8      # narrower groups: too little work per convolution
@@ -62,8 +62,7 @@ def _split(op: Op, values: dict, fresh: FreshIds, new_values: dict):
         return None
     x, w, out = op.inputs[0], op.inputs[1], op.outputs[0]
     groups = get_attr(op, "groups")
-    if not 2 <= groups <= MAX_GROUPS or x.shape is None or out.shape is None or \
-            not all(isinstance(d, int) for d in (*x.shape, *out.shape)):
+    if not 2 <= groups <= MAX_GROUPS or not (x.is_known() and out.is_known()):
         return None
     channel = 1 if get_attr(op, "data_format") == "NCX" else len(x.shape) - 1
     weights = values[w.id]
@@ -92,8 +91,8 @@ def _split(op: Op, values: dict, fresh: FreshIds, new_values: dict):
         y_shape = list(out.shape)
         y_shape[channel] = ocg
         yg = fresh.variable(out, y_shape)
-        conv = clone_op(op, inputs=ins, outputs=[yg], attrs={**op.attrs, "groups": 1})
-        ops.append(Op(fresh.op_id(), conv.kind, conv.inputs, conv.outputs, conv.attrs, name=op.name))
+        ops.append(Op(fresh.op_id(), OpKind.Convolution, ins, [yg], copy_attrs({**op.attrs, "groups": 1}),
+                      name=op.name))
         parts.append(yg)
     ops.append(Op(op.id, OpKind.Concat, parts, [out], {"axis": channel}, name=op.name))
     return ops

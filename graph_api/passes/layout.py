@@ -96,7 +96,7 @@ def _is_nchw_conv(op: Op) -> bool:
 
 
 def _is_4d(t: LogicalTensor) -> bool:
-    return t.shape is not None and len(t.shape) == 4 and all(isinstance(d, int) and d >= 0 for d in t.shape)
+    return t.is_known() and len(t.shape) == 4
 
 
 def _permuted(shape, order) -> tuple:
@@ -156,7 +156,7 @@ class _Planner:
     def _operand(self, t: LogicalTensor, rank: int):
         """A binary op's operand in channels-last: a 4-D tensor converted, a constant of lower
         rank broadcast to 4-D and permuted, a one-element tensor as it is; None otherwise."""
-        if t.shape is None or not all(isinstance(d, int) and d >= 0 for d in t.shape):
+        if not t.is_known():
             return None
         if t.id in self.last or (_is_4d(t) and rank == 4):
             return self._channels_last(t)
@@ -177,7 +177,7 @@ class _Planner:
         if _is_nchw_conv(op):
             return self._rewrite(op, [self._channels_last(op.inputs[0]), *op.inputs[1:]], {"data_format": "NXC"})
         ins = op.inputs
-        if not ins or ins[0].id not in self.last and not any(t.id in self.last for t in ins):
+        if not any(t.id in self.last for t in ins):
             return None
         if len(op.outputs) != 1 or not _is_4d(op.outputs[0]):
             return self._convert_reduction(op)
