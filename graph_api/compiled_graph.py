@@ -18,6 +18,12 @@ dims before it (channels of a batch-1 NCHW tensor), costs nothing: its output is
 first and each producer's kernel writes straight into its slice, a contiguous block. A concat
 that is itself an input of such a concat (DenseNet's growing feature maps) is that slice.
 
+A StaticReshape alone in its partition, and a Slice whose output is a contiguous, aligned
+block of its input (``ops.movement.slice_view``: the channel groups of a batch-1 NCHW tensor,
+as a grouped convolution split into one per group reads them), cost nothing either: they
+compile no kernel, and the output is a view of the input, whose buffer the memory plan keeps
+until the view's last reader.
+
 A compiled graph pickles (to send it to a worker process) as what it runs: its kernels'
 object code (``tensorir.runtime.artifact``), the constants its steps read, the ops the
 reference interpreter runs, and its inputs and outputs, checksummed. Unpickling runs no
@@ -40,10 +46,11 @@ from .build import build_partitions, partition_signature
 from .logical_tensor import GraphError, PropertyType
 from .memory_plan import MemoryPlan, plan_memory
 from .op import OpKind
+from .ops.movement import slice_view
 from .runtime import Engine
 
-PICKLE_FORMAT = 2
-"""The format of a pickled compiled graph's payload (2: kernels, constants and ops, no graph);
+PICKLE_FORMAT = 3
+"""The format of a pickled compiled graph's payload (3: kernels, constants, ops and slice views, no graph);
 unpickling refuses another one."""
 
 
@@ -76,9 +83,13 @@ class CompiledGraph:
         if strict and fallback:
             raise Unsupported(f"strict: {len(fallback)} op(s) would run in the numpy reference interpreter, not "
                               f"compiled: {', '.join(fallback)}")
-        build_partitions([p for p in partitions if p.is_supported()], configs, kernel_cache)   # in parallel
-        self.steps = [self._compile(k, p, configs, kernel_cache) if p.is_supported() else _Step.interpreted(k, p)
-                      for k, p in enumerate(partitions)]
+        outputs = {t.id for t in graph.get_output_ports()}
+        views = [_view_of(p, outputs) for p in partitions]
+        build_partitions([p for p, view in zip(partitions, views) if p.is_supported() and view is None],
+                         configs, kernel_cache)   # in parallel
+        self.steps = [_Step.viewing(k, p, view) if view is not None else
+                      self._compile(k, p, configs, kernel_cache) if p.is_supported() else _Step.interpreted(k, p)
+                      for k, (p, view) in enumerate(zip(partitions, views))]
         if fallback:
             warnings.warn(f"running {len(fallback)} op(s) in the numpy reference interpreter: "
                           f"{', '.join(fallback)}", stacklevel=2)
@@ -233,6 +244,10 @@ class _RunState:
         static = {**graph.bound, **self.values}
         self.program = []
         for step in graph._run_steps:
+            if step.view is not None and planned and step.view[0] in static:    # a view of a planned buffer
+                (_, out, index, shape), whole = step.view, static[step.view[0]]
+                self.values[out] = static[out] = whole[index].reshape(shape)
+                continue
             if step.kernel is None or step.constant or not planned:
                 self.program.append(step)
                 continue
@@ -251,8 +266,9 @@ class _Step:
     its results between runs. ``args``: per kernel argument, (written?, the key of its value:
     a tensor id, or ("packed", step, k) for a packed constant)."""
 
-    def __init__(self, index: int, partition, outputs, kernel=None, args=None, config=None):
+    def __init__(self, index: int, partition, outputs, kernel=None, args=None, config=None, view=None):
         self.index, self.kind, self.ops = index, partition.get_kind(), list(partition.ops)
+        self.view = view           # (input id, output id, numpy index, shape): the output is a view of the input
         self.input_ids = [t.id for t in partition.get_input_ports()]
         self.outputs = [(t.id, t.shape, t.dtype.numpy) for t in outputs]   # of a compiled step
         self.output_ids = [t.id for t in partition.get_output_ports()]
@@ -264,6 +280,12 @@ class _Step:
     def interpreted(cls, index: int, partition) -> "_Step":
         """A step the reference interpreter runs."""
         return cls(index, partition, [])
+
+    @classmethod
+    def viewing(cls, index: int, partition, view) -> "_Step":
+        """A step whose output is a view of its input (``view``: input id, output id, the numpy
+        index of the output in the input, and the output's shape)."""
+        return cls(index, partition, [], view=view)
 
     def reads(self) -> list:
         """The keys of the values a run of the step reads."""
@@ -295,7 +317,10 @@ class _Step:
             inputs = [values[tid] for tid in self.input_ids]
             if self._kept is not None and all(a is b for a, b in zip(self._kept[0], inputs)):
                 return self._kept[1]
-        if self.kernel is None:
+        if self.view is not None:
+            src, out, index, shape = self.view
+            results = {out: values[src][index].reshape(shape)}
+        elif self.kernel is None:
             results = {}
             for op in self.ops:
                 outs = reference.evaluate(op, [results[t.id] if t.id in results else values[t.id]
@@ -326,6 +351,7 @@ def _plan(steps: list, in_place: list, outputs: set) -> MemoryPlan:
     """The memory plan of the steps a run takes: what compiled steps write (not constants kept
     between runs), each in-place concat as one tensor its slices are views of."""
     views = {tid: plan.output for _, plan in in_place for tid, _ in plan.slices}
+    views.update({step.view[1]: step.view[0] for step in steps if step.view is not None})
     wholes = {plan.output: (plan.shape, plan.dtype) for _, plan in in_place}
     order = [(step.input_ids, step.outputs if step.kernel is not None and not step.constant else [])
              for step in steps]
@@ -433,6 +459,23 @@ def _digest(payload, buffers) -> bytes:
 
 def _aligned(view: memoryview) -> bool:
     return len(view) == 0 or np.frombuffer(view, np.uint8).ctypes.data % PARAM_ALIGN == 0
+
+
+def _view_of(partition, graph_outputs: set):
+    """(input id, output id, numpy index, shape) when ``partition`` is a lone StaticReshape or a
+    lone Slice whose output is a view of its input (``slice_view``), and its output no graph
+    output (the caller owns those); else None."""
+    ops = partition.ops
+    if len(ops) != 1 or ops[0].outputs[0].id in graph_outputs or not ops[0].outputs[0].is_known():
+        return None
+    op = ops[0]
+    if op.kind is OpKind.StaticReshape:
+        index = ()
+    elif op.kind is OpKind.Slice:
+        index = slice_view(op)
+    else:
+        return None
+    return None if index is None else (op.inputs[0].id, op.outputs[0].id, index, tuple(op.outputs[0].shape))
 
 
 class _InPlaceConcat:

@@ -6,15 +6,26 @@ input when the rule for (that group, this op) allows it:
 * injective after injective: an injective chain;
 * reduction after an injective-only group: injective producers fuse into a reduction, but
   not a StaticTranspose that moves the last axis (a window or row reduction would read it
-  across the grain), nor a group with a Slice (the reduction would become one output of many);
+  across the grain), nor a group with a Slice, nor a group whose results other ops read too
+  (the reduction would become one output of many);
 * elementwise (injective) after a group with a complex op or a reduction: the epilogue
   (bias, activation, residual add; softmax's and layer norm's elementwise tail), but not a
   Concat: it stands alone, and nothing joins it, so its producers can write into its slices
   (``CompiledGraph``); and not a StaticTranspose that moves the last axis (the anchor's tiles
   and a reduction's rows are written along it: they would be tiled across the grain); and
   not a Slice after a complex op or a reduction (its tiles or rows would be cut to the slice);
+  nor a StaticReshape that changes the last axis after a complex op (its tiles would be cut
+  across rows: alone, a reshape is a view, ``CompiledGraph``);
+* a StaticReshape of a tensor other ops read too joins no group (it would be a copy, as one
+  more output of the group); one that changes the last axis and does not join its
+  producer's group stays alone, and only a transpose or reshape joins it: alone, it is a
+  view, and the elementwise ops after it read the view with plain indices, not through the
+  reshape's divisions of their rows;
 * reduction after a group of reductions and their epilogue over the same rows (softmax's
   max then sum), never after a complex op;
+* a Slice whose output is a contiguous, aligned block of its input (``slice_view``: channels
+  of a batch-1 NCHW tensor) stands alone and nothing joins it: it costs no copy, its output is
+  a view (``CompiledGraph``);
 * at most one complex op per group; opaque ops (and unsupported ones) stand alone;
 * never a cycle: an op does not join a group it also reaches through an op outside it;
 * at most MAX_GROUP ops in a group;
@@ -28,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .op import OpKind
+from .ops.movement import slice_view
 
 MAX_GROUP = 32
 
@@ -79,6 +91,10 @@ def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str 
         raise ValueError(f"unknown partition policy {policy!r}; expected 'fusion' or 'debug'")
     rows_of = rows_of or (lambda op: None)
     constant_of = constant_of or (lambda op: False)
+    readers: dict = {}
+    for op in ops:
+        for t in {t.id: t for t in op.inputs}.values():
+            readers.setdefault(t.id, []).append(op)
     group_of: dict[int, _Group] = {}
     groups: list[_Group] = []
     for op in ops:
@@ -92,12 +108,15 @@ def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str 
                 group = group_of[id(producer)]
                 if group.constant != constant:
                     continue   # constants reach variable ops as inputs, never as group members
-                if _allowed(group, op, cls, rows_of) and not _makes_cycle(group, op, producer_of, group_of):
+                if _allowed(group, op, cls, rows_of) and not _makes_cycle(group, op, producer_of, group_of) and \
+                        not (cls == "reduction" and group.kind() == "injective" and _read_outside(group, op, readers)) \
+                        and not (getattr(op, "kind", None) is OpKind.StaticReshape and len(readers.get(t.id, ())) > 1):
                     target = group
                 closed = _concat_after_anchor(group, op)
                 break   # only the first produced input decides (its producer is the anchor side)
         if target is None:
-            target = _Group(op, cls, rows_of(op), constant, closed)
+            target = _Group(op, cls, rows_of(op), constant,
+                            closed or _is_view(op))
             groups.append(target)
         else:
             target.ops.append(op)
@@ -130,8 +149,13 @@ def _concat_after_anchor(group: _Group, op) -> bool:
     return getattr(op, "kind", None) is OpKind.Concat and group.kind() in ("complex", "reduction")
 
 
+def _is_view(op) -> bool:
+    """A Slice whose output is a view of its input: it stays alone."""
+    return getattr(op, "kind", None) is OpKind.Slice and slice_view(op) is not None
+
+
 def _allowed(group: _Group, op, cls: str, rows_of) -> bool:
-    if len(group.ops) >= MAX_GROUP or "opaque" in group.classes or group.closed:
+    if len(group.ops) >= MAX_GROUP or "opaque" in group.classes or group.closed or _is_view(op):
         return False
     kind = group.kind()
     if cls == "injective":
@@ -139,14 +163,27 @@ def _allowed(group: _Group, op, cls: str, rows_of) -> bool:
         # transpose: see above)
         if kind != "injective" and _moves_last_axis(op):
             return False
+        if len(group.ops) == 1 and _reshapes_last_axis(group.ops[0]) and \
+                getattr(op, "kind", None) not in (OpKind.StaticTranspose, OpKind.StaticReshape):
+            return False        # elementwise ops read the reshape's view instead
         if kind != "injective" and getattr(op, "kind", None) is OpKind.Slice:
             return False        # a part of the anchor's output: its tiles or rows would be cut to it
+        if kind == "complex" and _reshapes_last_axis(op):
+            return False
         return not _concat_after_anchor(group, op)
     if cls == "reduction":
         if kind == "injective":
             return not any(_moves_last_axis(o) or getattr(o, "kind", None) is OpKind.Slice for o in group.ops)
         return kind == "reduction" and group.rows is not None and rows_of(op) == group.rows
     return False          # a complex op starts its own group (one per group)
+
+
+def _reshapes_last_axis(op) -> bool:
+    """A StaticReshape whose output's last dim is not its input's (it splits or merges rows)."""
+    if getattr(op, "kind", None) is not OpKind.StaticReshape:
+        return False
+    src, dst = op.inputs[0].shape, op.outputs[0].shape
+    return src is None or dst is None or not src or not dst or src[-1] != dst[-1]
 
 
 def _moves_last_axis(op) -> bool:
@@ -157,6 +194,12 @@ def _moves_last_axis(op) -> bool:
     ndim = len(op.inputs[0].shape)
     order = list(op.attrs.get("order") or range(ndim - 1, -1, -1))
     return ndim > 1 and order[-1] % ndim != ndim - 1
+
+
+def _read_outside(group: _Group, op, readers: dict) -> bool:
+    """Whether an op other than ``op`` and the group's own reads a result of the group."""
+    members = {id(o) for o in group.ops} | {id(op)}
+    return any(id(r) not in members for o in group.ops for t in o.outputs for r in readers.get(t.id, ()))
 
 
 def _makes_cycle(group: _Group, op, producer_of, group_of) -> bool:

@@ -128,6 +128,42 @@ def _shape_slice_ranges(op, shape) -> list:
     return ranges
 
 
+def slice_view(op) -> tuple | None:
+    """The numpy index of a Slice op's output in its input when that output is one contiguous
+    block of it, starting ``PARAM_ALIGN``-aligned (steps of 1, unit dims before the first
+    sliced axis, whole dims after it: the channels of a batch-1 NCHW tensor), so the output
+    can be a view of the input, with no copy; else None (or when the shapes are unknown).
+
+    Example:
+        >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+        >>> x = LogicalTensor(0, DataType.f32, (1, 8, 4, 4)); y = LogicalTensor(1, DataType.f32, (1, 4, 4, 4))
+        >>> slice_view(Op(0, OpKind.Slice, [x], [y], {"starts": [4], "ends": [8], "axes": [1]}))
+        (slice(0, 1, 1), slice(4, 8, 1), slice(0, 4, 1), slice(0, 4, 1))
+        >>> slice_view(Op(0, OpKind.Slice, [x], [y], {"starts": [0], "ends": [4], "axes": [2]})) is None
+        True
+    """
+    from tensorir.runtime.abi import PARAM_ALIGN
+    src = op.inputs[0]
+    if op.kind.value != "Slice" or src.shape is None or any(not isinstance(n, int) for n in src.shape):
+        return None
+    try:
+        ranges = _shape_slice_ranges(op, src.shape)
+    except GraphError:
+        return None
+    cut = [d for d, (r, n) in enumerate(zip(ranges, src.shape)) if len(r) != n]
+    if not cut or any(r.step != 1 and len(r) > 1 for r in ranges) or any(len(r) == 0 for r in ranges):
+        return None
+    first = cut[0]
+    if any(len(ranges[d]) != 1 for d in range(first)) or any(d > first for d in cut):
+        return None
+    offset = 0
+    for r, n in zip(ranges, src.shape):
+        offset = offset * n + r.start
+    if (offset * src.dtype.numpy.itemsize) % PARAM_ALIGN:
+        return None
+    return tuple(slice(r.start, r.start + len(r), 1) for r in ranges)
+
+
 def _shape_slice(op, s):
     try:
         return [tuple(len(r) for r in _shape_slice_ranges(op, s[0]))]

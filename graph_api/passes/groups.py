@@ -1,4 +1,13 @@
-"""Grouped convolutions with a few wide groups become one convolution per group.
+"""Grouped convolutions become ops that schedule well: a pointwise one a batched MatMul, one
+with a few wide groups one convolution per group.
+
+A pointwise (1x1, stride 1, unpadded) NCX convolution in ``G >= 2`` groups of at least two
+input channels each, with bound weights (ShuffleNet's), is a batched matrix product over
+the groups: the input reshaped to ``(N, G, C/G, pixels)`` (a view: no copy), times the
+weights as ``(G, O/G, C/G)`` matrices (bias ``(G, O/G, 1)``), reshaped back to
+``(N, O, *X)``. One GEMM kernel runs the groups, with the pixels, contiguous in NCX, along
+its vectors, where per-group convolutions would tile short rows of pixels and slice and
+concatenate the channels.
 
 A convolution in ``G`` groups (ShuffleNet's 1x1 convolutions, AlexNet's) computes ``G``
 independent convolutions, each on its slice of the input channels. Scheduled as one
@@ -21,7 +30,7 @@ Example:
     ...     "pads_end": [0, 0], "dilations": [1, 1], "groups": 2, "data_format": "NCX", "weights_format": "OIX"}))
     >>> g.bind_constant(1, np.ones((16, 8, 1, 1))); g.finalize()
     >>> [op.kind.value for op in split_grouped_convolutions(g).topological_ops()]
-    ['Slice', 'Convolution', 'Slice', 'Convolution', 'Concat']
+    ['StaticReshape', 'MatMul', 'StaticReshape']
 """
 from __future__ import annotations
 
@@ -62,7 +71,11 @@ def _split(op: Op, values: dict, fresh: FreshIds, new_values: dict):
         return None
     x, w, out = op.inputs[0], op.inputs[1], op.outputs[0]
     groups = get_attr(op, "groups")
-    if not 2 <= groups <= MAX_GROUPS or not (x.is_known() and out.is_known()):
+    if groups < 2 or not (x.is_known() and out.is_known()):
+        return None
+    if _pointwise(op, values[w.id]):
+        return _as_matmul(op, values, fresh, new_values)
+    if groups > MAX_GROUPS:
         return None
     channel = 1 if get_attr(op, "data_format") == "NCX" else len(x.shape) - 1
     weights = values[w.id]
@@ -96,3 +109,35 @@ def _split(op: Op, values: dict, fresh: FreshIds, new_values: dict):
         parts.append(yg)
     ops.append(Op(op.id, OpKind.Concat, parts, [out], {"axis": channel}, name=op.name))
     return ops
+
+
+def _pointwise(op: Op, weights: np.ndarray) -> bool:
+    """A 1x1, stride 1, unpadded NCX convolution (its output's pixels are its input's) with
+    at least two input channels per group."""
+    x, out = op.inputs[0], op.outputs[0]
+    spatial = weights.shape[2:] if get_attr(op, "weights_format") == "OIX" else weights.shape[:-2]
+    icg = weights.shape[1] if get_attr(op, "weights_format") == "OIX" else weights.shape[-2]
+    return (get_attr(op, "data_format") == "NCX" and all(k == 1 for k in spatial) and icg >= 2
+            and all(s == 1 for s in get_attr(op, "strides")) and tuple(out.shape[2:]) == tuple(x.shape[2:]))
+
+
+def _as_matmul(op: Op, values: dict, fresh: FreshIds, new_values: dict) -> list:
+    """A pointwise grouped NCX convolution as reshape, batched MatMul over the groups, reshape."""
+    x, w, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    groups, weights = get_attr(op, "groups"), values[w.id]
+    n, c, pixels = x.shape[0], x.shape[1], int(np.prod(x.shape[2:], dtype=np.int64))
+    oc = out.shape[1]
+    matrices = weights.reshape(oc, -1) if get_attr(op, "weights_format") == "OIX" else weights.reshape(-1, oc).T
+    a = fresh.constant(w, (groups, oc // groups, c // groups))
+    new_values[a.id] = frozen(np.array(matrices, order="C").reshape(a.shape))
+    rows = fresh.variable(x, (n, groups, c // groups, pixels))
+    ins = [a, rows]
+    if len(op.inputs) > 2:
+        bias = fresh.constant(op.inputs[2], (groups, oc // groups, 1))
+        new_values[bias.id] = frozen(np.array(values[op.inputs[2].id], order="C").reshape(bias.shape))
+        ins.append(bias)
+    product = fresh.variable(out, (n, groups, oc // groups, pixels))
+    return [Op(fresh.op_id(), OpKind.StaticReshape, [x], [rows], {"shape": list(rows.shape), "special_zero": False}),
+            Op(fresh.op_id(), OpKind.MatMul, ins, [product], {}, name=op.name),
+            Op(op.id, OpKind.StaticReshape, [product], [out], {"shape": list(out.shape), "special_zero": False},
+               name=op.name)]

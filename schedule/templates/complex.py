@@ -37,6 +37,7 @@ from .injective import PARALLEL_MIN_ELEMENTS, extent, schedule_elementwise
 
 TILE_I = [1, 2, 4, 6, 7, 8, 12, 14, 16]
 TILE_J = [8, 16, 32, 48, 64]
+CONVOLUTION_TAGS = ("conv", "conv_transpose")   # anchors whose channels layout is the default one
 WEIGHTS_IN_L2 = 256 * 1024   # packed weights up to this size stay in L2 (half of the smallest L2 we run on)
 
 
@@ -149,8 +150,11 @@ class ComplexTemplate(Template):
     def default(self):
         lanes = self.target.lanes(self.out.dtype)
         channels = self._axes("channels")[1].dom_extent if "channels" in self.layouts else 0
-        # whole vectors of channels, or enough of them that a partial one is rare
-        layout = "channels" if channels >= lanes and (channels % lanes == 0 or channels >= 4 * lanes) else "rows"
+        # a convolution's whole vectors of channels, or enough of them that a partial one is rare;
+        # a product with constant rows (weights @ data) keeps its rows: the data's contiguous
+        # rows make the vectors, the weights are broadcast, and the output is stored whole
+        layout = "channels" if self.anchor.tag in CONVOLUTION_TAGS and channels >= lanes and (
+            channels % lanes == 0 or channels >= 4 * lanes) else "rows"
         return self.default_for(layout)
 
     def default_for(self, layout: str) -> dict:
@@ -175,7 +179,10 @@ class ComplexTemplate(Template):
           more channel vectors than leave the 16
           accumulators half the registers (the rest hold the weights' vectors and the pixel);
         * order: "ij" (each row tile meets every weight panel while its inputs are in L1) when
-          the packed weights fit in ``WEIGHTS_IN_L2`` bytes, else "ji".
+          the packed weights fit in ``WEIGHTS_IN_L2`` bytes, else "ji";
+        * pack: constant weights only, packed once at compile time (data would be packed on
+          every call, which costs more than its strided reads save); a partial last tile
+          rounds up into the panels' padding only when packed.
 
         Example:
             >>> # t.default_for("rows") -> {"layout": "rows", "tile_i": 6, ...}
@@ -186,7 +193,9 @@ class ComplexTemplate(Template):
         i_axis, j_axis = self._axes(layout)
         j_extent = j_axis.dom_extent
         whole = [t for t in TILE_J if t % lanes == 0 and t <= vectors * lanes]
-        if self.rounds_up(layout):      # a last partial tile costs its padding: at most 1/8 more work,
+        packable = self.packable(layout)
+        pack = packable is not None and _is_constant(packable[0])
+        if pack and self.rounds_up(layout):     # a last partial tile costs its padding: at most 1/8 more work,
             padded = {t: -(-j_extent // t) * t for t in whole}          # else the least padding
             dividing = [t for t in whole if padded[t] <= j_extent * 9 // 8] or \
                 [min(whole, key=lambda t: (padded[t], -t))]
@@ -214,13 +223,12 @@ class ComplexTemplate(Template):
                 tile_i = rows
             if wide:                 # the accumulators in half the registers: the rest hold weights
                 tile_j = max((t for t in whole if t <= tile_j and tile_i * (t // lanes) <= 16), default=lanes)
-        packable = self.packable(layout)
         order = "ji"
         if packable is not None:
             tensor = packable[0]
             nbytes = extent(tensor.shape) * itemsize(tensor.dtype)
             order = "ij" if nbytes <= WEIGHTS_IN_L2 else "ji"
-        config = {"tile_i": tile_i, "tile_j": tile_j, "order": order, "pack": packable is not None}
+        config = {"tile_i": tile_i, "tile_j": tile_j, "order": order, "pack": pack}
         return {"layout": layout, **config} if len(self.layouts) > 1 else config
 
     def schedule(self, s, cfg):

@@ -4,7 +4,10 @@ run the leading axes (or the vectors, when there are few rows) in parallel.
 
 The inner axes are the shortest suffix of at least ``INNER_MIN_ELEMENTS`` elements: a vector's
 elements are then neighbours in memory and their index folds back to one affine offset (a
-contiguous load, not a gather), however many dimensions the tensor has.
+contiguous load, not a gather), however many dimensions the tensor has. The suffix stops
+short at an axis across which some input is not read in order (a channel shuffle's channels
+over a 14x14 plane: each plane is then a row of its own, read contiguously, where vectors
+spanning two planes would gather).
 
 An output that is a concat (or elementwise after one) keeps the concat axis as a loop of its
 own, outside the fused inner axes and parallel: loop partitioning then cuts it at the inputs'
@@ -17,7 +20,12 @@ last rows and vectors.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from tensorir import expr as E
 from tensorir.expr import IterVar, TensorLoad
+from tensorir.node import children
+from tensorir.tensor import ComputeOp
 from tensorir.visit import walk
 
 from .base import Template, fuse_all
@@ -141,9 +149,76 @@ def _loop_nest(op, dag):
     if len(axes) >= 2 and _resamples(op, dag):
         return axes[:-2], axes[-2], axes[-1:]
     k = len(axes) - 1
-    while k > 0 and extent(shape[k:]) < INNER_MIN_ELEMENTS:
+    in_order = _reads_in_order(op, dag, axes, k)     # else fusing cannot make it worse
+    while k > 0 and extent(shape[k:]) < INNER_MIN_ELEMENTS and (not in_order or _reads_in_order(op, dag, axes, k - 1)):
         k -= 1
     return axes[:k], None, axes[k:]
+
+
+class _Opaque(Exception):
+    """An index the offset probe cannot evaluate (a gather: an index read from a tensor)."""
+
+
+_INDEX_OPS = {E.Add: np.add, E.Sub: np.subtract, E.Mul: np.multiply, E.FloorDiv: np.floor_divide,
+              E.FloorMod: np.mod, E.Min: np.minimum, E.Max: np.maximum, E.LT: np.less, E.LE: np.less_equal,
+              E.GT: np.greater, E.GE: np.greater_equal, E.EQ: np.equal, E.NE: np.not_equal,
+              E.And: np.logical_and, E.Or: np.logical_or}
+
+
+def _reads_in_order(op, dag, axes, k: int) -> bool:
+    """Whether every input ``op`` reads (through the ops inlined into it) is read in order
+    across the suffix ``axes[k:]`` fused into one loop: probed on the first few values of
+    ``axes[k]`` (the rows after it whole, the axes before it at 0), each step of the fused
+    loop moves each read by 0 or 1 element. False when an index cannot be probed."""
+    grids = np.meshgrid(*[np.arange(min(a.dom_extent, 3) if d == k else a.dom_extent)
+                          for d, a in enumerate(axes[k:], k)], indexing="ij")
+    points = grids[0].size
+    env = {a.uid: grids[d - k].ravel() if d >= k else np.zeros(points, np.int64) for d, a in enumerate(axes)}
+    offsets = []
+    try:
+        _collect_offsets(op.body, env, dag, offsets)
+    except _Opaque:
+        return False
+    return all(np.isin(np.diff(o), (0, 1)).all() for o in offsets if o.size > 1)
+
+
+def _collect_offsets(node, env: dict, dag, offsets: list) -> None:
+    """Append to ``offsets`` the flat element offsets (arrays over ``env``'s points) of each
+    read of an input below ``node``, looking through the ops ``dag`` inlines."""
+    if isinstance(node, TensorLoad):
+        points = len(next(iter(env.values())))
+        index = [np.broadcast_to(_evaluate(i, env), (points,)) for i in node.indices]
+        producer = node.tensor.op
+        if isinstance(producer, ComputeOp) and any(o is producer for o in dag.ops) and not dag.is_output(producer):
+            _collect_offsets(producer.body, {a.uid: i for a, i in zip(producer.axis, index)}, dag, offsets)
+            return
+        flat = np.zeros(points, np.int64)
+        for i, n in zip(index, node.tensor.shape):
+            flat = flat * n + i
+        offsets.append(flat)
+        return
+    for child in children(node):
+        _collect_offsets(child, env, dag, offsets)
+
+
+def _evaluate(index, env: dict):
+    """The integer index expression ``index`` at ``env``'s points (uid -> array)."""
+    if isinstance(index, E.Const):
+        return np.int64(index.value)
+    if isinstance(index, E.Var):
+        if index.uid not in env:
+            raise _Opaque(index)
+        return env[index.uid]
+    if isinstance(index, E.Cast):
+        return _evaluate(index.value, env)
+    if isinstance(index, E.Select):
+        return np.where(_evaluate(index.cond, env), _evaluate(index.true_value, env), _evaluate(index.false_value, env))
+    if isinstance(index, E.Not):
+        return np.logical_not(_evaluate(index.a, env))
+    fn = _INDEX_OPS.get(type(index))
+    if fn is None:
+        raise _Opaque(index)
+    return fn(_evaluate(index.a, env), _evaluate(index.b, env))
 
 
 RESAMPLING_TAGS = ("resize", "interpolate")

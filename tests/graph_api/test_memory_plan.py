@@ -128,3 +128,49 @@ def test_runs_from_several_threads_at_once_give_the_same_outputs():
         for out in runs:
             for tid in out:
                 np.testing.assert_array_equal(out[tid], want[k][tid])
+
+
+def product(b, x):
+    """``x @ w`` over the last axis: a kernel of its own (a complex op), never fused before it."""
+    return b.op("MatMul", [x, b.input((x.shape[-1], x.shape[-1]), constant=True)], x.shape)
+
+
+def test_channel_slices_and_reshapes_are_views_kept_alive_until_their_last_reader():
+    # a product's output sliced in two channel groups (aligned: 4 channels of 9x9 floats) and
+    # reshaped; the products after them would reuse the sliced buffer if the views did not keep it
+    b = Builder()
+    x = b.input((1, 8, 9, 9))
+    y = b.op("ReLU", [product(b, x)], x.shape)
+    low = b.op("Slice", [y], (1, 4, 9, 9), starts=[0], ends=[4], axes=[1])
+    high = b.op("Slice", [y], (1, 4, 9, 9), starts=[4], ends=[8], axes=[1])
+    a = b.op("ReLU", [product(b, low)], low.shape)
+    c = b.op("ReLU", [product(b, a)], a.shape)
+    flat = b.op("StaticReshape", [high], (1, 4, 81), shape=[1, 4, 81], special_zero=False)
+    d = b.op("Add", [b.op("StaticReshape", [c], (1, 4, 81), shape=[1, 4, 81], special_zero=False), flat])
+    g = b.finalize()
+    compiled = compile_graph(g)
+    views = [s for s in compiled._run_steps if s.view is not None]
+    assert {s.ops[0].kind.value for s in views} == {"Slice", "StaticReshape"} and len(views) == 4
+    assert all(s.kernel is None for s in views)
+    feeds = b.feeds()
+    want = reference.run(g, feeds)
+    for _ in range(2):                      # the second run reuses the first run's buffers
+        np.testing.assert_allclose(compiled.run(feeds)[d.id], want[d.id], rtol=1e-4, atol=1e-4)
+
+
+def test_a_slice_that_is_not_an_aligned_block_or_is_an_output_is_copied():
+    b = Builder()
+    x = b.input((1, 6, 3, 3))
+    y = b.op("ReLU", [x])
+    odd = b.op("Slice", [y], (1, 3, 3, 3), starts=[1], ends=[4], axes=[1])     # starts 36 bytes in
+    rows = b.op("Slice", [y], (1, 6, 2, 3), starts=[0], ends=[2], axes=[2])    # not one block
+    b.op("Exp", [odd]), b.op("Exp", [rows])
+    out = b.op("Slice", [y], (1, 4, 3, 3), starts=[0], ends=[4], axes=[1])     # a graph output
+    g = b.finalize()
+    compiled = compile_graph(g)
+    assert not any(s.view for s in compiled._run_steps)
+    feeds = b.feeds()
+    got, want = compiled.run(feeds), reference.run(g, feeds)
+    for tid in want:
+        np.testing.assert_allclose(got[tid], want[tid], rtol=1e-5)
+    assert got[out.id].base is None or not np.shares_memory(got[out.id], compiled.run(feeds)[out.id])

@@ -137,3 +137,43 @@ def test_a_slice_joins_neither_a_complex_op_nor_a_reduction():
         ("injective", ["Slice", "ReLU"]),
         ("reduction", ["ReduceSum"]),
     ]
+
+
+def test_a_slice_that_is_a_view_stands_alone_and_nothing_joins_it():
+    # a channel group of a batch-1 tensor, 16-byte aligned: no copy, a view
+    b = Builder()
+    x = b.input((1, 8, 4, 4))
+    y = b.op("Exp", [x])
+    s = b.op("Slice", [y], starts=[4], ends=[8], axes=[1])
+    b.op("ReLU", [s])
+    b.op("Tanh", [y])
+    assert summary(b.finalize()) == [
+        ("injective", ["Exp", "Tanh"]), ("injective", ["Slice"]), ("injective", ["ReLU"])]
+
+
+def test_a_reshape_of_rows_after_a_product_is_a_view_elementwise_ops_do_not_join():
+    # the product's tiles would be cut across its rows; alone the reshape costs nothing, and
+    # the relu after it reads the view with plain indices
+    b = Builder()
+    a, w = b.input((4, 6, 8)), b.input((8, 12), constant=True)
+    m = b.op("MatMul", [a, w])
+    r = b.op("StaticReshape", [m], shape=[4, 6, 3, 4], special_zero=False)
+    b.op("ReLU", [r])
+    # a reshape of outer dims (the rows kept) joins as before
+    k = b.op("StaticReshape", [b.op("MatMul", [a, b.input((8, 12), constant=True)])], shape=[24, 12],
+             special_zero=False)
+    b.op("Tanh", [k])
+    parts = summary(b.finalize())
+    assert parts == [("complex", ["MatMul"]), ("injective", ["StaticReshape"]), ("injective", ["ReLU"]),
+                     ("complex", ["MatMul", "StaticReshape", "Tanh"])]
+
+
+def test_a_reduction_does_not_join_elementwise_ops_other_ops_read_too():
+    # the pooling would become one output of many; the elementwise result is written once
+    b = Builder()
+    x = b.input((1, 8, 6, 6))
+    y = b.op("ReLU", [b.op("Exp", [x])])
+    b.op("MaxPool", [y], kernel=[2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], data_format="NCX")
+    b.op("Tanh", [y])
+    kinds = summary(b.finalize())
+    assert ("reduction", ["MaxPool"]) in kinds and ("injective", ["Exp", "ReLU", "Tanh"]) in kinds

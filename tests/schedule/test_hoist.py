@@ -6,7 +6,7 @@ from schedule import ScheduleError, create_schedule
 from schedule.hoist import PrepackedKernel, build_prepacked, hoistable
 from schedule.templates import template_for
 from schedule_testing import assert_close, matmul, rand
-from tensorir import compute, placeholder
+from tensorir import compute, placeholder, reduce_axis, sum as rsum
 from tensorir.runtime import artifact
 
 
@@ -42,7 +42,11 @@ def test_as_input_refuses_outputs_attached_and_inlined_stages():
 
 @pytest.mark.parametrize("n,k,m", [(7, 13, 37), (16, 32, 48)])
 def test_prepacked_matmul_matches_numpy(n, k, m):
-    A, B, C, _ = matmul(n, k, m)
+    assert template_for(matmul(n, k, m)[2]).default_config()["pack"] is False    # data: never packed per call
+    A = placeholder((n, k), name="A")
+    B = placeholder((k, m), name="B", constant=True)
+    r = reduce_axis((0, k), name="r")
+    C = compute((n, m), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
     t = template_for(C)
     cfg = t.default_config()
     assert cfg["pack"] is True

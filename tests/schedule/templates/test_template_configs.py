@@ -271,6 +271,30 @@ def test_injective_vectors_are_contiguous_on_4d_tensors():
     assert f"<{LANES} x float>" in text and "masked.gather" not in text and "masked.scatter" not in text
 
 
+@pytest.mark.parametrize("c, h, w", [(12, 7, 7), (20, 5, 3), (8, 14, 14)])
+def test_injective_channel_shuffle_reads_each_plane_in_order(c, h, w):
+    # the channels are permuted: each plane a row of its own, read by contiguous vectors,
+    # never vectors spanning two planes (which gather)
+    X = placeholder((1, c, h, w), name="X")
+    g = 4
+    S = transform.reshape(transform.transpose(transform.reshape(X, (1, g, c // g, h, w)), (0, 2, 1, 3, 4)),
+                          (1, c, h, w))
+    t = check_all_configs(S, lambda x: x.reshape(1, g, c // g, h, w).transpose(0, 2, 1, 3, 4).reshape(1, c, h, w),
+                          "injective")
+    text = t.build(t.default_config()).source("llvm")
+    assert "masked.gather" not in text
+
+
+def test_injective_broadcast_over_small_planes_still_fuses_the_channels():
+    # a per-channel operand is read in order (each step moves it by 0 or 1): the channels
+    # join the vectorized loop, so a 7x7 plane does not leave a short row per channel
+    X, b = placeholder((1, 24, 7, 7), name="X"), placeholder((24, 1, 1), name="b")
+    Y = compute(X.shape, lambda n, c, y, x: X[n, c, y, x] + b[c, 0, 0], name="Y")
+    t = check_all_configs(Y, lambda x, bv: x + bv, "injective")
+    loops = [n for n in walk(lower(t.apply(t.default_config()), t.args).body) if isinstance(n, For)]
+    assert any(n.var.name.startswith("c.y.x.fused") for n in loops)
+
+
 def tmaximum(v, c: float):
     """max(v, c) of a compute body's value (relu for c = 0)."""
     return Max(v, Const(c, v.dtype), v.dtype)
