@@ -241,7 +241,7 @@ def _describe(step) -> str:
     ops = [op.kind.value for op in step.ops]
     shapes = "x".join(str(n) for n in step.ops[-1].outputs[0].shape or ()) if step.ops else ""
     kinds = "+".join(ops) if len(ops) <= 6 else "+".join(ops[:5]) + f"+...({len(ops)} ops)"
-    where = "compiled" if step.kernel is not None else "REFERENCE (numpy)"
+    where = "view" if step.view is not None else "compiled" if step.kernel is not None else "REFERENCE (numpy)"
     return f"{step.kind:10} {where:8} {kinds} -> {shapes}"
 
 
@@ -302,7 +302,8 @@ def bench_model(name: str, args) -> dict:
     tf_feeds = _tilefuse_feeds(default, feeds)
     out_id = default.output_ids[0]
     np.testing.assert_allclose(default.run(tf_feeds)[out_id], want, rtol=1e-3, atol=1e-3)
-    kinds = [step.kind + ("" if step.kernel is not None else "(ref)") for step in default.steps]
+    kinds = ["view" if step.view is not None else step.kind + ("" if step.kernel is not None else "(ref)")
+             for step in default.steps]
     print(f"  tilefuse: {len(kinds)} partitions ({', '.join(f'{kinds.count(k)} {k}' for k in sorted(set(kinds)))}), "
           f"import + compile {compile_seconds:.1f} s")
     engines["tilefuse default configs"] = lambda: default.run(tf_feeds)

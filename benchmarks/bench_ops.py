@@ -264,7 +264,8 @@ def bench_case(key: str, rounds: int) -> tuple[float, float, str]:
     out_id = imported.outputs[0][1]
     got = compiled.run(feeds)[out_id]
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
-    kinds = [step.kind + ("" if step.kernel is not None else "(ref)") for step in compiled.steps]
+    kinds = ["view" if step.view is not None else step.kind + ("" if step.kernel is not None else "(ref)")
+             for step in compiled.steps]
     notes = f"{len(kinds)} partition(s): {', '.join(kinds)}; compile {compile_seconds:.1f} s"
     if any("reference" in str(w.message) or "Wildcard" in str(w.message) for w in caught):
         notes += "; NUMPY FALLBACK"

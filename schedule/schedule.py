@@ -373,6 +373,7 @@ class Schedule:
         self.outputs = outputs
         self.stages: list[Stage] = []
         self._by_op: dict[int, Stage] = {}
+        self.panels: dict[int, tuple] = {}   # id of a pack's op -> (the tensor packed, axis, block)
         for op in post_order(outputs):
             if isinstance(op, ComputeOp):
                 stage = Stage(op, self)
@@ -477,6 +478,7 @@ class Schedule:
         dims = [a if isinstance(a, str) else a.name for a in _axes_like(tensor)]
         names = [f"{dims[axis]}.block"] + dims[:axis] + dims[axis + 1:] + [f"{dims[axis]}.lane"]
         packed = _new_compute(f"{tensor.name}.packed", packed_shape, names, element)
+        self.panels[id(packed.op)] = (tensor, axis, block)
 
         def read(idx):
             i = idx[axis]

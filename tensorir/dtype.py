@@ -6,6 +6,8 @@ float dtype). Index variables are ``int64``.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from .errors import TilefuseError
 
@@ -85,6 +87,7 @@ def itemsize(dtype: str) -> int:
     return np.dtype(dtype).itemsize
 
 
+@functools.lru_cache(maxsize=None)
 def min_value(dtype: str):
     """The smallest value of ``dtype`` (-inf for floats): the identity of ``max``.
 
@@ -99,6 +102,7 @@ def min_value(dtype: str):
     return int(np.iinfo(dtype).min)
 
 
+@functools.lru_cache(maxsize=None)
 def max_value(dtype: str):
     """The largest value of ``dtype`` (+inf for floats): the identity of ``min``.
 

@@ -34,11 +34,11 @@ import llvmlite
 
 from ..errors import TilefuseError
 from .kernel import ArgSpec, Kernel
-from .prepacked import PrepackedKernel
+from .prepacked import PanelPack, PrepackedKernel
 from .target import Target
 
 MAGIC = b"TILEFUSE-KERNEL\n"
-VERSION = 3            # 2: one kernel, no checksum; 3: plain or prepacked, metadata, sha256
+VERSION = 4            # 2: one kernel, no checksum; 3: plain or prepacked, metadata, sha256; 4: panel packs
 TOOLCHAIN = f"artifact {VERSION}, llvmlite {llvmlite.__version__}"
 """What made the code: part of every key under which compiled code is cached."""
 _PREFIX = struct.Struct("<IQ")
@@ -57,7 +57,8 @@ def dumps(kernel, meta: dict | None = None) -> bytes:
     """
     if isinstance(kernel, PrepackedKernel):
         kernels = kernel.kernels
-        wiring = {"main_args": kernel.main_args, "packs": [p for _, p in kernel.packs], "n_args": kernel.n_args}
+        wiring = {"main_args": kernel.main_args, "packs": [p for _, p in kernel.packs], "n_args": kernel.n_args,
+                  "panels": [k.recipe() if isinstance(k, PanelPack) else None for k, _ in kernel.packs]}
     elif isinstance(kernel, Kernel):
         kernels, wiring = [kernel], None
     else:
@@ -101,7 +102,12 @@ def loads(data: bytes, source: str = "kernel artifact"):
         kernels.append(Kernel(spec["name"], args, spec["llvm_ir"], code))
     if wiring is None:
         return kernels[0], meta
-    packs = list(zip(kernels[1:], wiring["packs"]))
+    compiled = iter(kernels[1:])
+    try:
+        packs = [(PanelPack(**panels) if panels is not None else next(compiled), positions)
+                 for positions, panels in zip(wiring["packs"], wiring["panels"])]
+    except (KeyError, TypeError, ValueError, StopIteration) as err:
+        raise ArtifactError(f"{source}: corrupt prepacked wiring ({err!r})") from None
     return PrepackedKernel(kernels[0], wiring["main_args"], packs, wiring["n_args"]), meta
 
 

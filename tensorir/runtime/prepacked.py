@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernel import Kernel
+from .kernel import ArgSpec, Kernel
 
 
 class PrepackedKernel:
@@ -74,12 +74,12 @@ class PrepackedKernel:
 
     @property
     def kernels(self) -> list[Kernel]:
-        """The main kernel, then the pack kernels.
+        """The main kernel, then the pack kernels (not the ``PanelPack`` ones: no code).
 
         Example:
             >>> # [k.name for k in f.kernels] -> ['main', 'main_pack0']
         """
-        return [self.main] + [k for k, _ in self.packs]
+        return [self.main] + [k for k, _ in self.packs if isinstance(k, Kernel)]
 
     def source(self, kind: str = "llvm") -> str:
         """The main kernel's source (see ``Kernel.source``).
@@ -91,3 +91,50 @@ class PrepackedKernel:
 
     def __repr__(self):
         return f"PrepackedKernel({self.main.name}, {len(self.packs)} packs)"
+
+
+class PanelPack:
+    """A pack that needs no compiled code: a constant's dimension ``axis`` cut into panels of
+    ``block`` (zero past its end), the panels outermost and each panel's lanes innermost:
+    ``packed[no, *rest, ni] = src[..., no * block + ni, ...]``, as ``Schedule.pack`` defines
+    it. It runs once per weight array, so numpy's copy does it; called as a pack kernel is,
+    with the source and the output array, whose shape and dtype ``args`` give.
+
+    Example:
+        >>> p = PanelPack((3, 5), "float32", axis=1, block=4)
+        >>> out = np.empty(p.args[-1].shape, "float32")
+        >>> p(np.arange(15, dtype="float32").reshape(3, 5), out); out[1].tolist()
+        [[4.0, 0.0, 0.0, 0.0], [9.0, 0.0, 0.0, 0.0], [14.0, 0.0, 0.0, 0.0]]
+    """
+
+    name = "panels"
+
+    def __init__(self, shape, dtype: str, axis: int, block: int):
+        self.shape, self.dtype, self.axis, self.block = tuple(int(n) for n in shape), str(dtype), int(axis), int(block)
+        rest = self.shape[:self.axis] + self.shape[self.axis + 1:]
+        packed = (-(-self.shape[self.axis] // self.block),) + rest + (self.block,)
+        self.args = [ArgSpec("src", self.dtype, self.shape), ArgSpec("packed", self.dtype, packed, written=True)]
+
+    def __call__(self, src: np.ndarray, out: np.ndarray) -> None:
+        axis, block, n = self.axis, self.block, self.shape[self.axis]
+        if src.shape != self.shape or out.shape != self.args[1].shape:
+            raise ValueError(f"panel pack of {self.shape} into {self.args[1].shape}: got {src.shape} and {out.shape}")
+        full = n // block
+        cut = (slice(None),) * axis
+        whole = src[cut + (slice(0, full * block),)].reshape(self.shape[:axis] + (full, block) + self.shape[axis + 1:])
+        out[:full] = np.moveaxis(whole, (axis, axis + 1), (0, whole.ndim - 1))
+        if full * block < n:        # the last panel: what is left, then zeros
+            out[full] = 0
+            out[full, ..., :n - full * block] = np.moveaxis(src[cut + (slice(full * block, n),)], axis, -1)
+
+    def recipe(self) -> dict:
+        """What rebuilds it (JSON): ``PanelPack(**recipe)``.
+
+        Example:
+            >>> PanelPack((2, 3), "float32", 0, 2).recipe()
+            {'shape': [2, 3], 'dtype': 'float32', 'axis': 0, 'block': 2}
+        """
+        return {"shape": list(self.shape), "dtype": self.dtype, "axis": self.axis, "block": self.block}
+
+    def __repr__(self):
+        return f"PanelPack({self.shape}, axis={self.axis}, block={self.block})"

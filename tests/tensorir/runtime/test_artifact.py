@@ -95,3 +95,10 @@ def test_another_version_and_another_target_are_refused(plain):
 def test_only_kernels_are_written(plain):
     with pytest.raises(TypeError, match="Kernel or a PrepackedKernel"):
         dumps(object())
+
+
+def test_a_prepacked_kernel_with_damaged_panel_wiring_is_refused(prepacked):
+    def damage(header):
+        header["prepacked"]["panels"] = [{"shape": [13], "axis": 0}]      # no dtype, no block
+    with pytest.raises(ArtifactError, match="corrupt prepacked wiring"):
+        loads(_rewrite(dumps(prepacked), damage))

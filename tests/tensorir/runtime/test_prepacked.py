@@ -1,0 +1,51 @@
+"""PanelPack: a constant's panels copied by numpy equal the compiled pack stage they replace,
+on shapes the block does not divide, along any axis; a prepacked kernel made from a
+template's schedule packs its constant weights that way and builds no pack kernel."""
+import numpy as np
+import pytest
+
+from schedule import create_schedule, template_for
+from schedule.hoist import _plain_pack, build_prepacked
+from tensorir import compute, placeholder, reduce_axis, sum as rsum
+from tensorir.runtime.prepacked import PanelPack, PrepackedKernel
+
+
+@pytest.mark.parametrize("shape, axis, block", [((13, 37), 1, 16), ((13, 37), 0, 4), ((5, 3, 2, 7), 2, 8),
+                                                ((32, 6), 0, 16), ((1,), 0, 4)])
+def test_panels_equal_the_compiled_pack_stage(shape, axis, block):
+    W = placeholder(shape, name="W", constant=True)
+    Y = compute(shape, lambda *i: W[i] * 2.0, name="Y")
+    s = create_schedule(Y)
+    packed = s.pack(W, axis=axis, block=block)
+    assert s.panels[id(packed.op)] == (W, axis, block)
+    kernel, inputs = _plain_pack(packed, "pack", None)
+    w = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    want = np.full(packed.shape, np.nan, "float32")
+    kernel(w, want)
+    panels = PanelPack(shape, "float32", axis, block)
+    got = np.full(panels.args[-1].shape, np.nan, "float32")
+    panels(w, got)
+    np.testing.assert_array_equal(got, want)
+    assert PanelPack(**panels.recipe()).args == panels.args
+
+
+def test_a_panel_pack_refuses_arrays_of_other_shapes():
+    panels = PanelPack((4, 6), "float32", 1, 4)
+    with pytest.raises(ValueError, match="panel pack"):
+        panels(np.zeros((4, 5), "float32"), np.zeros(panels.args[-1].shape, "float32"))
+
+
+def test_a_template_packs_constant_weights_with_no_pack_kernel():
+    A = placeholder((7, 13), name="A")
+    W = placeholder((13, 37), name="W", constant=True)
+    r = reduce_axis((0, 13), name="r")
+    C = compute((7, 37), lambda i, j: rsum(A[i, r] * W[r, j], axis=r), name="C")
+    t = template_for(C)
+    f = build_prepacked(t.apply(t.default_config()), t.args, constants=[W])
+    assert isinstance(f, PrepackedKernel) and [type(k) for k, _ in f.packs] == [PanelPack]
+    assert f.kernels == [f.main]
+    a = np.random.default_rng(1).standard_normal((7, 13)).astype("float32")
+    w = np.random.default_rng(2).standard_normal((13, 37)).astype("float32")
+    c = np.zeros((7, 37), "float32")
+    f(a, w, c)
+    np.testing.assert_allclose(c, a @ w, rtol=1e-5, atol=1e-5)
