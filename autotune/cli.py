@@ -79,7 +79,7 @@ from .measure import MeasureOptions
 from .plots import PlotError
 from .record import ERROR_KINDS
 from .target import current_target
-from .tune import tune
+from .tune import SCHEDULERS, tune
 from .tuner import TUNERS
 from tensorir.errors import TilefuseError
 
@@ -360,6 +360,23 @@ class TaskSummary:
     stopped: str = ""
     seconds: float = 0.0
     shape: tuple = ()
+    applied: str = ""
+    checked_speedup: float = math.nan
+    noise: float = math.nan
+
+    @property
+    def check(self) -> str:
+        """The final side-by-side check as the "checked" column shows it: what the task
+        compiles with, the default's time over the tuned config's, and the rounds' noise.
+
+        Example:
+            >>> TaskSummary("t", "k", "complex", 1, 0, 1, 1, 0, 2e-3, 1e-3, applied="tuned",
+            ...             checked_speedup=1.9, noise=0.03).check
+            'tuned 1.90x ±3%'
+        """
+        if not self.applied:
+            return "-"
+        return f"{self.applied} {self.checked_speedup:.2f}x ±{self.noise * 100:.0f}%"
 
     @property
     def label(self) -> str:
@@ -425,7 +442,8 @@ class TaskSummary:
             "speedup": _finite_or_none(self.speedup), "best_config": self.best_config,
             "errors": {kind: self.errors.get(kind, 0) for kind in ERROR_KINDS},
             "first_errors": dict(self.first_errors), "stopped": self.stopped,
-            "seconds": self.seconds, "shape": list(self.shape),
+            "seconds": self.seconds, "shape": list(self.shape), "applied": self.applied or None,
+            "checked_speedup": _finite_or_none(self.checked_speedup), "noise": _finite_or_none(self.noise),
         }
         if verbose:
             data["messages"] = [{"kind": kind, "message": message} for kind, message in self.messages]
@@ -455,7 +473,9 @@ def summarize(report, prior_records) -> TaskSummary:
                        report.trials + report.resumed, report.trials, report.resumed,
                        report.default_cost, report.best_cost, report.best_config, dict(errors),
                        first, tuple(messages), report.stopped, report.seconds,
-                       tuple(int(n) for n in task.outputs[0].shape))
+                       tuple(int(n) for n in task.outputs[0].shape), report.applied,
+                       report.pick.speedup if report.pick is not None else math.nan,
+                       report.pick.spread if report.pick is not None else math.nan)
 
 
 def _errors_cell(summary: TaskSummary) -> str:
@@ -464,26 +484,28 @@ def _errors_cell(summary: TaskSummary) -> str:
 
 
 def tune_table(summaries, verbose: bool = False) -> str:
-    """The end-of-run table: one row per task, then the first message of each error kind of
-    each task (``verbose``: every message in full).
+    """The end-of-run table: one row per task (its trials and their share of the run's, what
+    it compiles with after the side-by-side check), then the first message of each error kind
+    of each task (``verbose``: every message in full).
 
     Example:
         >>> s = TaskSummary("dense", "0a1b", "complex", 1, 2_000_000, 16, 16, 0, 2e-4, 1e-4,
         ...                 errors={"timeout": 1}, first_errors={"timeout": "ran over 10 s"})
         >>> print(tune_table([s]))
-        task   template  weight  trials  default ms  tuned ms  default GFLOPS  tuned GFLOPS  speedup  errors
-        -----  --------  ------  ------  ----------  --------  --------------  ------------  -------  ---------
-        dense  complex        1      16       0.200     0.100            10.0          20.0    2.00x  timeout 1
+        task   template  weight  trials  share  default ms  tuned ms  default GFLOPS  tuned GFLOPS  speedup  checked  errors
+        -----  --------  ------  ------  -----  ----------  --------  --------------  ------------  -------  -------  ---------
+        dense  complex        1      16   100%       0.200     0.100            10.0          20.0    2.00x        -  timeout 1
         <BLANKLINE>
         errors (first message of each kind; --verbose shows all):
           dense  timeout: ran over 10 s
     """
-    headers = ["task", "template", "weight", "trials", "default ms", "tuned ms", "default GFLOPS",
-               "tuned GFLOPS", "speedup", "errors"]
-    rows = [[s.label, s.template, s.weight, s.trials, _ms(s.default_cost), _ms(s.best_cost),
-             _num(s.gflops(s.default_cost), ".1f"), _num(s.gflops(s.best_cost), ".1f"),
-             _num(s.speedup, ".2f", "x"), _errors_cell(s)] for s in summaries]
-    text = format_table(headers, rows, right=set(range(2, 9)))
+    headers = ["task", "template", "weight", "trials", "share", "default ms", "tuned ms", "default GFLOPS",
+               "tuned GFLOPS", "speedup", "checked", "errors"]
+    total = sum(s.trials for s in summaries) or 1
+    rows = [[s.label, s.template, s.weight, s.trials, f"{100 * s.trials / total:.0f}%", _ms(s.default_cost),
+             _ms(s.best_cost), _num(s.gflops(s.default_cost), ".1f"), _num(s.gflops(s.best_cost), ".1f"),
+             _num(s.speedup, ".2f", "x"), s.check, _errors_cell(s)] for s in summaries]
+    text = format_table(headers, rows, right=set(range(2, 11)))
     failing = [s for s in summaries if s.errors]
     if failing:
         width = max(len(s.label) for s in failing)
@@ -602,13 +624,14 @@ def cmd_tune(args) -> int:
         db = cleanup.enter_context(open_database(args.db, must_exist=False))
         prior = {t.key: (db.records(t.key, target.key) if args.resume else []) for t in tasks}
         budget = "" if args.time_budget is None else f", time budget {format_seconds(args.time_budget)}"
-        print(f"tuning {len(tasks)} task(s) of {graph_path} on {target.cpu}: {args.tuner}, {args.trials} "
+        print(f"tuning {len(tasks)} task(s) of {graph_path} on {target.cpu}: {args.tuner} ({args.scheduler}), {args.trials} "
               f"trials{budget}, seed {args.seed}, db {args.db}, log {log}", file=chatter, flush=True)
         progress = ProgressPrinter(chatter, tasks)
         cleanup.callback(progress.finish)
         started = time.monotonic()
         try:
             reports = tune(tasks, trials=args.trials, db=db, log=log, tuner=args.tuner, seed=args.seed,
+                           scheduler=args.scheduler,
                            time_budget=args.time_budget, executor=executor, options=options,
                            early_stopping=args.early_stopping, resume=args.resume, progress=progress)
         except KeyboardInterrupt:
@@ -1094,6 +1117,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=_positive_int, required=True, metavar="N",
                    help="measurements in all, shared by task weight (resumed ones count)")
     p.add_argument("--tuner", choices=sorted(TUNERS), default="xgb", help="search strategy (default xgb)")
+    p.add_argument("--scheduler", choices=list(SCHEDULERS), default="gradient",
+                   help="which task the next batch goes to: gradient (the largest expected gain of the "
+                        "model's time, after each task's default) or sequential (task after task, by weight); "
+                        "default gradient")
     db_option(p)
     p.add_argument("--log", metavar="PATH", help=f"JSON-lines log (default {LOG_DIR}/<graph stem>.jsonl)")
     p.add_argument("--time-budget", type=_duration, metavar="DURATION",

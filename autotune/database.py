@@ -92,6 +92,13 @@ CREATE TABLE IF NOT EXISTS claims (
     PRIMARY KEY (workload_key, target_key, config_key))
 """
 
+PICKS_SQL = """
+CREATE TABLE IF NOT EXISTS picks (
+    workload_key TEXT NOT NULL, target_key TEXT NOT NULL, config TEXT NOT NULL,
+    default_cost REAL NOT NULL, tuned_cost REAL NOT NULL, spread REAL NOT NULL, timestamp REAL NOT NULL,
+    PRIMARY KEY (workload_key, target_key))
+"""
+
 BEST_RECORDS_SQL = """
 SELECT r.* FROM records AS r
 WHERE r.error_kind IS NULL AND r.mean_cost IS NOT NULL AND r.id = (
@@ -128,6 +135,28 @@ def _database_errors(method):
                 f"tuning database {self.path!r} cannot be used (sqlite says: {exc}); if it is damaged, move it "
                 f"away and rebuild it from the tuning logs with `autotune import LOG --db {self.path}`") from None
     return checked
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """What a workload compiles with after its check (``Database.pick``): ``config`` (the
+    tuned best, or the default when the tuned one was not faster), the default's and the tuned
+    config's costs measured side by side (seconds, the best of interleaved rounds), and the
+    measurement noise: how far the median round lies above the best one, relatively.
+
+    Example:
+        >>> Pick({"tile": 8}, 2e-3, 1e-3, 0.02).speedup
+        2.0
+    """
+    config: dict
+    default_cost: float
+    tuned_cost: float
+    spread: float
+
+    @property
+    def speedup(self) -> float:
+        """The default's cost over the tuned config's, as measured side by side."""
+        return self.default_cost / self.tuned_cost if self.tuned_cost > 0 else math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,6 +492,51 @@ class Database:
             db.conn.executemany(
                 "DELETE FROM claims WHERE workload_key = ? AND target_key = ? AND config_key = ? AND owner = ?",
                 [(workload_key, target_key, key, self.claim_owner) for key in keys])
+
+    @_database_errors
+    def set_pick(self, workload_key: str, target_key: str, pick: "Pick") -> None:
+        """Keep ``pick``, the config a workload compiles with on a target after its best tuned
+        config was measured again against the default (``autotune.tune``); it replaces an
+        earlier pick.
+
+        Example:
+            >>> db = Database(":memory:")
+            >>> db.set_pick("wk1", "t", Pick({"tile": 8}, 2e-3, 1e-3, 0.01)); db.pick("wk1", "t").config
+            {'tile': 8}
+        """
+        with self._write() as db:
+            db.conn.execute(PICKS_SQL)
+            db.conn.execute("INSERT OR REPLACE INTO picks VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            [workload_key, target_key, json.dumps(pick.config, sort_keys=True), pick.default_cost,
+                             pick.tuned_cost, pick.spread, time.time()])
+
+    @_database_errors
+    def pick(self, workload_key: str, target_key: str | None = None) -> "Pick | None":
+        """The config a workload compiles with on a target (default: this machine) as its last
+        check against the default chose it, or None when it was never checked (or the row is
+        damaged: then the best record decides, as before any check).
+
+        Example:
+            >>> Database(":memory:").pick("wk1") is None
+            True
+        """
+        target_key = current_target().key if target_key is None else target_key
+        conn = self._conn()
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'picks'").fetchone() is None:
+            return None
+        row = conn.execute("SELECT config, default_cost, tuned_cost, spread FROM picks "
+                           "WHERE workload_key = ? AND target_key = ?", [workload_key, target_key]).fetchone()
+        if row is None:
+            return None
+        try:
+            config = json.loads(row[0])
+            if not isinstance(config, dict):
+                raise ValueError(f"config {config!r} is no object")
+            return Pick(config, float(row[1]), float(row[2]), float(row[3]))
+        except (TypeError, ValueError) as err:
+            warnings.warn(f"tuning database {self.path!r}: the pick of workload {workload_key[:16]} is damaged "
+                          f"({err}); its best record is used", stacklevel=2)
+            return None
 
     @_database_errors
     def claims(self, workload_key: str | None = None) -> list[Claim]:

@@ -1,4 +1,6 @@
-"""Using tuning results: the best record of each workload decides its schedule.
+"""Using tuning results: the best record of each workload decides its schedule, unless tuning
+checked it against the default config side by side (``Database.pick``): then that check's
+choice does, and a tuned config that measured slower than the default is never applied.
 
 ``HistoryBest(db)`` is a ``schedule.ConfigSource`` (the best config of a template's workload
 on this CPU) and a ``tensorir.runtime.KernelCache`` (compiled kernels kept in the database).
@@ -69,18 +71,21 @@ class HistoryBest:
         self._cache: dict[str, Config | None] = {}
 
     def config_for(self, template) -> Config | None:
-        """The best config of ``template``'s workload on this CPU, or None (with a warning, or
-        MissingTuningRecord when strict) when the database has none.
+        """The config ``template``'s workload compiles with on this CPU: its pick (the tuned
+        best, or the default where that was not faster side by side), else its best record;
+        None (with a warning, or MissingTuningRecord when strict) when the database has none.
 
         Example:
             >>> # HistoryBest("tuning.db").config_for(template_for(C))
         """
         key = workload_key(template)
         if key not in self._cache:
-            record = self.db.best(key, self.target.key)
+            pick = self.db.pick(key, self.target.key)      # checked against the default: it decides
+            record = self.db.best(key, self.target.key) if pick is None else None
+            chosen = pick.config if pick is not None else record.config if record is not None else None
             config = None
-            if record is not None:
-                config = Config(record.config)
+            if chosen is not None:
+                config = Config(chosen)
                 try:
                     template.space.index_of(config)
                 except ValueError:      # the template's knobs changed since: not a point any more

@@ -11,7 +11,10 @@ tuner has measured or claimed are left to it), catches the log up with the datab
 of each task (a log write that failed, or a kill between the two writes, leaves the log short
 until the next run), warm-starts the xgb
 model with the records of earlier tasks of the same template (transfer learning), and stops
-a task early when its best cost has not improved for ``early_stopping`` trials.
+a task early when its best cost has not improved for ``early_stopping`` trials. Last, the best
+config and the default are measured again in turn (``CHECK_ROUNDS`` each): the tuned config
+becomes the workload's pick (``Database.pick``, what ``HistoryBest`` compiles with) only when
+it beats the default there; else the default does. The spread of those rounds is the noise.
 
 Example:
     >>> # reports = tune([Task(C)], trials=32, db="tuning.db", log="tuning_logs/mm.jsonl", seed=0)
@@ -28,14 +31,14 @@ import numpy as np
 
 from schedule.space import Config
 
-from .database import Database
+from .database import Database, Pick
 from .features import features_of
 from .log import append_records
 from .measure import MeasureError, MeasureOptions, measure_batch
 from .record import Record, config_key
 from .target import current_target
 from .task import Task
-from .tuner import TUNERS, EarlyStopping, make_tuner
+from .tuner import TUNERS, EarlyStopping, make_tuner, result_cost
 
 
 @dataclass
@@ -54,6 +57,20 @@ class TaskReport:
     best_config: dict | None = None
     stopped: str = "not started"
     seconds: float = 0.0
+    pick: Pick | None = None
+
+    @property
+    def applied(self) -> str:
+        """"tuned" when the best config beat the default side by side (and is what the task
+        compiles with), "default" when it did not, "" when there was no check.
+
+        Example:
+            >>> # report.applied -> "tuned"
+        """
+        if self.pick is None:
+            return ""
+        return "tuned" if self.best_config is not None and self.pick.config == self.best_config and \
+            self.pick.tuned_cost < self.pick.default_cost else "default"
 
     @property
     def speedup(self) -> float:
@@ -90,18 +107,24 @@ def _shares(tasks, total: float) -> list[float]:
     return [total * w / sum(weights) for w in weights]
 
 
+SCHEDULERS = ("gradient", "sequential")
+
+
 def tune(tasks, trials: int = 64, db=None, log=None, tuner: str = "xgb", seed: int = 0,
          time_budget: float | None = None, executor=None, options: MeasureOptions | None = None,
          early_stopping: int | None = None, batch_size: int = 8, resume: bool = True,
-         progress=None) -> list[TaskReport]:
+         progress=None, scheduler: str = "gradient") -> list[TaskReport]:
     """Tune ``tasks`` (Tasks, or tensors / lists of tensors made into Tasks) with ``trials``
-    measurements in all, shared by weight; returns one TaskReport per task.
+    measurements in all; returns one TaskReport per task.
 
-    ``db``: a Database or a path (default: an in-memory database); ``log``: a JSON-lines file
-    to append every record to (None: no log); ``tuner``: "xgb", "random" or "grid";
-    ``time_budget``: seconds for the whole run (None: unbounded); ``executor``: from
-    ``executor_from`` (default: the local process pool); ``progress``: a function called as
-    ``progress(report, done, planned)`` after every batch.
+    ``scheduler``: "gradient" (each task's default first, then batch after batch to the task
+    with the largest expected gain, ``task_priority``) or "sequential" (one task after the
+    other, the trials and the time budget shared by weight). ``db``: a Database or a path
+    (default: an in-memory database); ``log``: a JSON-lines file to append every record to
+    (None: no log); ``tuner``: "xgb", "random" or "grid"; ``time_budget``: seconds for the
+    whole run (None: unbounded); ``executor``: from ``executor_from`` (default: the local
+    process pool); ``progress``: a function called as ``progress(report, done, planned)`` after
+    every batch (the task's trials and share, or with "gradient" the run's).
 
     Example:
         >>> # tune([Task(C)], trials=16, db="tuning.db", tuner="random", seed=1)[0].best_config
@@ -113,32 +136,161 @@ def tune(tasks, trials: int = 64, db=None, log=None, tuner: str = "xgb", seed: i
         raise ValueError(f"time_budget must be positive seconds, got {time_budget!r}")
     if tuner not in TUNERS:
         raise ValueError(f"unknown tuner {tuner!r}; expected one of {sorted(TUNERS)}")
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"unknown scheduler {scheduler!r}; expected one of {list(SCHEDULERS)}")
     database, owned = _open(db)
-    options = MeasureOptions() if options is None else options
-    target = current_target()
-    deadline = None if time_budget is None else time.monotonic() + time_budget
+    setting = _Setting(database, log, tuner, executor, MeasureOptions() if options is None else options,
+                       early_stopping, batch_size, resume, progress, current_target(),
+                       None if time_budget is None else time.monotonic() + time_budget)
     reports = [TaskReport(task) for task in tasks]
-    planned = _shares(tasks, trials)
-    time_shares = _shares(tasks, time_budget) if time_budget is not None else [None] * len(tasks)
-    carry_trials, carry_time = 0.0, 0.0
-    done_by_template: dict = {}
     try:
-        for k, (task, report) in enumerate(zip(tasks, reports)):
-            budget = int(round(planned[k] + carry_trials))
-            seconds = None if time_shares[k] is None else time_shares[k] + carry_time
-            started = time.monotonic()
-            earlier = done_by_template.setdefault(_template_signature(task), [])
-            earlier.append(_tune_one(task, report, budget, seconds, deadline, database, log, tuner, seed + k,
-                                     executor, options, early_stopping, batch_size, resume, progress, target,
-                                     _transfer(earlier) if tuner == "xgb" else None))
-            report.seconds = time.monotonic() - started
-            carry_trials = max(0.0, planned[k] + carry_trials - report.trials - report.resumed)
-            if seconds is not None:
-                carry_time = max(0.0, seconds - report.seconds)
+        if scheduler == "sequential":
+            _tune_in_turn(tasks, reports, trials, time_budget, seed, setting)
+        else:
+            _tune_by_gain(tasks, reports, trials, seed, setting)
     finally:
         if owned:
             database.close()
     return reports
+
+
+@dataclass
+class _Setting:
+    """What every task's run shares."""
+    database: Database
+    log: object
+    tuner: str
+    executor: object
+    options: MeasureOptions
+    early_stopping: int | None
+    batch_size: int
+    resume: bool
+    progress: object
+    target: object
+    deadline: float | None
+
+
+def _tune_in_turn(tasks, reports, trials, time_budget, seed, setting) -> None:
+    """The sequential scheduler: each task to the end of its share (what one leaves goes to
+    the next)."""
+    planned = _shares(tasks, trials)
+    time_shares = _shares(tasks, time_budget) if time_budget is not None else [None] * len(tasks)
+    carry_trials, carry_time = 0.0, 0.0
+    done_by_template: dict = {}
+    for k, (task, report) in enumerate(zip(tasks, reports)):
+        budget = int(round(planned[k] + carry_trials))
+        seconds = None if time_shares[k] is None else time_shares[k] + carry_time
+        started = time.monotonic()
+        earlier = done_by_template.setdefault(_template_signature(task), [])
+        run = _tune_one(task, report, seconds, setting, seed + k, budget > 0,
+                        _transfer(earlier) if setting.tuner == "xgb" else None, budget)
+        earlier.append(_drive(run, lambda: budget - report.resumed - report.trials, report))
+        report.seconds = time.monotonic() - started
+        carry_trials = max(0.0, planned[k] + carry_trials - report.trials - report.resumed)
+        if seconds is not None:
+            carry_time = max(0.0, seconds - report.seconds)
+
+
+def _tune_by_gain(tasks, reports, trials, seed, setting) -> None:
+    """The gradient scheduler: every task's baseline (its default) first, then each batch to
+    the live task of highest ``task_priority``, until the trials or the time run out."""
+    runs, earlier_by_template = {}, {}
+    started = {}
+    for k, (task, report) in enumerate(zip(tasks, reports)):
+        started[k] = time.monotonic()
+        earlier = earlier_by_template.setdefault(_template_signature(task), [])
+        run = _tune_one(task, report, None, setting, seed + k, trials > 0,
+                        _transfer([r.tuner for r in earlier]) if setting.tuner == "xgb" else None, trials)
+        state = _RunState(run, report)
+        if state.advance(None):
+            runs[k] = state
+            earlier.append(state)
+        report.seconds += time.monotonic() - started[k]
+    while runs:
+        used = sum(r.resumed + r.trials for r in reports)
+        out_of_time = setting.deadline is not None and time.monotonic() >= setting.deadline
+        if used >= trials or out_of_time:
+            for k, state in runs.items():
+                state.report.stopped = "time budget" if out_of_time else "trials"
+                state.finish()
+            break
+        k = max(runs, key=lambda k: runs[k].priority())
+        at = time.monotonic()
+        if not runs[k].advance(min(setting.batch_size, trials - used)):
+            del runs[k]
+        reports[k].seconds += time.monotonic() - at
+
+
+class _RunState:
+    """A task's run under the gradient scheduler: its generator, report, and its best cost
+    after each measurement (what its priority reads)."""
+
+    def __init__(self, run, report: TaskReport):
+        self.run, self.report, self.tuner = run, report, None
+        self.bests: list[float] = []
+
+    def advance(self, grant) -> bool:
+        """Let the run measure up to ``grant`` trials (None: its baseline); False once it ended."""
+        try:
+            self.tuner = self.run.send(grant) if grant is not None else next(self.run)
+        except StopIteration as stop:
+            self.tuner = stop.value
+            return False
+        self.bests += [self.report.best_cost] * max(1, self.report.trials + self.report.resumed - len(self.bests))
+        return True
+
+    def priority(self) -> float:
+        return task_priority(self.report.task.weight, self.report.best_cost, self.bests)
+
+    def finish(self) -> None:
+        try:
+            self.run.send(0)
+        except StopIteration as stop:
+            self.tuner = stop.value
+
+
+def _drive(run, grant, report):
+    """Run a task's generator to its end, granting ``grant()`` trials (at most a batch each
+    time); returns its tuner."""
+    try:
+        next(run)
+        while True:
+            left = grant()
+            if left <= 0:
+                report.stopped = "trials"
+            run.send(max(left, 0))
+    except StopIteration as stop:
+        return stop.value
+
+
+PRIOR_GAIN = 0.05
+"""The share of its best cost one trial of a task with few measurements is assumed to save,
+shrinking as 1/trials: so every task gets tried before the gradients decide."""
+WINDOW = 8
+"""The trials over which a task's recent gain (its backward gradient) is measured."""
+
+
+def task_priority(weight: int, best_cost: float, bests: list) -> float:
+    """How much end-to-end time one more trial of a task is expected to save (seconds per
+    trial): its weight times the larger of what its last trials saved per trial (up to
+    ``WINDOW`` of them: Ansor's backward gradient) and an optimistic prior, a ``PRIOR_GAIN``
+    share of its best cost shrinking as 1/trials. ``bests``: the best cost after each of its
+    measurements. A task without a working config comes first.
+
+    Example:
+        >>> flat, improving = [1.0] * 20, [2.0] * 12 + [1.0] * 8
+        >>> task_priority(1, 1.0, improving) > task_priority(1, 1.0, flat)
+        True
+        >>> task_priority(3, 1.0, flat) > task_priority(1, 1.0, flat)
+        True
+    """
+    if not math.isfinite(best_cost):
+        return math.inf
+    gain = best_cost * PRIOR_GAIN / (len(bests) + 1)
+    window = min(WINDOW, len(bests) - 1)
+    if window > 0 and math.isfinite(bests[-window - 1]):
+        gain = max(gain, (bests[-window - 1] - bests[-1]) / window)
+    return weight * gain
 
 
 def _template_signature(task: Task):
@@ -166,31 +318,36 @@ def _transfer(earlier: list):
     return np.array(rows), np.array(costs), np.array(groups)
 
 
-def _tune_one(task, report, budget, seconds, deadline, database, log, tuner_name, seed, executor, options,
-              early_stopping, batch_size, resume, progress, target, transfer):
-    """Tune one task; returns its tuner (an xgb tuner's measurements warm-start later tasks)."""
+def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned):
+    """Tune one task, as a generator: it measures the baseline (the default config, when
+    ``baseline``), yields its tuner, and is then sent the trials it may measure next (a batch
+    at most; 0 ends it, the caller having set ``report.stopped``), yielding after each batch;
+    at the end it checks the best config against the default. Returns its tuner (an xgb
+    tuner's measurements warm-start later tasks)."""
+    database, log, target = setting.database, setting.log, setting.target
     database.add_workload(task.key, task.name, task.template_name, task.describe())
     if log is not None:     # what reached the db but not the log (a failed log write, a kill) goes first
         append_records(log, database.records(task.key, target.key), skip_present=True)
-    extra = {"transfer": transfer} if tuner_name == "xgb" else {}
-    tuner = make_tuner(tuner_name, task.space, featurize=lambda cfg: features_of(task.template, cfg),
+    extra = {"transfer": transfer} if setting.tuner == "xgb" else {}
+    tuner = make_tuner(setting.tuner, task.space, featurize=lambda cfg: features_of(task.template, cfg),
                        seed=seed, **extra)
     default = task.template.default_config()
-    if resume:
+    if setting.resume:
         old = [r for r in database.records(task.key, target.key)]
         if old:
             tuner.update([Config(r.config) for r in old], old)
             report.resumed = len(old)
             _note_best(report, old, default)
-    stopper = EarlyStopping(early_stopping) if early_stopping else None
+    stopper = EarlyStopping(setting.early_stopping) if setting.early_stopping else None
     started = time.monotonic()
 
     def out_of_time():
         now = time.monotonic()
-        return (seconds is not None and now - started >= seconds) or (deadline is not None and now >= deadline)
+        return (seconds is not None and now - started >= seconds) or \
+            (setting.deadline is not None and now >= setting.deadline)
     report.stopped = "trials"
-    first = not math.isfinite(report.default_cost)
-    while (first and budget > 0) or report.resumed + report.trials < budget:   # the baseline always
+    first = baseline and not math.isfinite(report.default_cost)     # the baseline always
+    while True:
         if out_of_time():
             report.stopped = "time budget"
             break
@@ -200,10 +357,13 @@ def _tune_one(task, report, budget, seconds, deadline, database, log, tuner_name
         if first:
             batch = [default]        # the baseline first: the report's "default" column
         else:
+            grant = yield tuner
+            if not grant:
+                break
             if not tuner.has_next():
                 report.stopped = "space exhausted"
                 break
-            batch = tuner.next_batch(min(batch_size, budget - report.resumed - report.trials))
+            batch = tuner.next_batch(min(setting.batch_size, grant))
             if not batch:
                 report.stopped = "space exhausted"
                 break
@@ -217,7 +377,7 @@ def _tune_one(task, report, budget, seconds, deadline, database, log, tuner_name
                 continue
         try:
             try:
-                results = measure_batch(task, batch, options, executor)
+                results = measure_batch(task, batch, setting.options, setting.executor)
             except MeasureError as err:
                 report.errors["compile"] += 1
                 report.first_error.setdefault("compile", str(err))
@@ -240,10 +400,44 @@ def _tune_one(task, report, budget, seconds, deadline, database, log, tuner_name
         _note_best(report, records, default)
         if stopper is not None:
             stopper.record_results(results)
-        if progress is not None:
-            progress(report, report.resumed + report.trials, budget)
+        if setting.progress is not None:
+            setting.progress(report, report.resumed + report.trials, planned)
     _note_best(report, database.records(task.key, target.key), default)   # other tuners' records too
+    report.pick = database.pick(task.key, target.key)
+    if report.trials or report.pick is None:
+        _check_against_default(task, report, default, database, setting.options, setting.executor, target)
     return tuner
+
+
+CHECK_ROUNDS = 3
+"""Rounds of the final check: the default and the best config measured in turn, this many times."""
+CHECK_MARGIN = 0.01
+"""The tuned config is applied only when its best round is at least this much below the default's."""
+
+
+def _check_against_default(task, report, default, database, options, executor, target) -> None:
+    """Measure the best config and the default in turn (``CHECK_ROUNDS`` each, one after the
+    other, so both meet the same machine) and keep the one to compile with as the workload's
+    pick: the tuned config only when its best round beats the default's by ``CHECK_MARGIN``.
+    The noise is how far a median round lies above the best one, the larger of the two."""
+    if report.best_config is None or not math.isfinite(report.default_cost):
+        return
+    best = Config(report.best_config)
+    if best == default:
+        report.pick = Pick(dict(default.values), report.default_cost, report.best_cost, 0.0)
+    else:
+        try:
+            results = measure_batch(task, [default, best] * CHECK_ROUNDS, options, executor)
+        except MeasureError:
+            return
+        costs = [[result_cost(r) for r in results[k::2]] for k in (0, 1)]
+        if not all(math.isfinite(c) for c in costs[0]):
+            return                              # the default did not run: nothing to compare with
+        best_of = [min(c) for c in costs]       # the best round of each, as benchmarks compare
+        spread = max((float(np.median(c)) - b) / b for c, b in zip(costs, best_of) if math.isfinite(b) and b > 0)
+        faster = math.isfinite(best_of[1]) and best_of[1] <= best_of[0] * (1 - CHECK_MARGIN)
+        report.pick = Pick(dict((best if faster else default).values), best_of[0], best_of[1], spread)
+    database.set_pick(task.key, target.key, report.pick)
 
 
 def _note_best(report: TaskReport, records, default: Config) -> None:

@@ -25,7 +25,7 @@ from autotune.tune import TaskReport
 from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType, load_json
 
 REPO = Path(__file__).resolve().parents[2]
-FAST = ["--tuner", "random", "--trials", "4", "--min-repeat-ms", "0"]
+FAST = ["--tuner", "random", "--trials", "4", "--min-repeat-ms", "0", "--scheduler", "sequential"]  # 2 per task
 
 
 def tiny_graph(n=8, k=16, m=8) -> Graph:
@@ -90,14 +90,16 @@ def test_tune_writes_database_log_and_a_table_per_task(tuned):
     assert len(records) == 4 and not read_log(tuned["log"]).problems
     table = table_of(out)
     header = table.splitlines()[0].split()
-    assert header[:4] == ["task", "template", "weight", "trials"] and header[-2:] == ["speedup", "errors"]
+    assert header[:4] == ["task", "template", "weight", "trials"] and header[-3:] == ["speedup", "checked", "errors"]
     rows = table.splitlines()[2:]
     assert len(rows) == 2
+    assert all(" default " in row or " tuned " in row for row in rows)     # each task's side-by-side check
     assert rows[0].startswith("matmul+relu 8x8") and " complex " in rows[0]
     assert " reduction " in rows[1]
     assert "4 new measurement(s), 0 resumed" in out
     with Database(tuned["db"]) as db:
         assert len(db.records()) == 4 and len(db.best_all()) == 2
+        assert all(db.pick(key) is not None for key in db.best_all())
     assert "[1/2]" in out and "[2/2]" in out          # a plain progress line per batch (not a tty)
 
 
@@ -479,3 +481,16 @@ def test_a_log_write_failing_mid_run_is_exit_2_and_the_next_run_catches_the_log_
     with Database(db) as database:
         assert {r.identity for r in read_log(log).records} == {r.identity for r in database.records()}
     assert not read_log(log).problems
+
+
+def test_the_gradient_scheduler_spends_the_run_s_trials_and_the_table_shows_each_share(tuned, tmp_path):
+    args = [a for a in FAST if a not in ("--scheduler", "sequential")]
+    code, out, err = run(["tune", tuned["graph"], *args, "--trials", "9", "--db", tmp_path / "g.db",
+                          "--log", tmp_path / "g.jsonl"])
+    assert code == EXIT_OK, err
+    assert "(gradient)" in out + err
+    rows = table_of(out).splitlines()[2:]
+    trials = [int(row.split()[row.split().index("complex" if "complex" in row else "reduction") + 2]) for row in rows]
+    shares = [int(cell[:-1]) for row in rows for cell in row.split() if cell.endswith("%") and cell[:-1].isdigit()]
+    assert sum(trials) == 9 and all(t >= 1 for t in trials)
+    assert abs(sum(shares) - 100) <= 1

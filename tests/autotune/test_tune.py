@@ -53,7 +53,7 @@ def test_a_second_run_resumes_and_measures_nothing_new(tmp_path):
 
 def test_trials_are_shared_by_weight_and_spaces_run_out():
     tasks = [scale(4000).with_weight(3), matmul(8, 8, 16)]
-    reports = tune(tasks, trials=8, tuner="grid", seed=0)
+    reports = tune(tasks, trials=8, tuner="grid", seed=0, scheduler="sequential")
     assert [r.trials for r in reports] == [min(6, len(tasks[0].space)), 8 - reports[0].trials]
     small = scale(17)
     (r,) = tune([small], trials=len(small.space) + 5, tuner="grid")
@@ -73,7 +73,7 @@ def test_xgb_tuner_warm_starts_from_an_earlier_task_of_the_same_template(monkeyp
     given = []
     real = tune_module.make_tuner
     monkeypatch.setattr(tune_module, "make_tuner", lambda *args, **kw: given.append(kw.get("transfer")) or real(*args, **kw))
-    reports = tune([a, b], trials=20, tuner="xgb", seed=0)
+    reports = tune([a, b], trials=20, tuner="xgb", seed=0, scheduler="sequential")
     assert given[0] is None
     rows, costs, groups = given[1]
     assert len(rows) == len(costs) == len(groups) == 10 and set(groups.tolist()) == {0}
@@ -187,3 +187,105 @@ def test_the_log_catches_up_with_the_database(tmp_path):
     assert again.trials == 0
     with Database(path) as db:
         assert {r.identity for r in read_log(log).records} == {r.identity for r in db.records()}
+
+
+def _check_measured_as(monkeypatch, default_ms, tuned_ms):
+    """Measurements made up: while tuning, the default takes 1 ms and every other config
+    0.5 ms (the first measured the fastest); in the final check, the default and the tuned
+    config take these times (rounds spread by 1%)."""
+    import sys
+    from autotune.measure import MeasureResult
+    tune_module = sys.modules["autotune.tune"]
+    seen, count = [], [0]
+
+    def fake(task, configs, options=None, executor=None):
+        default = task.template.default_config()
+        if len(configs) == 2 * tune_module.CHECK_ROUNDS and configs[0] == default:
+            seen.append(list(configs))
+            return [MeasureResult(dict(c.values), ((default_ms if k % 2 == 0 else tuned_ms) * (1 + k // 2 * 0.01) / 1e3,))
+                    for k, c in enumerate(configs)]
+        results = []
+        for c in configs:
+            count[0] += 1
+            results.append(MeasureResult(dict(c.values), (1e-3 if c == default else 5e-4 * (1 + count[0] * 1e-3),)))
+        return results
+    monkeypatch.setattr(tune_module, "measure_batch", fake)
+    return seen
+
+
+@pytest.mark.parametrize("tuned_ms, applied", [(2.0, "default"), (0.995, "default"), (0.5, "tuned")])
+def test_the_best_config_is_applied_only_when_it_beats_the_default_side_by_side(tmp_path, monkeypatch,
+                                                                                 tuned_ms, applied):
+    from autotune import HistoryBest
+    seen = _check_measured_as(monkeypatch, 1.0, tuned_ms)
+    task = matmul(19, 23, 37)
+    path = tmp_path / "t.db"
+    (report,) = tune([task], trials=6, db=path, tuner="random", seed=1)
+    assert report.best_config != dict(task.template.default_config().values)
+    assert len(seen) == 1 and seen[0][1::2] == [seen[0][1]] * 3          # default, tuned, in turn
+    assert report.applied == applied
+    assert report.pick.speedup == pytest.approx(1.0 / tuned_ms) and report.pick.spread == pytest.approx(0.01, abs=1e-3)
+    with Database(path) as db:
+        pick = db.pick(task.key)
+        assert pick.config == (report.best_config if applied == "tuned" else dict(task.template.default_config().values))
+        assert dict(HistoryBest(db).config_for(task.template).values) == pick.config
+
+
+def test_a_run_that_measures_nothing_new_keeps_the_pick(tmp_path, monkeypatch):
+    seen = _check_measured_as(monkeypatch, 1.0, 0.5)
+    task = matmul(19, 23, 37)
+    tune([task], trials=6, db=tmp_path / "t.db", tuner="random", seed=1)
+    checks = len(seen)
+    tune([task], trials=6, db=tmp_path / "t.db", tuner="random", seed=1)
+    assert len(seen) == checks
+
+
+def test_a_damaged_pick_falls_back_to_the_best_record_with_a_warning(tmp_path):
+    from autotune import HistoryBest
+    from autotune.database import Pick
+    task = matmul(8, 8, 16)
+    path = tmp_path / "t.db"
+    tune([task], trials=4, db=path, tuner="random", seed=0)
+    with Database(path) as db:
+        db.set_pick(task.key, db.best(task.key).target_key, Pick({"tile": 1}, 1.0, 1.0, 0.0))
+        db._conn().execute("UPDATE picks SET config = 'not json'")
+        db._conn().conn.commit()
+        with pytest.warns(UserWarning, match="pick .* is damaged"):
+            assert db.pick(task.key) is None
+        with pytest.warns(UserWarning, match="damaged"):
+            config = HistoryBest(db).config_for(task.template)
+        assert dict(config.values) == dict(db.best(task.key).config)
+
+
+def test_the_gradient_scheduler_gives_the_trials_to_the_task_that_keeps_improving(monkeypatch):
+    # one task saves 20 us with every config it measures, the other never saves anything: after
+    # both baselines and a first look at each, the batches go to the one that keeps saving
+    import sys
+    from autotune.measure import MeasureResult
+    tune_module = sys.modules["autotune.tune"]
+    improving, flat = matmul(16, 16, 32), matmul(16, 16, 48)
+    seen = {improving.key: 0, flat.key: 0}
+
+    def fake(task, configs, options=None, executor=None):
+        out = []
+        for c in configs:
+            seen[task.key] += 1
+            cost = 1e-3 * max(0.2, 1 - 0.02 * seen[task.key]) if task.key == improving.key else 1e-3
+            out.append(MeasureResult(dict(c.values), (cost,)))
+        return out
+    monkeypatch.setattr(tune_module, "measure_batch", fake)
+    reports = tune([flat, improving], trials=40, tuner="random", seed=0, batch_size=4)
+    assert sum(r.trials for r in reports) == 40 and all(math.isfinite(r.default_cost) for r in reports)
+    assert reports[1].trials >= 3 * reports[0].trials, [r.trials for r in reports]
+    assert reports[0].stopped == reports[1].stopped == "trials"
+
+
+def test_the_gradient_scheduler_shares_a_time_budget_and_stops_every_task():
+    reports = tune([matmul(30, 30, 30), scale(5000)], trials=500, tuner="random", time_budget=0.5)
+    assert all(r.stopped == "time budget" for r in reports)
+    assert all(math.isfinite(r.default_cost) for r in reports)
+
+
+def test_an_unknown_scheduler_is_refused():
+    with pytest.raises(ValueError, match="unknown scheduler"):
+        tune([scale(8)], trials=1, scheduler="fifo")
