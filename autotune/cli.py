@@ -984,21 +984,35 @@ def onnxruntime_runner(path, feeds):
     return lambda: session.run(None, model_feeds)
 
 
-def time_interleaved(runners: dict, repeat: int) -> dict:
-    """{name: seconds of each run}: ``repeat`` rounds, each round running every runner once in
-    turn, so that drift (other work, clock changes) hits them all alike.
+BENCH_BLOCKS = 5
+"""``bench`` times each engine in this many blocks, the engines taking turns."""
+BENCH_PAUSE = 0.05
+"""Seconds of sleep before each block: the worker threads an engine leaves spinning after a
+call (onnxruntime's, OpenBLAS's, ours) go back to sleep, so on a machine with few cores they
+do not halve the speed of the engine timed next."""
+
+
+def time_interleaved(runners: dict, repeat: int, blocks: int = BENCH_BLOCKS, pause: float = BENCH_PAUSE) -> dict:
+    """{name: seconds of each run}: ``repeat`` timed runs per runner in ``blocks`` blocks, the
+    runners taking turns block by block so that drift (other work, clock changes) hits them
+    all alike; before each block a ``pause`` and one untimed run.
 
     Example:
-        >>> times = time_interleaved({"a": lambda: None, "b": lambda: None}, repeat=3)
+        >>> times = time_interleaved({"a": lambda: None, "b": lambda: None}, repeat=3, pause=0)
         >>> sorted(times), [len(t) for t in times.values()]
         (['a', 'b'], [3, 3])
     """
     times = {name: [] for name in runners}
-    for _ in range(repeat):
+    blocks = max(1, min(blocks, repeat))
+    for block in range(blocks):
+        runs = repeat // blocks + (1 if block < repeat % blocks else 0)
         for name, run_once in runners.items():
-            start = time.perf_counter()
+            time.sleep(pause)
             run_once()
-            times[name].append(time.perf_counter() - start)
+            for _ in range(runs):
+                start = time.perf_counter()
+                run_once()
+                times[name].append(time.perf_counter() - start)
     return times
 
 
@@ -1115,7 +1129,7 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Tune every task of GRAPH and print a table per task.")
     p.add_argument("graph", metavar="GRAPH", help="oneDNN Graph JSON (.json) or ONNX model (.onnx)")
     p.add_argument("--trials", type=_positive_int, required=True, metavar="N",
-                   help="measurements in all, shared by task weight (resumed ones count)")
+                   help="measurements in all, over all tasks, as the scheduler shares them (resumed ones count)")
     p.add_argument("--tuner", choices=sorted(TUNERS), default="xgb", help="search strategy (default xgb)")
     p.add_argument("--scheduler", choices=list(SCHEDULERS), default="gradient",
                    help="which task the next batch goes to: gradient (the largest expected gain of the "

@@ -494,3 +494,16 @@ def test_the_gradient_scheduler_spends_the_run_s_trials_and_the_table_shows_each
     shares = [int(cell[:-1]) for row in rows for cell in row.split() if cell.endswith("%") and cell[:-1].isdigit()]
     assert sum(trials) == 9 and all(t >= 1 for t in trials)
     assert abs(sum(shares) - 100) <= 1
+
+
+def test_bench_times_engines_in_paused_blocks_taking_turns(monkeypatch):
+    # one engine right after another would run beside its spinning worker threads: a pause
+    # and an untimed call come before each block, and each engine's runs come in blocks
+    from autotune import cli
+    events = []
+    monkeypatch.setattr(cli.time, "sleep", lambda seconds: events.append("pause"))
+    times = cli.time_interleaved({"a": lambda: events.append("a"), "b": lambda: events.append("b")}, repeat=6,
+                                 blocks=2)
+    assert [len(t) for t in times.values()] == [6, 6]
+    block = ["pause"] + ["a"] * 4 + ["pause"] + ["b"] * 4          # an untimed call, then 3 timed
+    assert events == block * 2
