@@ -195,17 +195,16 @@ def _tune_by_gain(tasks, reports, trials, seed, setting) -> None:
     """The gradient scheduler: every task's baseline (its default) first, then each batch to
     the live task of highest ``task_priority``, until the trials or the time run out."""
     runs, earlier_by_template = {}, {}
-    started = {}
     for k, (task, report) in enumerate(zip(tasks, reports)):
-        started[k] = time.monotonic()
+        started = time.monotonic()
         earlier = earlier_by_template.setdefault(_template_signature(task), [])
         run = _tune_one(task, report, None, setting, seed + k, trials > 0,
                         _transfer([r.tuner for r in earlier]) if setting.tuner == "xgb" else None, trials)
-        state = _RunState(run, report)
+        state = _ScheduledRun(run, report)
         if state.advance(None):
             runs[k] = state
             earlier.append(state)
-        report.seconds += time.monotonic() - started[k]
+        report.seconds += time.monotonic() - started
     while runs:
         used = sum(r.resumed + r.trials for r in reports)
         out_of_time = setting.deadline is not None and time.monotonic() >= setting.deadline
@@ -221,7 +220,7 @@ def _tune_by_gain(tasks, reports, trials, seed, setting) -> None:
         reports[k].seconds += time.monotonic() - at
 
 
-class _RunState:
+class _ScheduledRun:
     """A task's run under the gradient scheduler: its generator, report, and its best cost
     after each measurement (what its priority reads)."""
 
@@ -240,9 +239,11 @@ class _RunState:
         return True
 
     def priority(self) -> float:
+        """The task's ``task_priority`` now."""
         return task_priority(self.report.task.weight, self.report.best_cost, self.bests)
 
     def finish(self) -> None:
+        """End the run (the caller has set ``report.stopped``): its check against the default."""
         try:
             self.run.send(0)
         except StopIteration as stop:

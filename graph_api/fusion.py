@@ -19,8 +19,8 @@ input when the rule for (that group, this op) allows it:
 * a StaticReshape of a tensor other ops read too joins no group (it would be a copy, as one
   more output of the group); one that changes the last axis and does not join its
   producer's group stays alone, and only a transpose or reshape joins it: alone, it is a
-  view, and the elementwise ops after it read the view with plain indices, not through the
-  reshape's divisions of their rows;
+  view, and the elementwise ops and reductions after it read the view with plain indices,
+  not through the reshape's divisions of their rows;
 * reduction after a group of reductions and their epilogue over the same rows (softmax's
   max then sum), never after a complex op;
 * a Slice whose output is a contiguous, aligned block of its input (``slice_view``: channels
@@ -172,6 +172,8 @@ def _allowed(group: _Group, op, cls: str, rows_of) -> bool:
             return False
         return not _concat_after_anchor(group, op)
     if cls == "reduction":
+        if len(group.ops) == 1 and _reshapes_last_axis(group.ops[0]):
+            return False        # the reduction reads the reshape's view
         if kind == "injective":
             return not any(_moves_last_axis(o) or getattr(o, "kind", None) is OpKind.Slice for o in group.ops)
         return kind == "reduction" and group.rows is not None and rows_of(op) == group.rows

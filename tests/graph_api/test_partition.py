@@ -177,3 +177,12 @@ def test_a_reduction_does_not_join_elementwise_ops_other_ops_read_too():
     b.op("Tanh", [y])
     kinds = summary(b.finalize())
     assert ("reduction", ["MaxPool"]) in kinds and ("injective", ["Exp", "ReLU", "Tanh"]) in kinds
+
+
+def test_a_reduction_reads_a_reshape_of_rows_as_a_view():
+    b = Builder()
+    a, w = b.input((4, 6, 8)), b.input((8, 12), constant=True)
+    r = b.op("StaticReshape", [b.op("MatMul", [a, w])], shape=[4, 6, 3, 4], special_zero=False)
+    b.op("SoftMax", [r], axis=-1)
+    assert summary(b.finalize()) == [("complex", ["MatMul"]), ("injective", ["StaticReshape"]),
+                                     ("reduction", ["SoftMax"])]
