@@ -176,7 +176,8 @@ def _reads_in_order(op, dag, axes, k: int) -> bool:
     env = {a.uid: grids[d - k].ravel() if d >= k else np.zeros(points, np.int64) for d, a in enumerate(axes)}
     offsets = []
     try:
-        _collect_offsets(op.body, env, dag, offsets)
+        with np.errstate(all="ignore"):     # a branch a select does not take may divide by zero
+            _collect_offsets(op.body, env, dag, offsets)
     except _Opaque:
         return False
     return all(np.isin(np.diff(o), (0, 1)).all() for o in offsets if o.size > 1)
