@@ -253,15 +253,16 @@ class _ScheduledRun:
 def _drive(run, grant, report):
     """Run a task's generator to its end, granting ``grant()`` trials (at most a batch each
     time); returns its tuner."""
-    try:
-        next(run)
-        while True:
-            left = grant()
-            if left <= 0:
-                report.stopped = "trials"
-            run.send(max(left, 0))
-    except StopIteration as stop:
-        return stop.value
+    state = _ScheduledRun(run, report)
+    live = state.advance(None)
+    while live:
+        left = grant()
+        if left <= 0:
+            report.stopped = "trials"
+            state.finish()
+            break
+        live = state.advance(left)
+    return state.tuner
 
 
 PRIOR_GAIN = 0.05

@@ -19,7 +19,8 @@ the light real models the onnx package ships (``--no-tune --models shufflenet de
 between runs, so a second run resumes and only re-times.
 """
 from bench_session import measure
-from common import light_models, median_seconds, model_path, timed_interleaved, unset_openblas_overrides
+from common import (light_models, median_seconds, model_path, step_kinds, timed_interleaved,
+                    unset_openblas_overrides)
 
 unset_openblas_overrides()
 
@@ -302,8 +303,7 @@ def bench_model(name: str, args) -> dict:
     tf_feeds = _tilefuse_feeds(default, feeds)
     out_id = default.output_ids[0]
     np.testing.assert_allclose(default.run(tf_feeds)[out_id], want, rtol=1e-3, atol=1e-3)
-    kinds = ["view" if step.view is not None else step.kind + ("" if step.kernel is not None else "(ref)")
-             for step in default.steps]
+    kinds = step_kinds(default)
     print(f"  tilefuse: {len(kinds)} partitions ({', '.join(f'{kinds.count(k)} {k}' for k in sorted(set(kinds)))}), "
           f"import + compile {compile_seconds:.1f} s")
     engines["tilefuse default configs"] = lambda: default.run(tf_feeds)

@@ -9,7 +9,7 @@ ours: above 1 is faster than onnxruntime. The geomean of the ratios closes the t
 
 Run: ``python benchmarks/bench_ops.py [--rounds 5] [--cases maxpool softmax ...] [--list]``
 """
-from common import timed_interleaved, unset_openblas_overrides
+from common import step_kinds, timed_interleaved, unset_openblas_overrides
 
 unset_openblas_overrides()
 
@@ -264,8 +264,7 @@ def bench_case(key: str, rounds: int) -> tuple[float, float, str]:
     out_id = imported.outputs[0][1]
     got = compiled.run(feeds)[out_id]
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
-    kinds = ["view" if step.view is not None else step.kind + ("" if step.kernel is not None else "(ref)")
-             for step in compiled.steps]
+    kinds = step_kinds(compiled)
     notes = f"{len(kinds)} partition(s): {', '.join(kinds)}; compile {compile_seconds:.1f} s"
     if any("reference" in str(w.message) or "Wildcard" in str(w.message) for w in caught):
         notes += "; NUMPY FALLBACK"

@@ -65,6 +65,17 @@ def timed_interleaved(engines: dict, rounds: int = 5, pause: float = 0.05) -> di
     return best
 
 
+def step_kinds(compiled) -> list:
+    """What each step of a compiled graph is: its partition's kind, "(ref)" added when the
+    reference interpreter runs it, or "view" when its output is a view of its input.
+
+    Example:
+        >>> # step_kinds(compile_graph(g)) -> ['complex', 'view', 'injective', ...]
+    """
+    return ["view" if step.view is not None else step.kind + ("" if step.kernel is not None else "(ref)")
+            for step in compiled.steps]
+
+
 def light_models() -> list:
     """The names of the ``light`` models the installed onnx package ships (alexnet, resnet50,
     densenet121, ... with made-up weights), or [] without onnx.

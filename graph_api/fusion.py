@@ -108,9 +108,7 @@ def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str 
                 group = group_of[id(producer)]
                 if group.constant != constant:
                     continue   # constants reach variable ops as inputs, never as group members
-                if _allowed(group, op, cls, rows_of) and not _makes_cycle(group, op, producer_of, group_of) and \
-                        not (cls == "reduction" and group.kind() == "injective" and _read_outside(group, op, readers)) \
-                        and not (getattr(op, "kind", None) is OpKind.StaticReshape and len(readers.get(t.id, ())) > 1):
+                if _allowed(group, op, cls, rows_of, readers) and not _makes_cycle(group, op, producer_of, group_of):
                     target = group
                 closed = _concat_after_anchor(group, op)
                 break   # only the first produced input decides (its producer is the anchor side)
@@ -154,10 +152,14 @@ def _is_view(op) -> bool:
     return getattr(op, "kind", None) is OpKind.Slice and slice_view(op) is not None
 
 
-def _allowed(group: _Group, op, cls: str, rows_of) -> bool:
+def _allowed(group: _Group, op, cls: str, rows_of, readers: dict) -> bool:
+    """Whether ``op`` (of class ``cls``) may join ``group`` (see the module docstring);
+    ``readers``: tensor id -> the ops that read it."""
     if len(group.ops) >= MAX_GROUP or "opaque" in group.classes or group.closed or _is_view(op):
         return False
     kind = group.kind()
+    if getattr(op, "kind", None) is OpKind.StaticReshape and len(readers.get(op.inputs[0].id, ())) > 1:
+        return False            # one more output of the group: a copy, where alone it is a view
     if cls == "injective":
         # chains, and the epilogue of a complex op or a reduction (not a concat, not a
         # transpose: see above)
@@ -175,7 +177,8 @@ def _allowed(group: _Group, op, cls: str, rows_of) -> bool:
         if len(group.ops) == 1 and _reshapes_last_axis(group.ops[0]):
             return False        # the reduction reads the reshape's view
         if kind == "injective":
-            return not any(_moves_last_axis(o) or getattr(o, "kind", None) is OpKind.Slice for o in group.ops)
+            return not any(_moves_last_axis(o) or getattr(o, "kind", None) is OpKind.Slice for o in group.ops) \
+                and not _read_outside(group, op, readers)
         return kind == "reduction" and group.rows is not None and rows_of(op) == group.rows
     return False          # a complex op starts its own group (one per group)
 

@@ -30,9 +30,9 @@ def assert_close(actual, expected):
     np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-6)
 
 
-def matmul(n, k, m):
+def matmul(n, k, m, constant_b: bool = False):
     A = placeholder((n, k), "float32", name="A")
-    B = placeholder((k, m), "float32", name="B")
+    B = placeholder((k, m), "float32", name="B", constant=constant_b)
     r = reduce_axis((0, k), name="r")
     C = compute((n, m), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
     return A, B, C, r

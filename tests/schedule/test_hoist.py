@@ -6,8 +6,9 @@ from schedule import ScheduleError, create_schedule
 from schedule.hoist import PrepackedKernel, build_prepacked, hoistable
 from schedule.templates import template_for
 from schedule_testing import assert_close, matmul, rand
-from tensorir import compute, placeholder, reduce_axis, sum as rsum
+from tensorir import compute, placeholder
 from tensorir.runtime import artifact
+from tensorir.runtime.prepacked import PanelPack
 
 
 def test_as_input_makes_the_kernel_read_the_tensor():
@@ -43,15 +44,13 @@ def test_as_input_refuses_outputs_attached_and_inlined_stages():
 @pytest.mark.parametrize("n,k,m", [(7, 13, 37), (16, 32, 48)])
 def test_prepacked_matmul_matches_numpy(n, k, m):
     assert template_for(matmul(n, k, m)[2]).default_config()["pack"] is False    # data: never packed per call
-    A = placeholder((n, k), name="A")
-    B = placeholder((k, m), name="B", constant=True)
-    r = reduce_axis((0, k), name="r")
-    C = compute((n, m), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
+    _, B, C, _ = matmul(n, k, m, constant_b=True)
     t = template_for(C)
     cfg = t.default_config()
     assert cfg["pack"] is True
     f = build_prepacked(t.apply(cfg), t.args, constants=[B])
     assert isinstance(f, PrepackedKernel) and len(f.packs) == 1 and f.packs[0][1] == [1]
+    assert [type(k) for k, _ in f.packs] == [PanelPack] and f.kernels == [f.main]   # no pack kernel built
     a, b = rand((n, k)), rand((k, m))
     c = np.full((n, m), np.nan, "float32")
     f(a, b, c)

@@ -1,13 +1,13 @@
 """PanelPack: a constant's panels copied by numpy equal the compiled pack stage they replace,
-on shapes the block does not divide, along any axis; a prepacked kernel made from a
-template's schedule packs its constant weights that way and builds no pack kernel."""
+on shapes the block does not divide, along any axis (that a template's prepacked kernel packs
+its constant weights this way, with no pack kernel: tests/schedule/test_hoist.py)."""
 import numpy as np
 import pytest
 
-from schedule import create_schedule, template_for
-from schedule.hoist import _plain_pack, build_prepacked
-from tensorir import compute, placeholder, reduce_axis, sum as rsum
-from tensorir.runtime.prepacked import PanelPack, PrepackedKernel
+from schedule import create_schedule
+from schedule.hoist import _plain_pack
+from tensorir import compute, placeholder
+from tensorir.runtime.prepacked import PanelPack
 
 
 @pytest.mark.parametrize("shape, axis, block", [((13, 37), 1, 16), ((13, 37), 0, 4), ((5, 3, 2, 7), 2, 8),
@@ -33,19 +33,3 @@ def test_a_panel_pack_refuses_arrays_of_other_shapes():
     panels = PanelPack((4, 6), "float32", 1, 4)
     with pytest.raises(ValueError, match="panel pack"):
         panels(np.zeros((4, 5), "float32"), np.zeros(panels.args[-1].shape, "float32"))
-
-
-def test_a_template_packs_constant_weights_with_no_pack_kernel():
-    A = placeholder((7, 13), name="A")
-    W = placeholder((13, 37), name="W", constant=True)
-    r = reduce_axis((0, 13), name="r")
-    C = compute((7, 37), lambda i, j: rsum(A[i, r] * W[r, j], axis=r), name="C")
-    t = template_for(C)
-    f = build_prepacked(t.apply(t.default_config()), t.args, constants=[W])
-    assert isinstance(f, PrepackedKernel) and [type(k) for k, _ in f.packs] == [PanelPack]
-    assert f.kernels == [f.main]
-    a = np.random.default_rng(1).standard_normal((7, 13)).astype("float32")
-    w = np.random.default_rng(2).standard_normal((13, 37)).astype("float32")
-    c = np.zeros((7, 37), "float32")
-    f(a, w, c)
-    np.testing.assert_allclose(c, a @ w, rtol=1e-5, atol=1e-5)
