@@ -70,8 +70,9 @@ class MeasureOptions:
     * ``repeat`` - costs measured per candidate (each the mean of ``number`` runs);
     * ``min_repeat_ms`` - the least duration of one repeat, in milliseconds (0: no minimum);
     * ``timeout`` - seconds allowed to build one candidate, and again to run it;
-    * ``check`` - compare outputs with the default config's (relative ``rtol``, absolute
-      ``atol``; exact for integer outputs) on random inputs drawn with ``seed``.
+    * ``check`` - compare outputs with the default config's (relative ``rtol`` of each value
+      and of the output's root mean square, absolute ``atol``; exact for integer outputs;
+      ``compare_outputs``) on random inputs drawn with ``seed``.
 
     Example:
         >>> MeasureOptions(repeat=5).repeat
@@ -217,7 +218,11 @@ def time_calls(fn, number: int = 1, repeat: int = 3, min_repeat_ms: float = 0,
 
 def compare_outputs(got, expected, names, rtol: float, atol: float) -> str | None:
     """None when every output matches, else a message about the first that does not.
-    Floats match within ``atol + rtol * |expected|`` (NaN matches NaN); others exactly.
+    Floats match within ``atol + rtol * (|expected| + rms)`` (NaN matches NaN), ``rms`` the
+    root mean square of the output's finite expected values: a long sum's rounding error
+    scales with the terms summed, not with a result that cancels to near zero, and another
+    summation order (a Winograd convolution's) must not fail where the values are small.
+    Others match exactly.
 
     Example:
         >>> compare_outputs([np.array([1.0, 2.5])], [np.array([1.0, 2.0])], ["C"], 1e-3, 1e-4)
@@ -225,7 +230,9 @@ def compare_outputs(got, expected, names, rtol: float, atol: float) -> str | Non
     """
     for g, e, name in zip(got, expected, names):
         if np.issubdtype(e.dtype, np.floating):
-            bad = ~np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+            finite = e[np.isfinite(e)]
+            rms = float(np.sqrt(np.mean(np.square(finite, dtype=np.float64)))) if finite.size else 0.0
+            bad = ~np.isclose(g, e, rtol=rtol, atol=atol + rtol * rms, equal_nan=True)
         else:
             bad = g != e
         if bad.any():

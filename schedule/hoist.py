@@ -1,8 +1,9 @@
 """Prepacking: stages that read only constant inputs (weights, ``placeholder(...,
 constant=True)``) are cut out of a schedule and built as kernels of their own, which run
 once per weight array instead of on every call (the complex template's packed weight
-panels, a transposed weight). A constant's panels (``Schedule.pack`` of a constant input)
-need no kernel: ``PanelPack`` copies them with numpy, and saves an LLVM build per weight.
+panels, a transposed weight). A stage in ``Schedule.numpy_packs`` needs no kernel: a
+constant's panels (``Schedule.pack`` of a constant input: ``PanelPack``) or its Winograd
+transform (``WinogradFilters``) are computed by numpy, which saves an LLVM build per weight.
 
 ``build_prepacked`` returns a ``PrepackedKernel``: called with the same arguments as the
 plain kernel, it packs the constants on its first call (and again only when it is given
@@ -25,7 +26,7 @@ Example:
 from __future__ import annotations
 
 from tensorir.expr import TensorLoad
-from tensorir.runtime.prepacked import PanelPack, PrepackedKernel
+from tensorir.runtime.prepacked import PrepackedKernel
 from tensorir.tensor import PlaceholderOp, Tensor, post_order
 from tensorir.visit import walk
 
@@ -77,9 +78,9 @@ def build_prepacked(s: Schedule, args: list, constants, name: str = "main", targ
     packs, given = [], []
     constant_ops = {id(t.op) for t in constants}
     for k, tensor in enumerate(hoisted):
-        source, axis, block = s.panels.get(id(tensor.op), (None, 0, 0))
-        if source is not None and id(source.op) in constant_ops:     # panels of a constant: numpy packs it
-            kernel, inputs = PanelPack(source.shape, source.dtype, axis, block), [source]
+        source, numpy_pack = s.numpy_packs.get(id(tensor.op), (None, None))
+        if source is not None and id(source.op) in constant_ops:     # computed from a constant by numpy
+            kernel, inputs = numpy_pack, [source]
         else:
             kernel, inputs = build_pack(tensor, f"{name}_pack{k}")
         packs.append((kernel, [position[id(t.op)] for t in inputs]))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from tensorir.expr import IterVar, Reduce, TensorLoad, as_expr
 from tensorir.intrinsics import if_then_else
+from tensorir.runtime.prepacked import PanelPack
 from tensorir.tensor import ComputeOp, PlaceholderOp, Tensor, placeholder, post_order
 from tensorir.visit import rewrite, substitute, walk
 from tensorir.errors import TilefuseError
@@ -373,7 +374,8 @@ class Schedule:
         self.outputs = outputs
         self.stages: list[Stage] = []
         self._by_op: dict[int, Stage] = {}
-        self.panels: dict[int, tuple] = {}   # id of a pack's op -> (the tensor packed, axis, block)
+        # id of a stage's op -> (the constant it is computed from, a pack that computes it by numpy)
+        self.numpy_packs: dict[int, tuple] = {}
         for op in post_order(outputs):
             if isinstance(op, ComputeOp):
                 stage = Stage(op, self)
@@ -478,7 +480,7 @@ class Schedule:
         dims = [a if isinstance(a, str) else a.name for a in _axes_like(tensor)]
         names = [f"{dims[axis]}.block"] + dims[:axis] + dims[axis + 1:] + [f"{dims[axis]}.lane"]
         packed = _new_compute(f"{tensor.name}.packed", packed_shape, names, element)
-        self.panels[id(packed.op)] = (tensor, axis, block)
+        self.numpy_packs[id(packed.op)] = (tensor, PanelPack(tensor.shape, tensor.dtype, axis, block))
 
         def read(idx):
             i = idx[axis]
@@ -487,6 +489,42 @@ class Schedule:
             stage.body = _replace_reads(stage.body, tensor, read)
         self._insert(packed, before=readers[0])
         return packed
+
+    def redefine(self, tensor: Tensor, equivalent: Tensor) -> None:
+        """Compute ``tensor`` by another algorithm: its stage takes the body of ``equivalent``
+        (a compute of the same shape and type from the same inputs, such as a Winograd
+        convolution for a direct one), and the stages ``equivalent`` reads that the schedule
+        lacks are inserted before it, producers first. Readers of ``tensor`` are unchanged.
+        Like ``cache_write``, it comes before the stage is split, fused or moved.
+
+        Example:
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((8,), name="A"); B = compute((8,), lambda i: A[i] * 4.0, name="B")
+            >>> twice = compute((8,), lambda i: A[i] * 2.0, name="twice")
+            >>> s = create_schedule(B); s.redefine(B, compute((8,), lambda i: twice[i] * 2.0))
+            >>> [st.op.name for st in s.stages]
+            ['twice', 'B']
+        """
+        stage = self[tensor]
+        untouched = list(stage.axis) + list(stage.reduce_axis)
+        if stage.relations or stage.attach_type != "root" or stage.leaf_iter_vars != untouched or stage.iter_var_kinds:
+            raise ScheduleError(f"stage {stage.op.name}: redefine must come before the stage's loops are split, "
+                                f"fused, reordered, annotated or moved")
+        if not isinstance(equivalent, Tensor) or not isinstance(equivalent.op, ComputeOp):
+            raise ScheduleError(f"redefine {stage.op.name}: the equivalent must be a computed tensor")
+        for op in post_order([equivalent]):
+            if op is tensor.op or (id(op) in self._by_op and any(o is tensor.op for o in post_order([op.output(0)]))):
+                raise ScheduleError(f"redefine {stage.op.name}: the equivalent reads {stage.op.name} itself "
+                                    f"(through {op.name})")
+        if tuple(equivalent.shape) != tuple(tensor.shape) or equivalent.dtype != tensor.dtype:
+            raise ScheduleError(f"redefine {stage.op.name}: the equivalent is {equivalent.dtype}{list(equivalent.shape)}, "
+                                f"not {tensor.dtype}{list(tensor.shape)}")
+        for op in post_order([equivalent]):
+            if isinstance(op, ComputeOp) and op is not equivalent.op and id(op) not in self._by_op:
+                self._insert(op.output(0), before=stage)
+        stage.body = substitute(equivalent.op.body, dict(zip(equivalent.op.axis, stage.axis)))
+        stage.reduce_axis = tuple(equivalent.op.reduce_axis)
+        stage._reset_loops()
 
     def as_input(self, tensor: Tensor) -> Tensor:
         """Cut the DAG at ``tensor``: the kernel no longer computes it but reads it as an

@@ -141,3 +141,21 @@ def fuse_all(stage, axes):
     """Fuse ``axes`` (consecutive leaves) into one loop; a single axis is returned as is."""
     axes = list(axes)
     return axes[0] if len(axes) == 1 else stage.fuse(*axes)
+
+
+def vectorize_by_registers(stage, axis, width: int, lanes: int) -> None:
+    """Vectorize ``axis`` (``width`` long), split into unrolled register-wide vectors when it
+    holds a number of registers that is not a power of two (a 48-wide vector of 16-lane
+    registers is three vectors, not one 48-lane value LLVM would spill to the stack; 32 and 64
+    lanes it splits into registers itself, with less code to generate).
+
+    Example:
+        >>> # vectorize_by_registers(s[C], ji, 48, 16): three unrolled 16-lane vectors
+    """
+    registers = width // lanes
+    if width > lanes and width % lanes == 0 and registers & (registers - 1):
+        outer, inner = stage.split(axis, factor=lanes)
+        stage.unroll(outer)
+        stage.vectorize(inner)
+    else:
+        stage.vectorize(axis)

@@ -19,6 +19,10 @@ When j does not divide into tiles, the last tile's accumulator runs past the end
 packed panels' zero padding (a round-up tail, ``compute_at(..., round_up=...)``), so its
 reads stay aligned to the panels; only the output's store is guarded.
 
+A 3x3, stride-1 channels-last convolution with constant weights has a "winograd" knob: 0
+computes it as above; 2 or 4 redefines the anchor as Winograd's F(m x m, 3 x 3)
+(``schedule/templates/winograd.py``), whose matrix products take the tile knobs.
+
 With several outputs, one of them is tiled as above (the output every other one reads the
 anchor's values through, e.g. relu when the DAG returns relu and relu squared); the others
 are computed after it from its result as injective loops (fused, vectorized, parallel), so
@@ -32,8 +36,9 @@ from tensorir.expr import IterVar, TensorLoad
 from tensorir.tensor import ComputeOp, PlaceholderOp
 from tensorir.visit import walk
 
-from .base import Template, fuse_all
+from .base import Template, fuse_all, vectorize_by_registers
 from .injective import PARALLEL_MIN_ELEMENTS, extent, schedule_elementwise
+from .winograd import TILE_SIZES, schedule_winograd, winograd_operands
 
 TILE_I = [1, 2, 4, 6, 7, 8, 12, 14, 16]
 TILE_J = [8, 16, 32, 48, 64]
@@ -57,6 +62,7 @@ class ComplexTemplate(Template):
         if channel is not None:
             self.layouts["channels"] = (nd - 1, channel)
         self.i_axis, self.j_axis = self._axes("rows")
+        self.winograd = winograd_operands(self.anchor)
         super().__init__(dag, target)
 
     def _axes(self, layout):
@@ -146,6 +152,8 @@ class ComplexTemplate(Template):
         space.define_knob("tile_j", TILE_J)
         space.define_knob("order", ["ij", "ji"])
         space.define_knob("pack", [False, True] if any(self.packable(lay) for lay in self.layouts) else [False])
+        if self.winograd is not None:
+            space.define_knob("winograd", [0, *TILE_SIZES])
 
     def default(self):
         lanes = self.target.lanes(self.out.dtype)
@@ -229,6 +237,8 @@ class ComplexTemplate(Template):
             nbytes = extent(tensor.shape) * itemsize(tensor.dtype)
             order = "ij" if nbytes <= WEIGHTS_IN_L2 else "ji"
         config = {"tile_i": tile_i, "tile_j": tile_j, "order": order, "pack": pack}
+        if self.winograd is not None:
+            config["winograd"] = 0
         return {"layout": layout, **config} if len(self.layouts) > 1 else config
 
     def schedule(self, s, cfg):
@@ -236,6 +246,9 @@ class ComplexTemplate(Template):
         for op in dag.downstream(self.anchor):
             if not dag.is_output(op):
                 s[op].compute_inline()
+        if self.winograd is not None and cfg["winograd"]:
+            self._schedule_winograd(s, cfg, cfg["winograd"])
+            return
         for op in self.others:   # computed from the tiled output's result, as injective ops are
             size = extent(op.output(0).shape)
             schedule_elementwise(s[op], dag, self.target.lanes(op.output(0).dtype), 4, size >= PARALLEL_MIN_ELEMENTS)
@@ -260,7 +273,7 @@ class ComplexTemplate(Template):
         if cfg["pack"] and packable is not None:
             tensor, dim = packable
             packed = s.pack(tensor, axis=dim, block=tj, readers=[local])
-            _vectorize_by_registers(s[packed], packed.op.axis[-1], tj, lanes)
+            vectorize_by_registers(s[packed], packed.op.axis[-1], tj, lanes)
             s[packed].parallel(packed.op.axis[0])
         jo, ji = out.split(j_axis, factor=tj)
         lead = [a for d, a in enumerate(self.out.axis) if d not in (i_dim, j_dim)]
@@ -272,7 +285,7 @@ class ComplexTemplate(Template):
             tiles, ii = [jo], None
         outer = fuse_all(out, lead + tiles)
         out.parallel(outer)
-        _vectorize_by_registers(out, ji, tj, lanes)
+        vectorize_by_registers(out, ji, tj, lanes)
         rounded = cfg["pack"] and self.rounds_up(layout)
         local.compute_at(out, outer, round_up=[local.axis[-1]] if rounded else ())
         # the accumulator: reduce loops outside, tile rows unrolled, tile columns vectorized
@@ -282,21 +295,20 @@ class ComplexTemplate(Template):
         local.reorder(*data_lead, *reduce_axes, *([li] if li is not None else []), lj)
         if li is not None:
             local.unroll(li)
-        _vectorize_by_registers(local, lj, tj, lanes)
+        vectorize_by_registers(local, lj, tj, lanes)
 
 
-def _vectorize_by_registers(stage, axis, width: int, lanes: int) -> None:
-    """Vectorize ``axis`` (``width`` long), split into unrolled register-wide vectors when it
-    holds a number of registers that is not a power of two (a 48-wide vector of 16-lane
-    registers is three vectors, not one 48-lane value LLVM would spill to the stack; 32 and 64
-    lanes it splits into registers itself, with less code to generate)."""
-    registers = width // lanes
-    if width > lanes and width % lanes == 0 and registers & (registers - 1):
-        outer, inner = stage.split(axis, factor=lanes)
-        stage.unroll(outer)
-        stage.vectorize(inner)
-    else:
-        stage.vectorize(axis)
+    def _schedule_winograd(self, s, cfg, m: int) -> None:
+        """The anchor (a 3x3, stride-1 convolution) by Winograd's F(m x m, 3 x 3); the
+        epilogue inlined into the output, computed from the last transform per pixel."""
+        for op in self.others:
+            size = extent(op.output(0).shape)
+            schedule_elementwise(s[op], self.dag, self.target.lanes(op.output(0).dtype), 4,
+                                 size >= PARALLEL_MIN_ELEMENTS)
+        for op in self.dag.upstream(self.anchor):
+            if self.dag.classes[id(op)] == "injective" and not _is_constant(op.output(0)) and not self.dag.is_output(op):
+                _schedule_rows(s[op], self.target.lanes(op.output(0).dtype))
+        schedule_winograd(s, self.anchor, self.winograd, self.out, m, cfg, self.target.lanes(self.out.dtype))
 
 
 def _schedule_rows(stage, lanes: int) -> None:

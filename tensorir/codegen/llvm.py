@@ -23,6 +23,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import llvmlite.ir as ir
@@ -33,7 +34,8 @@ from .. import stmt as S
 from ..simplify import Linear, linear_coefficient, simplify
 from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARALLEL_FOR, PARAM_ALIGN, STATUS_BAD_ARGUMENT,
                            STATUS_NO_MEMORY, STATUS_OK)
-from ..node import same
+from ..node import children, same
+from ..runtime.scratch import SCRATCH
 from ..visit import substitute, walk
 from ..visitor import Visitor
 from ..errors import TilefuseError
@@ -136,10 +138,39 @@ class CodeGen(Visitor):
             if isinstance(p, E.Var):
                 env[p.uid] = builder.trunc(arg, I1) if p.dtype == "bool" else arg
         ctx = _Ctx(fn, builder, env, buffers)
+        self._scratch_base = self._take_scratch(ctx)
         self.visit(self.prim.body, ctx)
         ctx.builder.ret(ir.Constant(I32, STATUS_OK))
         self._end_function(fn)
         self._emit_array_entry(fn)
+
+    def _take_scratch(self, ctx):
+        """The start of this thread's scratch block (``runtime/scratch.py``) holding the entry
+        function's large buffers (those not inside a parallel loop) at fixed offsets, recorded
+        in ``self._scratch``; None when there are none. Returns STATUS_NO_MEMORY when the
+        block cannot be had."""
+        self._scratch: dict[int, int] = {}
+        total = 0
+        stack = [self.prim.body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, S.ParallelFor):       # outlined: its buffers are per task
+                continue
+            if isinstance(node, S.Allocate):
+                nbytes = node.buffer.size * dt.itemsize(node.buffer.dtype)
+                if nbytes > STACK_LIMIT and node.buffer.uid not in self._scratch:
+                    self._scratch[node.buffer.uid] = total
+                    total += -(-nbytes // ALLOC_ALIGN) * ALLOC_ALIGN
+            if dataclasses.is_dataclass(node):        # else visiting it raises a CodegenError
+                stack.extend(c for c in children(node) if isinstance(c, S.Stmt))
+        if not total:
+            return None
+        scratch = self._declare(SCRATCH, PTR, [I64])
+        base = ctx.builder.call(scratch, [ir.Constant(I64, total)], name="scratch")
+        failed = ctx.builder.icmp_unsigned("==", base, ir.Constant(PTR, None))
+        with ctx.builder.if_then(failed, likely=False):
+            ctx.builder.ret(ir.Constant(I32, STATUS_NO_MEMORY))
+        return base
 
     def _emit_array_entry(self, entry: ir.Function) -> None:
         """``i32 <name>.arrays(PyArrayObject *..., scalars...)``: read each array's data pointer
@@ -277,6 +308,12 @@ class CodeGen(Visitor):
         inner = ctx.child()
         if nbytes <= STACK_LIMIT:
             ptr = self._entry_alloca(ctx.func, ir.ArrayType(elem, max(buf.size, 1)), buf.name, ALLOC_ALIGN)
+            inner.buffers = {**ctx.buffers, buf.uid: ptr}
+            self.visit(s.body, inner)
+            ctx.builder = inner.builder
+            return
+        if ctx.func.name == self.prim.name and buf.uid in self._scratch:     # at its offset in the scratch block
+            ptr = ctx.builder.gep(self._scratch_base, [ir.Constant(I64, self._scratch[buf.uid])], name=buf.name, source_etype=I8)
             inner.buffers = {**ctx.buffers, buf.uid: ptr}
             self.visit(s.body, inner)
             ctx.builder = inner.builder

@@ -1,6 +1,7 @@
 """Unrolling: an ``unrolled`` loop becomes its body once per iteration, each copy with the loop
-variable bound to ``min + k`` by a ``LetStmt``. A ``vectorized`` loop nested in another
-vectorized loop is unrolled too (one vector dimension per kernel).
+variable bound to ``min + k`` by a ``LetStmt``; a select the copy's index decides is replaced
+by the side it takes. A ``vectorized`` loop nested in another vectorized loop is unrolled too
+(one vector dimension per kernel).
 
 Example:
     >>> from tensorir.expr import Buffer, const, var
@@ -16,6 +17,8 @@ from __future__ import annotations
 from .. import expr as E
 from .. import stmt as S
 from ..errors import LoweringError
+from ..simplify import simplify
+from ..visit import rewrite, substitute, walk
 from ..visitor import Mutator
 
 
@@ -47,5 +50,23 @@ class _Unroll(Mutator):
         if not isinstance(loop.extent, E.Const):
             raise LoweringError(f"loop {loop.var.name} is {'unrolled' if loop.kind == 'unrolled' else 'vectorized'}"
                                 f" but its extent {loop.extent} is not a constant")
-        return S.seq(*[S.LetStmt(loop.var, E.Add(loop.min, E.Const(k, "int64"), "int64"), loop.body)
+        return S.seq(*[S.LetStmt(loop.var, E.Add(loop.min, E.Const(k, "int64"), "int64"),
+                                 _fold_selects(loop.body, loop.var, loop.min, k))
                        for k in range(int(loop.extent.value))]) or S.SeqStmt(())
+
+
+def _fold_selects(body: S.Stmt, var: E.Var, start: E.Expr, k: int) -> S.Stmt:
+    """``body`` of copy ``k`` with each select whose condition is decided by ``var = start +
+    k`` replaced by the side it takes (a table of coefficients picked by the unrolled index
+    leaves one entry per copy, not the whole table)."""
+    if not isinstance(start, E.Const):
+        return body
+    value = E.Const(int(start.value) + k, var.dtype)
+
+    def fold(node):
+        if isinstance(node, E.Select) and any(isinstance(n, E.Var) and n.uid == var.uid for n in walk(node.cond)):
+            decided = simplify(substitute(node.cond, {var: value}))
+            if isinstance(decided, E.Const):
+                return node.true_value if decided.value else node.false_value
+        return node
+    return rewrite(body, fold)

@@ -34,11 +34,12 @@ import llvmlite
 
 from ..errors import TilefuseError
 from .kernel import ArgSpec, Kernel
-from .prepacked import PanelPack, PrepackedKernel
+from .prepacked import NUMPY_PACKS, PrepackedKernel
 from .target import Target
 
 MAGIC = b"TILEFUSE-KERNEL\n"
-VERSION = 4            # 2: one kernel, no checksum; 3: plain or prepacked, metadata, sha256; 4: panel packs
+VERSION = 5            # 2: one kernel, no checksum; 3: plain or prepacked, metadata, sha256; 4: panel packs;
+                       # 5: numpy packs of any kind
 TOOLCHAIN = f"artifact {VERSION}, llvmlite {llvmlite.__version__}"
 """What made the code: part of every key under which compiled code is cached."""
 _PREFIX = struct.Struct("<IQ")
@@ -58,7 +59,8 @@ def dumps(kernel, meta: dict | None = None) -> bytes:
     if isinstance(kernel, PrepackedKernel):
         kernels = kernel.kernels
         wiring = {"main_args": kernel.main_args, "packs": [p for _, p in kernel.packs], "n_args": kernel.n_args,
-                  "panels": [k.recipe() if isinstance(k, PanelPack) else None for k, _ in kernel.packs]}
+                  "numpy_packs": [{"kind": k.name, **k.recipe()} if type(k) in NUMPY_PACKS.values() else None
+                                  for k, _ in kernel.packs]}
     elif isinstance(kernel, Kernel):
         kernels, wiring = [kernel], None
     else:
@@ -104,11 +106,17 @@ def loads(data: bytes, source: str = "kernel artifact"):
         return kernels[0], meta
     compiled = iter(kernels[1:])
     try:
-        packs = [(PanelPack(**panels) if panels is not None else next(compiled), positions)
-                 for positions, panels in zip(wiring["packs"], wiring["panels"])]
+        packs = [(_numpy_pack(recipe) if recipe is not None else next(compiled), positions)
+                 for positions, recipe in zip(wiring["packs"], wiring["numpy_packs"])]
     except (KeyError, TypeError, ValueError, StopIteration) as err:
         raise ArtifactError(f"{source}: corrupt prepacked wiring ({err!r})") from None
     return PrepackedKernel(kernels[0], wiring["main_args"], packs, wiring["n_args"]), meta
+
+
+def _numpy_pack(recipe: dict):
+    """The numpy pack a ``{"kind": ..., **recipe}`` entry of the wiring describes."""
+    recipe = dict(recipe)
+    return NUMPY_PACKS[recipe.pop("kind")](**recipe)
 
 
 def read_envelope(data, magic: bytes, version: int, what: str, source: str, error=ArtifactError):

@@ -138,3 +138,58 @@ class PanelPack:
 
     def __repr__(self):
         return f"PanelPack({self.shape}, axis={self.axis}, block={self.block})"
+
+
+class WinogradFilters:
+    """A pack that needs no compiled code: 3x3 filters in Winograd's transformed domain,
+    ``tensorir.ops.winograd.filter_tiles`` (``(alpha, alpha, O / block, C, block)``, output
+    channels in ``block``-wide panels) of weights ``shape`` in ``weights_format`` ("XIO" or
+    "OIX"), computed by numpy once per weight array; called as a pack kernel is, with the
+    weights and the output array.
+
+    Example:
+        >>> p = WinogradFilters((3, 3, 2, 5), "float32", "XIO", 2, 4)
+        >>> out = np.empty(p.args[-1].shape, "float32"); p(np.ones((3, 3, 2, 5), "float32"), out)
+        >>> out.shape, float(out[0, 0, 0, 0, 0])
+        ((4, 4, 2, 2, 4), 1.0)
+    """
+
+    name = "winograd_filters"
+
+    def __init__(self, shape, dtype: str, weights_format: str, m: int, block: int):
+        from ..ops.winograd import TILE_SIZES
+        self.shape, self.dtype = tuple(int(n) for n in shape), str(dtype)
+        self.weights_format, self.m, self.block = str(weights_format), int(m), int(block)
+        if len(self.shape) != 4 or self.weights_format not in ("XIO", "OIX") or self.m not in TILE_SIZES \
+                or self.block < 1:
+            raise ValueError(f"Winograd filters of {self.shape} ({self.weights_format}), m={self.m}, "
+                             f"block={self.block}: not a 4-D XIO or OIX filter, a tile size in {TILE_SIZES} "
+                             f"and a block >= 1")
+        c, o = (self.shape[2], self.shape[3]) if self.weights_format == "XIO" else (self.shape[1], self.shape[0])
+        alpha = self.m + 2
+        packed = (alpha, alpha, -(-o // self.block), c, self.block)
+        self.args = [ArgSpec("src", self.dtype, self.shape), ArgSpec("packed", self.dtype, packed, written=True)]
+
+    def __call__(self, src: np.ndarray, out: np.ndarray) -> None:
+        from ..ops.winograd import filter_tiles_numpy
+        if src.shape != self.shape or out.shape != self.args[1].shape:
+            raise ValueError(f"Winograd filters of {self.shape} into {self.args[1].shape}: got {src.shape} and "
+                             f"{out.shape}")
+        out[...] = filter_tiles_numpy(src, self.weights_format, self.m, self.block)
+
+    def recipe(self) -> dict:
+        """What rebuilds it (JSON): ``WinogradFilters(**recipe)``.
+
+        Example:
+            >>> WinogradFilters((3, 3, 2, 5), "float32", "XIO", 2, 4).recipe()["m"]
+            2
+        """
+        return {"shape": list(self.shape), "dtype": self.dtype, "weights_format": self.weights_format,
+                "m": self.m, "block": self.block}
+
+    def __repr__(self):
+        return f"WinogradFilters({self.shape}, {self.weights_format}, m={self.m}, block={self.block})"
+
+
+NUMPY_PACKS = {PanelPack.name: PanelPack, WinogradFilters.name: WinogradFilters}
+"""The packs numpy computes, by ``name``: an artifact names them so, with their recipe."""

@@ -12,7 +12,8 @@ nested or concurrent call (the pool is busy) runs ``body(0, n, closure)``
 serially on the calling thread; ``n <= 0`` does nothing.
 
 :func:`ensure_runtime` compiles the IR once per process in its own MCJIT engine
-and registers ``tilefuse_parallel_for`` with ``llvm.add_symbol``, so modules
+and registers ``tilefuse_parallel_for`` (and ``tilefuse_scratch``, ``scratch.py``) with
+``llvm.add_symbol``, so modules
 JIT-compiled afterwards (in any MCJIT engine) resolve it by name.  Call it
 before finalizing any module that references the symbol.
 """
@@ -26,6 +27,7 @@ from pathlib import Path
 import llvmlite.binding as llvm
 
 from .abi import PARALLEL_FOR
+from .scratch import SCRATCH, callback_address
 from .target import new_target_machine, optimize_module
 
 __all__ = ["ensure_runtime", "set_num_threads", "get_num_threads", "parallel_for_address"]
@@ -98,6 +100,7 @@ def ensure_runtime() -> None:
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(engine))
         for name in _EXPORTED:
             llvm.add_symbol(name, engine.get_function_address(name))
+        llvm.add_symbol(SCRATCH, callback_address())
         setter = ctypes.CFUNCTYPE(None, ctypes.c_int32)(
             engine.get_function_address("tilefuse_set_num_threads"))
         setter(nthreads)

@@ -30,6 +30,23 @@ def test_a_vectorized_loop_inside_a_vectorized_loop_is_unrolled_and_others_are_k
         S.For(i, const(0), const(3), "vectorized", store)
 
 
+def test_each_copy_keeps_only_the_side_of_a_select_its_index_decides():
+    from tensorir.intrinsics import if_then_else
+    i, j = var("i"), var("j")
+    row = if_then_else(i == 0, const(5.0), if_then_else(i == 1, const(6.0), const(7.0)))
+    undecided = if_then_else(j == 0, const(1.0), const(2.0))        # another loop's index: kept
+    body = S.BufferStore(A, row + undecided, (i, j))
+    out = unroll_loops(S.For(j, const(0), const(16), "serial",
+                             S.For(i, const(0), const(3), "unrolled", body)))
+    text = str(out)
+    assert "i == " not in text and text.count("j == 0") == 3
+    assert ["5f" in text, "6f" in text, "7f" in text] == [True, True, True]
+    f = build_prim_func(S.PrimFunc("rows", (A,), out))
+    a = np.zeros((3, 16), "float32")
+    f(a)
+    np.testing.assert_array_equal(a, np.array([[5.0], [6.0], [7.0]]) + np.where(np.arange(16) == 0, 1.0, 2.0))
+
+
 def test_an_empty_unrolled_loop_leaves_nothing():
     i = var("i")
     assert S.is_noop(unroll_loops(S.For(i, const(0), const(0), "unrolled", S.BufferStore(A, const(0.0), (i, i)))))

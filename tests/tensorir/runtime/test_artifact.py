@@ -97,8 +97,13 @@ def test_only_kernels_are_written(plain):
         dumps(object())
 
 
-def test_a_prepacked_kernel_with_damaged_panel_wiring_is_refused(prepacked):
+@pytest.mark.parametrize("entry", [{"kind": "panels", "shape": [13], "axis": 0},      # no dtype, no block
+                                   {"kind": "sorcery", "shape": [13]},                  # no such pack
+                                   {"shape": [13], "dtype": "float32", "axis": 0, "block": 4},   # no kind
+                                   {"kind": "winograd_filters", "shape": [3, 3, 2, 2], "dtype": "float32",
+                                    "weights_format": "XIO", "m": 3, "block": 4}])      # no such tile size
+def test_a_prepacked_kernel_with_damaged_numpy_pack_wiring_is_refused(prepacked, entry):
     def damage(header):
-        header["prepacked"]["panels"] = [{"shape": [13], "axis": 0}]      # no dtype, no block
+        header["prepacked"]["numpy_packs"] = [entry]
     with pytest.raises(ArtifactError, match="corrupt prepacked wiring"):
         loads(_rewrite(dumps(prepacked), damage))

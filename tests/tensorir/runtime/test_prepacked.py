@@ -17,7 +17,8 @@ def test_panels_equal_the_compiled_pack_stage(shape, axis, block):
     Y = compute(shape, lambda *i: W[i] * 2.0, name="Y")
     s = create_schedule(Y)
     packed = s.pack(W, axis=axis, block=block)
-    assert s.panels[id(packed.op)] == (W, axis, block)
+    source, pack = s.numpy_packs[id(packed.op)]
+    assert source is W and pack.recipe() == PanelPack(shape, "float32", axis, block).recipe()
     kernel, inputs = _plain_pack(packed, "pack", None)
     w = np.random.default_rng(0).standard_normal(shape).astype("float32")
     want = np.full(packed.shape, np.nan, "float32")

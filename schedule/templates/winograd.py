@@ -1,0 +1,157 @@
+"""Winograd's algorithm as a schedule of the complex template: a 3x3, stride-1, channels-last
+convolution with constant weights is redefined (``Schedule.redefine``) as the stages of
+``tensorir.ops.winograd`` and each stage is scheduled:
+
+* the input tiles' two transforms: a tile per parallel iteration, the transform's row
+  unrolled (so its coefficients are constants) and the channels in vectors;
+* the filters' transform: numpy, once per weight array (``WinogradFilters``), in panels as
+  wide as the products' register tile;
+* the alpha^2 products: the GEMM micro-kernel of the direct convolution (``tile_i`` tiles by
+  ``tile_j`` channels, accumulated in registers across the input channels);
+* the output transform: its first half a stage, its second half inlined into the output with
+  the epilogue (bias, residual, activation), one pixel's channels in vectors.
+
+Example:
+    >>> # schedule_winograd(s, anchor, winograd_operands(anchor), out, 4, cfg, 16)
+"""
+from __future__ import annotations
+
+from tensorir.expr import IterVar, Mul, Reduce, TensorLoad
+from tensorir.ops.winograd import (TILE_SIZES, filter_tiles, input_tiles, output_pixel, output_rows, tile_grid,
+                                   tile_products)
+from tensorir.runtime.prepacked import WinogradFilters
+from tensorir.simplify import simplify
+from tensorir.tensor import PlaceholderOp, compute
+
+from .base import fuse_all, vectorize_by_registers
+
+__all__ = ["TILE_SIZES", "winograd_operands", "schedule_winograd"]
+
+
+def winograd_operands(anchor):
+    """(padded input, weights, weights format) when ``anchor`` is the multiply-accumulate of
+    a one-group, 3x3, stride-1, undilated 2-D float32 convolution over channels-last data
+    (``tensorir.ops.conv``) with constant weights; else None.
+
+    Example:
+        >>> from tensorir import placeholder, ops
+        >>> x = placeholder((1, 8, 8, 4), name="x"); w = placeholder((3, 3, 4, 8), name="w", constant=True)
+        >>> y = ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1])
+        >>> [t.name for t in winograd_operands(y.op)[:2]], winograd_operands(y.op)[2]
+        (['conv_pad', 'w'], 'XIO')
+    """
+    body = anchor.body
+    if anchor.tag != "conv" or anchor.dtype != "float32" or len(anchor.axis) != 4 or \
+            not isinstance(body, Reduce) or body.combiner != "sum" or len(body.axis) != 3 or \
+            not isinstance(body.source, Mul):
+        return None
+    loads = (body.source.a, body.source.b)
+    if not all(isinstance(load, TensorLoad) and len(load.indices) == 4 for load in loads):
+        return None
+    data, weights = loads
+    if not (isinstance(weights.tensor.op, PlaceholderOp) and weights.tensor.op.tag == "constant"):
+        return None
+    ci, k0, k1 = body.axis
+    n, h, w, o = anchor.axis
+    if (k0.dom_extent, k1.dom_extent) != (3, 3) or ci.dom_extent != data.tensor.shape[3]:
+        return None
+    if not all(_same(index, want) for index, want in zip(data.indices, (n, h + k0, w + k1, ci))):
+        return None
+    for fmt, want in (("XIO", (k0, k1, ci, o)), ("OIX", (o, ci, k0, k1))):
+        if all(isinstance(i, IterVar) and i.uid == v.uid for i, v in zip(weights.indices, want)):
+            return data.tensor, weights.tensor, fmt
+    return None
+
+
+def _same(index, expected) -> bool:
+    """Whether two integer index expressions are equal (their difference simplifies to 0)."""
+    difference = simplify(index - expected)
+    return getattr(difference, "value", None) == 0
+
+
+def schedule_winograd(s, anchor, operands, out, m: int, cfg, lanes: int) -> None:
+    """Redefine ``anchor`` in ``s`` as Winograd's F(m x m, 3 x 3) over ``operands`` (from
+    ``winograd_operands``) and schedule its stages; ``out`` is the stage the epilogue is
+    inlined into (the anchor itself when there is none), ``cfg`` gives the products' tile
+    (``tile_i`` tiles by ``tile_j`` channels) and the tile order.
+
+    Example:
+        >>> # schedule_winograd(s, anchor, operands, out, 4, {"tile_i": 6, "tile_j": 64, "order": "ji"}, 16)
+    """
+    padded, weights, weights_format = operands
+    batch, height, width, channels = anchor.output(0).shape
+    grid = tile_grid(height, width, m)
+    tj, ti = cfg["tile_j"], cfg["tile_i"]
+    tiles = input_tiles(padded, m, name=anchor.name + "_wino_in")
+    filters = filter_tiles(weights, weights_format, m, tj, name=anchor.name + "_wino_filter")
+    products = tile_products(tiles, filters, channels, name=anchor.name + "_wino_product")
+    rows = output_rows(products, m, name=anchor.name + "_wino_rows")
+    result = compute(anchor.output(0).shape, lambda n, h, w, o: output_pixel(rows, m, grid, n, h, w, o),
+                     name=anchor.name + "_wino")
+    s.redefine(anchor.output(0), result)
+    s.numpy_packs[id(filters.op)] = (weights, WinogradFilters(weights.shape, weights.dtype, weights_format, m, tj))
+
+    _input_transform(s, tiles, lanes)
+    _products(s, products, ti, tj, cfg["order"], lanes, rounds_up=channels % tj != 0)
+    _per_tile(s[rows], tile_axis=2, unrolled=[0], lanes=lanes)
+    if anchor is not out:
+        s[anchor].compute_inline()
+    stage = s[out]
+    *pixel, channel = stage.op.axis
+    outer, inner = stage.split(channel, factor=lanes)
+    stage.vectorize(inner)
+    stage.parallel(fuse_all(stage, pixel))
+
+
+def _input_transform(s, tiles, lanes: int) -> None:
+    """The input tiles: a tile's vector of channels per parallel iteration, its first
+    (row) transform computed there into a small buffer, both with their transform row
+    unrolled (so each copy has its own constant coefficients)."""
+    stage = s[tiles]
+    half = s[tiles.op.input_tensors[0]]
+    xi, nu, t, ch = stage.op.axis
+    outer, inner = stage.split(ch, factor=lanes)
+    stage.reorder(t, outer, xi, nu, inner)
+    tile = stage.fuse(t, outer)
+    stage.unroll(nu)
+    stage.vectorize(inner)
+    stage.parallel(tile)
+    half.compute_at(stage, tile)
+    hxi, ht, hj, hch = half.op.axis
+    half.reorder(ht, hxi, hj, hch)
+    half.unroll(hxi)
+    half.vectorize(hch)
+
+
+def _per_tile(stage, tile_axis: int, unrolled, lanes: int) -> None:
+    """A transform stage: its tile axis outermost and parallel, the axes in ``unrolled``
+    unrolled (their selects fold to one coefficient row), the channels (last) in vectors."""
+    axes = list(stage.op.axis)
+    tile, channel = axes[tile_axis], axes[-1]
+    others = [a for d, a in enumerate(axes[:-1]) if d != tile_axis]
+    outer, inner = stage.split(channel, factor=lanes)
+    stage.reorder(tile, *others, outer, inner)
+    for d in unrolled:
+        stage.unroll(axes[d])
+    stage.vectorize(inner)
+    stage.parallel(tile)
+
+
+def _products(s, products, ti: int, tj: int, order: str, lanes: int, rounds_up: bool) -> None:
+    """The alpha^2 matrix products: ``ti`` tiles by ``tj`` output channels per register tile,
+    accumulated across the input channels in a local buffer; the tiles in parallel."""
+    stage = s[products]
+    local = s[s.cache_write(products, "local")]
+    xi, nu, t, o = stage.op.axis
+    to, tin = stage.split(t, factor=ti)
+    oo, oin = stage.split(o, factor=tj)
+    tiles = [to, oo] if order == "ij" else [oo, to]
+    stage.reorder(xi, nu, *tiles, tin, oin)
+    outer = fuse_all(stage, [xi, nu, *tiles])
+    stage.parallel(outer)
+    vectorize_by_registers(stage, oin, tj, lanes)
+    local.compute_at(stage, outer, round_up=[local.axis[-1]] if rounds_up else ())
+    lxi, lnu, lt, lo = local.axis
+    local.reorder(lxi, lnu, *local.reduce_axis, lt, lo)
+    local.unroll(lt)
+    vectorize_by_registers(local, lo, tj, lanes)
