@@ -990,15 +990,21 @@ BENCH_PAUSE = 0.05
 """Seconds of sleep before each block: the worker threads an engine leaves spinning after a
 call (onnxruntime's, OpenBLAS's, ours) go back to sleep, so on a machine with few cores they
 do not halve the speed of the engine timed next."""
+BENCH_WARMUP = 0.02
+"""Seconds of untimed runs after each pause (at least one): the sleeping worker threads and
+idle cores take a few runs to wake, and a small model's first runs after a pause can be 10x
+its steady latency."""
 
 
-def time_interleaved(runners: dict, repeat: int, blocks: int = BENCH_BLOCKS, pause: float = BENCH_PAUSE) -> dict:
+def time_interleaved(runners: dict, repeat: int, blocks: int = BENCH_BLOCKS, pause: float = BENCH_PAUSE,
+                     warmup: float = BENCH_WARMUP) -> dict:
     """{name: seconds of each run}: ``repeat`` timed runs per runner in ``blocks`` blocks, the
     runners taking turns block by block so that drift (other work, clock changes) hits them
-    all alike; before each block a ``pause`` and one untimed run.
+    all alike; before each block a ``pause``, then untimed runs for ``warmup`` seconds (at
+    least one).
 
     Example:
-        >>> times = time_interleaved({"a": lambda: None, "b": lambda: None}, repeat=3, pause=0)
+        >>> times = time_interleaved({"a": lambda: None, "b": lambda: None}, repeat=3, pause=0, warmup=0)
         >>> sorted(times), [len(t) for t in times.values()]
         (['a', 'b'], [3, 3])
     """
@@ -1008,7 +1014,10 @@ def time_interleaved(runners: dict, repeat: int, blocks: int = BENCH_BLOCKS, pau
         runs = repeat // blocks + (1 if block < repeat % blocks else 0)
         for name, run_once in runners.items():
             time.sleep(pause)
+            started = time.perf_counter()
             run_once()
+            while time.perf_counter() - started < warmup:
+                run_once()
             for _ in range(runs):
                 start = time.perf_counter()
                 run_once()

@@ -10,7 +10,8 @@ the best cost after each trial. Printed per task and tuner:
   (the median over seeds; "-" when a run never did);
 * tuning throughput, trials per second of wall time (build, check and timing included);
 * how many trials xgb needs to reach random search's final best (median over tasks and seeds)
-  against half the trials: what the cost model is for.
+  against half the trials: what the cost model is for; exactly, and within 2% (the least of
+  random search's many noisy measurements is biased low).
 
 With matplotlib installed (the optional ``[plot]`` extra), ``--plot curves.png`` draws the
 median best-so-far curve of each tuner, one panel per task.
@@ -33,6 +34,8 @@ from tensorir.ops import nn, window  # noqa: E402
 
 TUNERS = ("xgb", "random", "grid")
 WITHIN = 0.05           # "reached the best": within this share of the best cost any run found
+NOISE = 0.02            # a measurement's noise: random search's best is the least of its many noisy
+                        # measurements, so xgb is also judged against it with this slack
 
 
 def gemm():
@@ -127,16 +130,19 @@ def main() -> None:
             print(f"  {name:10} {tuner:7} {cells[0]:9.4f} {cells[1]:9.4f} {cells[2]:9.4f} "
                   f"{reach if reach is not None else '-':>7} {rate:9.1f}")
     if {"xgb", "random"} <= set(args.tuners):
-        needed = []
-        for name in args.tasks:
-            for seed in range(args.seeds):
-                goal = at(curves[name, "random", seed], args.trials)
-                needed.append(trials_to(curves[name, "xgb", seed], goal))
-        reached = [n for n in needed if n is not None]
-        median = statistics.median([n if n is not None else math.inf for n in needed])
-        median = "never (most runs do not)" if math.isinf(median) else f"{median:g}"
-        print(f"\nxgb reaches random search's {args.trials}-trial best in a median of {median} trials "
-              f"({len(reached)} of {len(needed)} runs reach it; the issue asks for at most {args.trials // 2})")
+        print()
+        for slack in (0.0, NOISE):
+            needed = []
+            for name in args.tasks:
+                for seed in range(args.seeds):
+                    goal = at(curves[name, "random", seed], args.trials) * (1 + slack)
+                    needed.append(trials_to(curves[name, "xgb", seed], goal))
+            reached = [n for n in needed if n is not None]
+            median = statistics.median([n if n is not None else math.inf for n in needed])
+            median = "never (most runs do not)" if math.isinf(median) else f"{median:g}"
+            within = f" within {slack:.0%}" if slack else ""
+            print(f"xgb reaches random search's {args.trials}-trial best{within} in a median of {median} trials "
+                  f"({len(reached)} of {len(needed)} runs reach it; the issue asks for at most {args.trials // 2})")
     if args.plot:
         plot(curves, args)
 

@@ -35,15 +35,15 @@ def scratch_address(nbytes: int) -> int:
         >>> scratch_address(64) != 0
         True
     """
-    block = getattr(_local, "block", None)
-    if block is None or block.nbytes - SCRATCH_ALIGN < nbytes:
+    held = getattr(_local, "held", None)           # (block, its usable bytes, aligned address)
+    if held is None or held[1] < nbytes:
         try:
             block = np.empty(max(int(nbytes), 1) + SCRATCH_ALIGN, np.uint8)
         except (MemoryError, ValueError):
             return 0
-        _local.block = block
-    address = block.ctypes.data
-    return address + (-address) % SCRATCH_ALIGN
+        address = block.ctypes.data
+        held = _local.held = (block, block.nbytes - SCRATCH_ALIGN, address + (-address) % SCRATCH_ALIGN)
+    return held[2]
 
 
 def _native_scratch(nbytes: int) -> int:

@@ -503,7 +503,23 @@ def test_bench_times_engines_in_paused_blocks_taking_turns(monkeypatch):
     events = []
     monkeypatch.setattr(cli.time, "sleep", lambda seconds: events.append("pause"))
     times = cli.time_interleaved({"a": lambda: events.append("a"), "b": lambda: events.append("b")}, repeat=6,
-                                 blocks=2)
+                                 blocks=2, warmup=0)
     assert [len(t) for t in times.values()] == [6, 6]
     block = ["pause"] + ["a"] * 4 + ["pause"] + ["b"] * 4          # an untimed call, then 3 timed
     assert events == block * 2
+
+
+def test_bench_warms_each_engine_up_after_its_pause(monkeypatch):
+    # the runs right after a pause wake sleeping threads: untimed runs fill the warm-up time
+    from autotune import cli
+    clock = [0.0]
+    events = []
+    monkeypatch.setattr(cli.time, "sleep", lambda seconds: events.append("pause"))
+    monkeypatch.setattr(cli.time, "perf_counter", lambda: clock[0])
+
+    def run():
+        clock[0] += 0.004
+        events.append("run")
+    times = cli.time_interleaved({"a": run}, repeat=2, blocks=1, warmup=0.01)
+    assert events == ["pause"] + ["run"] * 3 + ["run"] * 2        # 3 untimed runs pass 10 ms, then 2 timed
+    assert times["a"] == pytest.approx([0.004, 0.004])
