@@ -75,7 +75,7 @@ from .dispatch import HistoryBest, MissingRecordWarning
 from .executor import DaskExecutor, executor_from
 from .extract import extract_tasks
 from .log import LogWriteError, export_log, import_log, read_log
-from .measure import MeasureOptions
+from .measure import MeasureOptions, compare_outputs
 from .plots import PlotError
 from .record import ERROR_KINDS
 from .target import current_target
@@ -1025,9 +1025,9 @@ def time_interleaved(runners: dict, repeat: int, blocks: int = BENCH_BLOCKS, pau
     return times
 
 
-def _bench_rows(stats: dict, speedup: dict) -> list:
-    rows = [[name, _ms(s["median"]), _ms(s["min"])] for name, s in stats.items()]
-    return rows + [["speedup", f"{speedup['median']:.2f}x", f"{speedup['min']:.2f}x"]]
+def _bench_rows(stats: dict, speedup: dict, noise: dict) -> list:
+    rows = [[name, _ms(s["median"]), _ms(s["min"]), f"±{noise[name]:.0%}"] for name, s in stats.items()]
+    return rows + [["speedup", f"{speedup['median']:.2f}x", f"{speedup['min']:.2f}x", ""]]
 
 
 def _draw_bench(args, stats: dict, chatter) -> None:
@@ -1056,7 +1056,7 @@ def cmd_bench(args) -> int:
         absent = set(db.missing([t.key for t in tasks]))
     feeds = random_feeds(tuned.input_ports, args.seed)
     want, got = default.run(feeds), tuned.run(feeds)     # also the warm-up runs
-    mismatched = [tid for tid in want if not np.allclose(got[tid], want[tid], rtol=1e-3, atol=1e-4)]
+    mismatched = [tid for tid in want if compare_outputs([got[tid]], [want[tid]], [str(tid)], 1e-3, 1e-4)]
     runners = {"default": lambda: default.run(feeds), "tuned": lambda: tuned.run(feeds)}
     if Path(args.graph).suffix.lower() == ".onnx":
         reference = onnxruntime_runner(args.graph, feeds)
@@ -1067,6 +1067,7 @@ def cmd_bench(args) -> int:
                   "(pip install onnxruntime)", file=sys.stderr)
     times = time_interleaved(runners, args.repeat)       # interleaved: drift hits all alike
     stats = {name: {"median": statistics.median(t), "min": min(t)} for name, t in times.items()}
+    noise = {name: s["median"] / s["min"] - 1 for name, s in stats.items()}     # the spread of the runs
     speedup = {k: stats["default"][k] / stats["tuned"][k] for k in ("median", "min")}
     partitions = sum(t.weight for t in tasks)
     untuned = sum(t.weight for t in tasks if t.key in absent)
@@ -1075,12 +1076,12 @@ def cmd_bench(args) -> int:
                 "partitions": partitions, "untuned_partitions": untuned,
                 "missing": [{"name": t.name, "key": t.key} for t in tasks if t.key in absent]}
         data.update({f"{name}_ms": {k: v * 1e3 for k, v in s.items()} for name, s in stats.items()})
-        data.update(speedup=speedup, outputs_match=not mismatched)
+        data.update(noise=noise, speedup=speedup, outputs_match=not mismatched)
         _print_json(data)
     else:
         print(f"{args.graph}: {partitions} compiled partition(s), {partitions - untuned} with a tuned "
               f"config in {args.db}, {args.repeat} runs each on {current_target().cpu}")
-        print(format_table(["", "median ms", "min ms"], _bench_rows(stats, speedup), right={1, 2}))
+        print(format_table(["", "median ms", "min ms", "noise"], _bench_rows(stats, speedup, noise), right={1, 2, 3}))
     if args.plot is not None:
         _draw_bench(args, stats, sys.stderr if args.json else sys.stdout)
     if missing:

@@ -85,7 +85,7 @@ class HistoryBest:
             chosen = pick.config if pick is not None else record.config if record is not None else None
             config = None
             if chosen is not None:
-                config = Config(chosen)
+                config = template.space.complete(Config(chosen))      # a knob added since: its value when absent
                 try:
                     template.space.index_of(config)
                 except ValueError:      # the template's knobs changed since: not a point any more

@@ -29,10 +29,13 @@ class ConfigError(TilefuseError, ValueError):
 
 @dataclass(frozen=True)
 class Knob:
-    """A named list of candidate values (each a JSON value: int, str, bool or list of them)."""
+    """A named list of candidate values (each a JSON value: int, str, bool or list of them);
+    ``absent`` is () or the 1-tuple of the value a config without this knob has (a knob added
+    to a template after configs of it were stored)."""
     name: str
     kind: str
     candidates: tuple
+    absent: tuple = ()
 
     def __len__(self):
         return len(self.candidates)
@@ -88,13 +91,16 @@ class ConfigSpace:
     def __init__(self):
         self.knobs: dict[str, Knob] = {}
 
-    def _add(self, name: str, kind: str, candidates) -> None:
+    def _add(self, name: str, kind: str, candidates, absent: tuple = ()) -> None:
         if name in self.knobs:
             raise ConfigError(f"knob {name!r} is defined twice")
         candidates = tuple(_jsonable(c) for c in candidates)
         if not candidates:
             raise ConfigError(f"knob {name!r} has no candidate values")
-        self.knobs[name] = Knob(name, kind, candidates)
+        absent = tuple(_jsonable(a) for a in absent)
+        if absent and absent[0] not in candidates:
+            raise ConfigError(f"knob {name!r}: its value when absent, {absent[0]!r}, is not a candidate")
+        self.knobs[name] = Knob(name, kind, candidates, absent)
 
     def define_split(self, name: str, axis, num_outputs: int = 2, policy: str = "factors",
                      candidate=None, max_factor: int | None = None) -> None:
@@ -111,14 +117,19 @@ class ConfigSpace:
         extent = getattr(axis, "dom_extent", axis)
         self._add(name, "split", _split_candidates(int(extent), num_outputs, policy, candidate, max_factor))
 
-    def define_knob(self, name: str, values) -> None:
-        """One of ``values``.
+    def define_knob(self, name: str, values, *absent) -> None:
+        """One of ``values``; a knob added to a template later gives the value configs stored
+        without it take, ``absent`` (one of ``values``), so they stay points of the space.
 
         Example:
             >>> s = ConfigSpace(); s.define_knob("vector", [8, 16]); len(s)
             2
+            >>> s.define_knob("unroll", [1, 4], 1); s.index_of(Config({"vector": 16}))
+            2
         """
-        self._add(name, "knob", list(values))
+        if len(absent) > 1:
+            raise ConfigError(f"define_knob {name!r}: one value when absent, got {len(absent)}")
+        self._add(name, "knob", list(values), absent)
 
     def define_reorder(self, name: str, axes, policy: str = "all", candidate=None) -> None:
         """A permutation of ``axes`` (a list of loops, or their number): all of them, or the
@@ -185,6 +196,7 @@ class ConfigSpace:
             >>> s.index_of(s.get(2))
             2
         """
+        config = self.complete(config)
         if set(config.values) != set(self.knobs):
             raise ConfigError(f"config knobs {sorted(config.values)} do not match the space's {sorted(self.knobs)}")
         index = 0
@@ -195,6 +207,18 @@ class ConfigSpace:
                 raise ConfigError(f"knob {knob.name!r} has no candidate {config.values[knob.name]!r}") from None
             index = index * len(knob) + pick
         return index
+
+    def complete(self, config: "Config") -> "Config":
+        """``config`` with each knob it lacks that has a value when absent set to it (a config
+        stored before the knob was added); ``config`` itself when it lacks none.
+
+        Example:
+            >>> s = ConfigSpace(); s.define_knob("a", [1, 2]); s.define_knob("b", [0, 4], 0)
+            >>> s.complete(Config({"a": 2})).values
+            {'a': 2, 'b': 0}
+        """
+        missing = {k.name: k.absent[0] for k in self.knobs.values() if k.absent and k.name not in config.values}
+        return Config({**config.values, **missing}) if missing else config
 
     def __iter__(self):
         return (self.get(i) for i in range(len(self)))

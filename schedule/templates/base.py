@@ -107,7 +107,7 @@ class Template:
         Example:
             >>> # s = t.apply(t.space.get(3))
         """
-        cfg = self.chosen_config() if config is None else config
+        cfg = self.space.complete(self.chosen_config() if config is None else config)
         self.space.index_of(cfg)   # ConfigError if it is not a point of this space
         s = create_schedule(self.outputs)
         self.schedule(s, cfg)

@@ -153,7 +153,7 @@ class ComplexTemplate(Template):
         space.define_knob("order", ["ij", "ji"])
         space.define_knob("pack", [False, True] if any(self.packable(lay) for lay in self.layouts) else [False])
         if self.winograd is not None:
-            space.define_knob("winograd", [0, *TILE_SIZES])
+            space.define_knob("winograd", [0, *TILE_SIZES], 0)     # configs stored before it: direct
 
     def default(self):
         lanes = self.target.lanes(self.out.dtype)

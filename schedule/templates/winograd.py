@@ -79,7 +79,7 @@ def schedule_winograd(s, anchor, operands, out, m: int, cfg, lanes: int) -> None
         >>> # schedule_winograd(s, anchor, operands, out, 4, {"tile_i": 6, "tile_j": 64, "order": "ji"}, 16)
     """
     padded, weights, weights_format = operands
-    batch, height, width, channels = anchor.output(0).shape
+    _, height, width, channels = anchor.output(0).shape
     grid = tile_grid(height, width, m)
     tj, ti = cfg["tile_j"], cfg["tile_i"]
     tiles = input_tiles(padded, m, name=anchor.name + "_wino_in")
@@ -93,7 +93,7 @@ def schedule_winograd(s, anchor, operands, out, m: int, cfg, lanes: int) -> None
 
     _input_transform(s, tiles, lanes)
     _products(s, products, ti, tj, cfg["order"], lanes, rounds_up=channels % tj != 0)
-    _per_tile(s[rows], tile_axis=2, unrolled=[0], lanes=lanes)
+    _output_rows(s[rows], lanes)
     if anchor is not out:
         s[anchor].compute_inline()
     stage = s[out]
@@ -123,16 +123,13 @@ def _input_transform(s, tiles, lanes: int) -> None:
     half.vectorize(hch)
 
 
-def _per_tile(stage, tile_axis: int, unrolled, lanes: int) -> None:
-    """A transform stage: its tile axis outermost and parallel, the axes in ``unrolled``
-    unrolled (their selects fold to one coefficient row), the channels (last) in vectors."""
-    axes = list(stage.op.axis)
-    tile, channel = axes[tile_axis], axes[-1]
-    others = [a for d, a in enumerate(axes[:-1]) if d != tile_axis]
+def _output_rows(stage, lanes: int) -> None:
+    """The first half of the output transform: a tile per parallel iteration, the output
+    row unrolled (its selects fold to one coefficient row), the channels in vectors."""
+    row, nu, tile, channel = stage.op.axis
     outer, inner = stage.split(channel, factor=lanes)
-    stage.reorder(tile, *others, outer, inner)
-    for d in unrolled:
-        stage.unroll(axes[d])
+    stage.reorder(tile, row, nu, outer, inner)
+    stage.unroll(row)
     stage.vectorize(inner)
     stage.parallel(tile)
 

@@ -284,9 +284,11 @@ def test_bench_times_default_and_tuned_side_by_side(tuned):
     assert "2 compiled partition(s), 2 with a tuned config" in out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[3:]}
     assert set(rows) == {"default", "tuned", "speedup"} and rows["speedup"][0].endswith("x")
+    assert rows["default"][2].startswith("±") and rows["default"][2].endswith("%")     # the runs' spread
     data = json.loads(run(["bench", tuned["graph"], "--db", tuned["db"], "--repeat", "2", "--json"])[1])
     assert data["outputs_match"] and data["untuned_partitions"] == 0
     assert data["speedup"]["median"] == pytest.approx(data["default_ms"]["median"] / data["tuned_ms"]["median"])
+    assert data["noise"]["tuned"] == pytest.approx(data["tuned_ms"]["median"] / data["tuned_ms"]["min"] - 1)
 
 
 def test_bench_warns_about_workloads_without_records(tuned, tmp_path):

@@ -230,7 +230,7 @@ def test_bench_plot_of_an_onnx_model_draws_default_tuned_and_onnxruntime(tmp_pat
     code, stdout, _ = run(["bench", model, "--db", tmp_path / "empty.db", "--repeat", "2", "--json"])
     data = json.loads(stdout)                            # without --plot too; nothing else changes
     assert code == EXIT_OK and ("onnxruntime_ms" in data) == _has_onnxruntime()
-    assert list(data)[-2:] == ["speedup", "outputs_match"]
+    assert list(data)[-3:] == ["noise", "speedup", "outputs_match"]
 
 
 def test_bench_plot_without_onnxruntime_draws_two_bars_and_keeps_the_json(tmp_path, monkeypatch):
@@ -244,7 +244,7 @@ def test_bench_plot_without_onnxruntime_draws_two_bars_and_keeps_the_json(tmp_pa
     assert [b.label for b in drawn[0]["result"]] == ["default", "tuned"]
     assert "chart has no onnxruntime bar" in err and f"wrote {tmp_path / 'bench.svg'}" in err
     assert list(json.loads(stdout)) == ["graph", "db", "repeat", "seed", "partitions", "untuned_partitions",
-                                        "missing", "default_ms", "tuned_ms", "speedup", "outputs_match"]
+                                        "missing", "default_ms", "tuned_ms", "noise", "speedup", "outputs_match"]
 
 
 def test_bench_plot_of_a_json_graph_and_a_bad_plot_path(tuned, tmp_path, monkeypatch):

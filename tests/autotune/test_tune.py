@@ -289,3 +289,22 @@ def test_the_gradient_scheduler_shares_a_time_budget_and_stops_every_task():
 def test_an_unknown_scheduler_is_refused():
     with pytest.raises(ValueError, match="unknown scheduler"):
         tune([scale(8)], trials=1, scheduler="fifo")
+
+
+def test_records_stored_before_the_winograd_knob_resume_and_apply_as_direct_convolutions(tmp_path):
+    # a 3x3 channels-last convolution's records from before the knob existed lack it: they
+    # are read as winograd 0 (direct), by the tuner resuming and by HistoryBest
+    from autotune import HistoryBest
+    from autotune.record import Record
+    from tensorir import ops
+    x = placeholder((1, 6, 6, 8), name="x")
+    w = placeholder((3, 3, 8, 16), name="w", constant=True)
+    task = Task(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))
+    old = {k: v for k, v in task.template.default_config().values.items() if k != "winograd"}
+    old["tile_j"] = 8
+    path = tmp_path / "t.db"
+    with Database(path) as db:
+        db.add(Record.create(task.key, task.name, task.template_name, old, costs=[1e-9]))
+        assert HistoryBest(db).config_for(task.template).values == {**old, "winograd": 0}
+    (report,) = tune([task], trials=2, db=path, tuner="random", seed=0)
+    assert report.resumed == 1 and report.best_config == old

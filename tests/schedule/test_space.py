@@ -90,3 +90,19 @@ def test_bad_definitions_and_points():
         Config.from_json("[1, 2]")
     with pytest.raises(ConfigError, match="has no knob 'nope'"):
         s.get(0)["nope"]
+
+
+def test_a_knob_added_later_gives_stored_configs_its_value_when_absent():
+    s = space()
+    stored = s.get(5)                              # a config stored before the knob existed
+    s.define_knob("winograd", [0, 2, 4], 0)
+    assert len(s) == 3 * len(space())
+    completed = s.complete(stored)
+    assert completed.values == {**stored.values, "winograd": 0} and s.complete(completed) is completed
+    assert s.index_of(stored) == s.index_of(completed) and s.get(s.index_of(stored)) == completed
+    with pytest.raises(ConfigError, match="do not match"):           # a knob with no such value is still required
+        s.index_of(Config({k: v for k, v in stored.values.items() if k != "unroll"}))
+    with pytest.raises(ConfigError, match="not a candidate"):
+        s.define_knob("vector", [8, 16], 4)
+    with pytest.raises(ConfigError, match="one value when absent"):
+        s.define_knob("lanes", [8, 16], 8, 16)
