@@ -6,7 +6,7 @@ Subcommands (``autotune SUBCOMMAND --help`` for the options)::
     autotune tune GRAPH --trials N [--tuner xgb|random|grid] [--db tuning.db] [--log PATH]
                   [--time-budget 10m] [--executor local|dask://HOST:PORT] [--seed S]
                   [--resume/--no-resume] [--early-stopping N] [--min-repeat-ms MS]
-                  [--timeout 10s] [--json] [--verbose]
+                  [--cache-flush] [--timeout 10s] [--json] [--verbose]
     autotune best [--db PATH] [--missing GRAPH] [--json]
     autotune show LOG [--json]
     autotune export [--db PATH] LOG [--workload KEY]
@@ -601,7 +601,8 @@ def cmd_tune(args) -> int:
                          "tasks": []})
         return EXIT_OK
     try:
-        options = MeasureOptions(min_repeat_ms=args.min_repeat_ms, timeout=args.timeout)
+        options = MeasureOptions(min_repeat_ms=args.min_repeat_ms, timeout=args.timeout, flush_cache=args.cache_flush,
+                                 repeat=FLUSHED_REPEATS if args.cache_flush else MeasureOptions.repeat)
     except ValueError as err:
         raise BadInput(f"--min-repeat-ms / --timeout: {err}") from None
     try:            # before any measurement: a record must never reach the db but not the log
@@ -984,6 +985,8 @@ def onnxruntime_runner(path, feeds):
     return lambda: session.run(None, model_feeds)
 
 
+FLUSHED_REPEATS = 10
+"""Timed calls per candidate under ``tune --cache-flush``: one call each, after an eviction."""
 BENCH_BLOCKS = 5
 """``bench`` times each engine in this many blocks, the engines taking turns."""
 BENCH_PAUSE = 0.05
@@ -1161,6 +1164,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"averaged; steadier costs for small kernels; default {DEFAULT_MIN_REPEAT_MS:g})")
     p.add_argument("--timeout", type=_duration, default=DEFAULT_TIMEOUT, metavar="DURATION",
                    help=f"build, and run, time allowed per candidate (default {DEFAULT_TIMEOUT:g} s)")
+    p.add_argument("--cache-flush", action="store_true",
+                   help=f"evict the caches before each timed call ({FLUSHED_REPEATS} single calls per "
+                        f"candidate): weights come from memory as in a whole model (large layers)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     p.add_argument("--verbose", action="store_true", help="print every error message")
     p.set_defaults(run=cmd_tune)

@@ -70,6 +70,10 @@ class MeasureOptions:
     * ``repeat`` - costs measured per candidate (each the mean of ``number`` runs);
     * ``min_repeat_ms`` - the least duration of one repeat, in milliseconds (0: no minimum);
     * ``timeout`` - seconds allowed to build one candidate, and again to run it;
+    * ``flush_cache`` - evict the caches before each timed call (one call per cost then:
+      ``number`` and ``min_repeat_ms`` do not apply): a kernel's weights come from memory, as
+      in a whole model whose other kernels pushed them out, not from a cache the repeats keep
+      warm (TVM's ``enable_cpu_cache_flush``); ``evict_caches`` does it;
     * ``check`` - compare outputs with the default config's (relative ``rtol`` of each value
       and of the output's root mean square, absolute ``atol``; exact for integer outputs;
       ``compare_outputs``) on random inputs drawn with ``seed``.
@@ -87,6 +91,7 @@ class MeasureOptions:
     min_repeat_ms: float = 0
     timeout: float = 10.0
     check: bool = True
+    flush_cache: bool = False
     rtol: float = 1e-3
     atol: float = 1e-4
     seed: int = 0
@@ -101,8 +106,9 @@ class MeasureOptions:
         _number("seed", self.seed, 0, True)
         if self.timeout == 0:
             raise ValueError("MeasureOptions.timeout must be > 0")
-        if not isinstance(self.check, bool):
-            raise TypeError(f"MeasureOptions.check must be a bool, got {self.check!r}")
+        for name in ("check", "flush_cache"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"MeasureOptions.{name} must be a bool, got {getattr(self, name)!r}")
         if self.repeat * self.min_repeat_ms / 1000 >= self.timeout:
             raise ValueError(f"MeasureOptions: repeat * min_repeat_ms ({self.repeat} x {self.min_repeat_ms} ms) "
                              f"does not fit in the timeout of {self.timeout} s")
@@ -191,16 +197,25 @@ def build_candidate(task: Task, config: Config) -> Kernel:
 
 
 def time_calls(fn, number: int = 1, repeat: int = 3, min_repeat_ms: float = 0,
-               clock=time.perf_counter) -> tuple[float, ...]:
+               clock=time.perf_counter, flush=None) -> tuple[float, ...]:
     """Time ``fn()``: ``repeat`` costs, each the mean seconds of ``number`` calls in a row.
     While a repeat lasts less than ``min_repeat_ms``, it is thrown away and ``number`` grows
     (to what should last that long, at least 1.6 times more) for it and the repeats after.
+    With ``flush`` (a function), each cost is one call right after ``flush()`` (untimed).
 
     Example:
         >>> ticks = iter(range(1000))
         >>> time_calls(lambda: None, number=2, repeat=3, clock=lambda: next(ticks))
         (0.5, 0.5, 0.5)
     """
+    if flush is not None:
+        costs = []
+        for _ in range(repeat):
+            flush()
+            start = clock()
+            fn()
+            costs.append(clock() - start)
+        return tuple(costs)
     costs = []
     for _ in range(repeat):
         while True:
@@ -292,7 +307,31 @@ def _run_job(task: Task, blob: bytes, reference_blob: bytes | None, options: Mea
         if mismatch:
             return "wrong_answer", mismatch
     kernel(*arrays)      # warm up again right before timing: idle pool threads wake slowly
-    return "ok", time_calls(lambda: kernel(*arrays), options.number, options.repeat, options.min_repeat_ms)
+    return "ok", time_calls(lambda: kernel(*arrays), options.number, options.repeat, options.min_repeat_ms,
+                            flush=evict_caches if options.flush_cache else None)
+
+
+EVICT_BYTES = 64 << 20
+"""What ``evict_caches`` writes: twice the largest last-level cache we run on."""
+_evictor = []
+
+
+def evict_caches() -> None:
+    """Push the caches' contents out by writing ``EVICT_BYTES`` with a parallel compiled kernel
+    (so the thread pool's workers are as awake afterwards as after any kernel of a model).
+
+    Example:
+        >>> evict_caches()  # doctest: +SKIP
+    """
+    if not _evictor:
+        from schedule import template_for
+        from tensorir import compute, placeholder
+        n = EVICT_BYTES // 8
+        source = placeholder((n,), name="source")
+        bumped = compute((n,), lambda i: source[i] + 1.0, name="bumped")
+        _evictor.extend([template_for(bumped).build(), np.zeros(n, "float32"), np.zeros(n, "float32")])
+    kernel, source, out = _evictor
+    kernel(source, out)
 
 
 # ---------------------------------------------------------------------------- the parent's side

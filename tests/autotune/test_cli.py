@@ -119,6 +119,22 @@ def test_no_resume_measures_again(tuned, tmp_path):
     assert len(read_log(log).records) == 8
 
 
+def test_cache_flush_times_single_calls_after_evictions(tuned, tmp_path, monkeypatch):
+    from autotune import cli
+    seen = []
+    real = cli.tune
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["options"])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(cli, "tune", spy)
+    db, log = tmp_path / "t.db", tmp_path / "t.jsonl"
+    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log, "--cache-flush"])
+    assert code == EXIT_OK, err
+    assert seen[0].flush_cache and seen[0].repeat == cli.FLUSHED_REPEATS
+    assert all(len(r.costs) == cli.FLUSHED_REPEATS for r in read_log(log).records if r.is_ok)
+
+
 def test_json_summary_parses(tuned, tmp_path):
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tuned["db"], "--log", tmp_path / "x.jsonl",
                           "--json", "--verbose"])

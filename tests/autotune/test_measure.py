@@ -204,6 +204,7 @@ def test_measure_options_validation():
     for kwargs, error in [({"number": 0}, ValueError), ({"repeat": 0}, ValueError), ({"repeat": 1.5}, TypeError),
                           ({"min_repeat_ms": -1}, ValueError), ({"timeout": 0}, ValueError),
                           ({"timeout": float("nan")}, ValueError), ({"check": 1}, TypeError),
+                          ({"flush_cache": "yes"}, TypeError),
                           ({"rtol": -1e-3}, ValueError), ({"seed": -1}, ValueError), ({"number": True}, TypeError),
                           ({"repeat": 10, "min_repeat_ms": 1000, "timeout": 5}, ValueError)]:
         with pytest.raises(error):
@@ -246,3 +247,25 @@ def test_compare_outputs():
     assert "1 of 100 elements" in compare_outputs([rounded], [big], ["C"], 1e-3, 1e-4)
     # the first mismatching output is named
     assert compare_outputs([e, ints + 1], [e, ints], ["C", "I"], 1e-3, 1e-4).startswith("output I")
+
+
+def test_flushed_timing_is_one_call_after_each_flush():
+    events, ticks = [], iter(range(100))
+    costs = measure.time_calls(lambda: events.append("call"), number=5, repeat=3, min_repeat_ms=10,
+                               clock=lambda: next(ticks), flush=lambda: events.append("flush"))
+    assert costs == (1, 1, 1) and events == ["flush", "call"] * 3       # number and min_repeat_ms do not apply
+
+
+def test_evict_caches_writes_past_the_last_level_cache():
+    measure.evict_caches()
+    kernel, source, out = measure._evictor
+    assert source.nbytes + out.nbytes >= measure.EVICT_BYTES and float(out[-1]) == float(source[-1]) + 1
+
+
+def test_measuring_with_cache_flushes_times_single_calls(monkeypatch):
+    flushes = []
+    monkeypatch.setattr(measure, "evict_caches", lambda: flushes.append(1))
+    task = elementwise_task()
+    results = measure_batch(task, [task.template.default_config()], MeasureOptions(repeat=4, flush_cache=True),
+                            LocalExecutor())
+    assert results[0].ok and len(results[0].costs) == 4
