@@ -246,15 +246,16 @@ class ComplexTemplate(Template):
         for op in dag.downstream(self.anchor):
             if not dag.is_output(op):
                 s[op].compute_inline()
-        if self.winograd is not None and cfg["winograd"]:
-            self._schedule_winograd(s, cfg, cfg["winograd"])
-            return
         for op in self.others:   # computed from the tiled output's result, as injective ops are
             size = extent(op.output(0).shape)
             schedule_elementwise(s[op], dag, self.target.lanes(op.output(0).dtype), 4, size >= PARALLEL_MIN_ELEMENTS)
         for op in dag.upstream(self.anchor):     # a padded copy of the input: rows in parallel, vectors
             if dag.classes[id(op)] == "injective" and not _is_constant(op.output(0)) and not dag.is_output(op):
                 _schedule_rows(s[op], self.target.lanes(op.output(0).dtype))
+        if self.winograd is not None and cfg["winograd"]:
+            schedule_winograd(s, self.anchor, self.winograd, self.out, cfg["winograd"], cfg,
+                              self.target.lanes(self.out.dtype))
+            return
         out = s[self.out]
         layout = cfg["layout"] if len(self.layouts) > 1 else "rows"
         i_dim, j_dim = self.layouts[layout]
@@ -296,19 +297,6 @@ class ComplexTemplate(Template):
         if li is not None:
             local.unroll(li)
         vectorize_by_registers(local, lj, tj, lanes)
-
-
-    def _schedule_winograd(self, s, cfg, m: int) -> None:
-        """The anchor (a 3x3, stride-1 convolution) by Winograd's F(m x m, 3 x 3); the
-        epilogue inlined into the output, computed from the last transform per pixel."""
-        for op in self.others:
-            size = extent(op.output(0).shape)
-            schedule_elementwise(s[op], self.dag, self.target.lanes(op.output(0).dtype), 4,
-                                 size >= PARALLEL_MIN_ELEMENTS)
-        for op in self.dag.upstream(self.anchor):
-            if self.dag.classes[id(op)] == "injective" and not _is_constant(op.output(0)) and not self.dag.is_output(op):
-                _schedule_rows(s[op], self.target.lanes(op.output(0).dtype))
-        schedule_winograd(s, self.anchor, self.winograd, self.out, m, cfg, self.target.lanes(self.out.dtype))
 
 
 def _schedule_rows(stage, lanes: int) -> None:

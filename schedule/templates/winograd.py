@@ -2,8 +2,9 @@
 convolution with constant weights is redefined (``Schedule.redefine``) as the stages of
 ``tensorir.ops.winograd`` and each stage is scheduled:
 
-* the input tiles' two transforms: a tile per parallel iteration, the transform's row
-  unrolled (so its coefficients are constants) and the channels in vectors;
+* the input tiles' two transforms: one tile's vector of channels per parallel iteration, the
+  row transform computed there into a small buffer, each transform's row unrolled (so its
+  coefficients are constants);
 * the filters' transform: numpy, once per weight array (``WinogradFilters``), in panels as
   wide as the products' register tile;
 * the alpha^2 products: the GEMM micro-kernel of the direct convolution (``tile_i`` tiles by

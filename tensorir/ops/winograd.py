@@ -107,7 +107,7 @@ def input_tiles(padded: Tensor, m: int, name: str = "winograd_input") -> Tensor:
         >>> input_tiles(placeholder((2, 9, 9, 3), name="p"), 2).shape
         (4, 4, 32, 3)
     """
-    _, bt = transform_matrices(m)[0], transform_matrices(m)[2]
+    bt = transform_matrices(m)[2]
     alpha = m + 2
     n, hp, wp, c = padded.shape
     th, tw = tile_grid(hp - 2, wp - 2, m)
