@@ -103,21 +103,27 @@ class Tuner:
 
     def next_batch(self, n: int) -> list[Config]:
         """Up to ``n`` configs never proposed or measured before (fewer when the space runs
-        out).
+        out); points the space's rules rule out (``ConfigSpace.define_rule``) are skipped,
+        counted as visited, and never built.
 
         Example:
             >>> # batch = tuner.next_batch(8)
         """
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"batch size must be an int >= 0, got {n!r}")
-        n = min(n, len(self.space) - len(self.visited))
-        if n <= 0:
-            return []
-        picks = self._propose(n)
-        if len(set(picks)) != len(picks) or any(i in self.visited for i in picks) or len(picks) > n:
-            raise RuntimeError(f"{type(self).__name__} proposed a repeated config: {picks}")
-        self.visited.update(picks)
-        return [self.space.get(i) for i in picks]
+        batch: list[int] = []
+        while len(batch) < n:
+            want = min(n - len(batch), len(self.space) - len(self.visited))
+            if want <= 0:
+                break
+            picks = self._propose(want)
+            if len(set(picks)) != len(picks) or any(i in self.visited for i in picks) or len(picks) > want:
+                raise RuntimeError(f"{type(self).__name__} proposed a repeated config: {picks}")
+            if not picks:
+                break
+            self.visited.update(picks)
+            batch += [i for i in picks if self.space.searchable(i)]
+        return [self.space.get(i) for i in batch]
 
     def update(self, configs: Sequence[Config], results: Sequence[MeasureResultLike]) -> None:
         """Record measurements of ``configs`` (Configs or knob dicts: any points of the space,

@@ -90,6 +90,7 @@ class ConfigSpace:
 
     def __init__(self):
         self.knobs: dict[str, Knob] = {}
+        self.rules: list = []           # predicates over a config's values that a point to search must meet
 
     def _add(self, name: str, kind: str, candidates, absent: tuple = ()) -> None:
         if name in self.knobs:
@@ -164,6 +165,31 @@ class ConfigSpace:
                 raise ConfigError(f"define_annotate {name!r}: unknown annotation {o!r}")
         n = axes if isinstance(axes, int) else len(axes)
         self._add(name, "annotate", list(itertools.product(options, repeat=n)))
+
+    def define_rule(self, predicate) -> None:
+        """Only points whose values (a dict) meet ``predicate`` are worth searching: the
+        others compute the same kernel as one that does, or none. Tuners skip them before they
+        are built; they stay points of the space (a stored config may be one).
+
+        Example:
+            >>> s = ConfigSpace(); s.define_knob("a", [0, 1]); s.define_knob("b", [0, 1])
+            >>> s.define_rule(lambda v: not (v["a"] and v["b"]))
+            >>> [s.searchable(i) for i in range(len(s))]
+            [True, True, True, False]
+        """
+        self.rules.append(predicate)
+
+    def searchable(self, index: int) -> bool:
+        """Whether the point at ``index`` meets every rule (``define_rule``).
+
+        Example:
+            >>> s = ConfigSpace(); s.define_knob("a", [1, 2]); s.searchable(1)
+            True
+        """
+        if not self.rules:
+            return True
+        values = self.get(index).values
+        return all(rule(values) for rule in self.rules)
 
     # ------------------------------------------------------------------ points
     def __len__(self) -> int:

@@ -154,6 +154,8 @@ class ComplexTemplate(Template):
         space.define_knob("pack", [False, True] if any(self.packable(lay) for lay in self.layouts) else [False])
         if self.winograd is not None:
             space.define_knob("winograd", [0, *TILE_SIZES], 0)     # configs stored before it: direct
+            if len(space.knobs["pack"]) > 1:    # Winograd's filters are always in panels: pack does nothing
+                space.define_rule(lambda values: not (values["winograd"] and values["pack"]))
 
     def default(self):
         lanes = self.target.lanes(self.out.dtype)

@@ -288,3 +288,28 @@ def test_make_tuner_by_name():
         make_tuner("xgb", s)
     with pytest.raises(ValueError, match="no options"):
         make_tuner("random", s, epsilon=0.1)
+
+
+@pytest.mark.parametrize("name", ["grid", "random", "xgb"])
+def test_points_the_rules_rule_out_are_never_proposed(name):
+    s = ConfigSpace()
+    s.define_knob("a", [0, 1, 2, 3])
+    s.define_knob("b", [0, 1, 2])
+    s.define_rule(lambda v: v["a"] + v["b"] != 3)           # 3 of 12 points ruled out
+    featurize = lambda c: np.array([c["a"], c["b"]], "float32")    # noqa: E731
+    tuner = make_tuner(name, s, featurize=featurize, seed=1) if name == "xgb" else make_tuner(name, s, seed=1)
+    measured = run(tuner, lambda c: 1.0 + c["a"] * 0.1 + c["b"] * 0.01, 100, batch=4)
+    pairs = sorted((c["a"], c["b"]) for c in measured)
+    assert len(pairs) == 9 and len(set(pairs)) == 9 and all(a + b != 3 for a, b in pairs)
+    assert not tuner.has_next() and tuner.next_batch(4) == []
+
+
+def test_winograd_points_of_a_convolution_skip_the_pack_knob():
+    from tensorir import ops
+    x = placeholder((1, 8, 8, 16), name="x")
+    w = placeholder((3, 3, 16, 32), name="w", constant=True)
+    space = template_for(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1])).space
+    searchable = [space.get(i).values for i in range(len(space)) if space.searchable(i)]
+    assert len(searchable) == len(space) * 2 // 3                  # a third: Winograd with pack
+    assert all(not (v["winograd"] and v["pack"]) for v in searchable)
+    assert any(v["winograd"] == 0 and v["pack"] for v in searchable)
