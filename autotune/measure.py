@@ -312,12 +312,12 @@ def _run_job(task: Task, blob: bytes, reference_blob: bytes | None, options: Mea
 
 
 EVICT_BYTES = 64 << 20
-"""What ``evict_caches`` writes: twice the largest last-level cache we run on."""
+"""What ``evict_caches`` reads and writes in all: twice the largest last-level cache we run on."""
 _evictor = []
 
 
 def evict_caches() -> None:
-    """Push the caches' contents out by writing ``EVICT_BYTES`` with a parallel compiled kernel
+    """Push the caches' contents out by streaming ``EVICT_BYTES`` through a parallel compiled kernel
     (so the thread pool's workers are as awake afterwards as after any kernel of a model).
 
     Example:

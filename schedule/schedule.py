@@ -495,7 +495,8 @@ class Schedule:
         (a compute of the same shape and type from the same inputs, such as a Winograd
         convolution for a direct one), and the stages ``equivalent`` reads that the schedule
         lacks are inserted before it, producers first. Readers of ``tensor`` are unchanged.
-        Like ``cache_write``, it comes before the stage is split, fused or moved.
+        Like ``cache_write``, it comes before the stage's loops are split, fused, reordered,
+        annotated or moved; an equivalent that reads ``tensor`` (or a reader of it) is refused.
 
         Example:
             >>> from tensorir import placeholder, compute
