@@ -255,8 +255,7 @@ class ComplexTemplate(Template):
             if dag.classes[id(op)] == "injective" and not _is_constant(op.output(0)) and not dag.is_output(op):
                 _schedule_rows(s[op], self.target.lanes(op.output(0).dtype))
         if self.winograd is not None and cfg["winograd"]:
-            schedule_winograd(s, self.anchor, self.winograd, self.out, cfg["winograd"], cfg,
-                              self.target.lanes(self.out.dtype))
+            schedule_winograd(s, self.anchor, self.winograd, self.out, cfg, self.target.lanes(self.out.dtype))
             return
         out = s[self.out]
         layout = cfg["layout"] if len(self.layouts) > 1 else "rows"

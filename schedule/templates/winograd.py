@@ -13,7 +13,7 @@ convolution with constant weights is redefined (``Schedule.redefine``) as the st
   the epilogue (bias, residual, activation), one pixel's channels in vectors.
 
 Example:
-    >>> # schedule_winograd(s, anchor, winograd_operands(anchor), out, 4, cfg, 16)
+    >>> # schedule_winograd(s, anchor, winograd_operands(anchor), out, cfg, 16)
 """
 from __future__ import annotations
 
@@ -70,16 +70,17 @@ def _same(index, expected) -> bool:
     return getattr(difference, "value", None) == 0
 
 
-def schedule_winograd(s, anchor, operands, out, m: int, cfg, lanes: int) -> None:
+def schedule_winograd(s, anchor, operands, out, cfg, lanes: int) -> None:
     """Redefine ``anchor`` in ``s`` as Winograd's F(m x m, 3 x 3) over ``operands`` (from
     ``winograd_operands``) and schedule its stages; ``out`` is the stage the epilogue is
-    inlined into (the anchor itself when there is none), ``cfg`` gives the products' tile
-    (``tile_i`` tiles by ``tile_j`` channels) and the tile order.
+    inlined into (the anchor itself when there is none), ``cfg`` gives m (``winograd``), the
+    products' tile (``tile_i`` tiles by ``tile_j`` channels) and the tile order.
 
     Example:
-        >>> # schedule_winograd(s, anchor, operands, out, 4, {"tile_i": 6, "tile_j": 64, "order": "ji"}, 16)
+        >>> # schedule_winograd(s, anchor, operands, out, {"winograd": 4, "tile_i": 6, "tile_j": 64, "order": "ji"}, 16)
     """
     padded, weights, weights_format = operands
+    m = cfg["winograd"]
     _, height, width, channels = anchor.output(0).shape
     grid = tile_grid(height, width, m)
     tj, ti = cfg["tile_j"], cfg["tile_i"]

@@ -23,7 +23,6 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 
 import llvmlite.ir as ir
@@ -34,7 +33,7 @@ from .. import stmt as S
 from ..simplify import Linear, linear_coefficient, simplify
 from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARALLEL_FOR, PARAM_ALIGN, STATUS_BAD_ARGUMENT,
                            STATUS_NO_MEMORY, STATUS_OK)
-from ..node import children, same
+from ..node import same
 from ..runtime.scratch import SCRATCH
 from ..visit import substitute, walk
 from ..visitor import Visitor
@@ -138,39 +137,37 @@ class CodeGen(Visitor):
             if isinstance(p, E.Var):
                 env[p.uid] = builder.trunc(arg, I1) if p.dtype == "bool" else arg
         ctx = _Ctx(fn, builder, env, buffers)
-        self._scratch_base = self._take_scratch(ctx)
+        self._scratch_bytes, self._scratch_slot = 0, None
         self.visit(self.prim.body, ctx)
         ctx.builder.ret(ir.Constant(I32, STATUS_OK))
+        self._take_scratch(fn)
         self._end_function(fn)
         self._emit_array_entry(fn)
 
-    def _take_scratch(self, ctx):
-        """The start of this thread's scratch block (``runtime/scratch.py``) holding the entry
-        function's large buffers (those not inside a parallel loop) at fixed offsets, recorded
-        in ``self._scratch``; None when there are none. Returns STATUS_NO_MEMORY when the
-        block cannot be had."""
-        self._scratch: dict[int, int] = {}
-        total = 0
-        stack = [self.prim.body]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, S.ParallelFor):       # outlined: its buffers are per task
-                continue
-            if isinstance(node, S.Allocate):
-                nbytes = node.buffer.size * dt.itemsize(node.buffer.dtype)
-                if nbytes > STACK_LIMIT and node.buffer.uid not in self._scratch:
-                    self._scratch[node.buffer.uid] = total
-                    total += -(-nbytes // ALLOC_ALIGN) * ALLOC_ALIGN
-            if dataclasses.is_dataclass(node):        # else visiting it raises a CodegenError
-                stack.extend(c for c in children(node) if isinstance(c, S.Stmt))
-        if not total:
-            return None
-        scratch = self._declare(SCRATCH, PTR, [I64])
-        base = ctx.builder.call(scratch, [ir.Constant(I64, total)], name="scratch")
-        failed = ctx.builder.icmp_unsigned("==", base, ir.Constant(PTR, None))
-        with ctx.builder.if_then(failed, likely=False):
-            ctx.builder.ret(ir.Constant(I32, STATUS_NO_MEMORY))
-        return base
+    def _scratch_buffer(self, ctx, nbytes: int, name: str) -> ir.Value:
+        """A large buffer of the entry function (not inside a parallel loop) at its own offset
+        in this thread's scratch block (``runtime/scratch.py``), whose start the entry block
+        stores in a stack slot (``_take_scratch``)."""
+        if self._scratch_slot is None:
+            self._scratch_slot = self._entry_alloca(ctx.func, PTR, "scratch", 8)
+        offset, self._scratch_bytes = self._scratch_bytes, self._scratch_bytes + -(-nbytes // ALLOC_ALIGN) * ALLOC_ALIGN
+        base = ctx.builder.load(self._scratch_slot, typ=PTR)
+        return ctx.builder.gep(base, [ir.Constant(I64, offset)], name=name, source_etype=I8)
+
+    def _take_scratch(self, fn: ir.Function) -> None:
+        """In the entry block, once the body has placed its large buffers: ask for a scratch
+        block of their total size and keep its start in the slot they read, or return
+        STATUS_NO_MEMORY when it cannot be had."""
+        if self._scratch_slot is None:
+            return
+        entry = self._alloca_builders[fn.name]
+        base = entry.call(self._declare(SCRATCH, PTR, [I64]), [ir.Constant(I64, self._scratch_bytes)], name="scratch")
+        entry.store(base, self._scratch_slot)
+        failed = entry.icmp_unsigned("==", base, ir.Constant(PTR, None))
+        no_memory = fn.append_basic_block("no_memory")
+        ir.IRBuilder(no_memory).ret(ir.Constant(I32, STATUS_NO_MEMORY))
+        entry.cbranch(failed, no_memory, fn.blocks[1])
+        self._alloca_builders[fn.name] = None        # terminated: _end_function adds no branch
 
     def _emit_array_entry(self, entry: ir.Function) -> None:
         """``i32 <name>.arrays(PyArrayObject *..., scalars...)``: read each array's data pointer
@@ -214,7 +211,9 @@ class CodeGen(Visitor):
         return ir.IRBuilder(fn.append_basic_block("body"))
 
     def _end_function(self, fn: ir.Function) -> None:
-        self._alloca_builders.pop(fn.name).branch(fn.blocks[1])
+        entry = self._alloca_builders.pop(fn.name)
+        if entry is not None:
+            entry.branch(fn.blocks[1])
 
     def _entry_alloca(self, func: ir.Function, typ: ir.Type, name: str, align: int) -> ir.Value:
         """Stack memory in the function's entry block (so loops do not grow the stack)."""
@@ -304,31 +303,22 @@ class CodeGen(Visitor):
     def visit_Allocate(self, s, ctx):
         buf = s.buffer
         nbytes = buf.size * dt.itemsize(buf.dtype)
-        elem = memory_type(buf.dtype)
         inner = ctx.child()
+        heap = None
         if nbytes <= STACK_LIMIT:
-            ptr = self._entry_alloca(ctx.func, ir.ArrayType(elem, max(buf.size, 1)), buf.name, ALLOC_ALIGN)
-            inner.buffers = {**ctx.buffers, buf.uid: ptr}
-            self.visit(s.body, inner)
-            ctx.builder = inner.builder
-            return
-        if ctx.func.name == self.prim.name and buf.uid in self._scratch:     # at its offset in the scratch block
-            ptr = ctx.builder.gep(self._scratch_base, [ir.Constant(I64, self._scratch[buf.uid])], name=buf.name, source_etype=I8)
-            inner.buffers = {**ctx.buffers, buf.uid: ptr}
-            self.visit(s.body, inner)
-            ctx.builder = inner.builder
-            return
-        alloc = self._declare("aligned_alloc", PTR, [I64, I64])
-        free = self._declare("free", ir.VoidType(), [PTR])
-        rounded = (max(nbytes, 1) + ALLOC_ALIGN - 1) // ALLOC_ALIGN * ALLOC_ALIGN
-        ptr = ctx.builder.call(alloc, [ir.Constant(I64, ALLOC_ALIGN), ir.Constant(I64, rounded)], name=buf.name)
-        if ctx.func.name == self.prim.name:  # the entry reports failure; see STATUS_NO_MEMORY
-            failed = ctx.builder.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
-            with ctx.builder.if_then(failed, likely=False):
-                ctx.builder.ret(ir.Constant(I32, STATUS_NO_MEMORY))
+            ptr = self._entry_alloca(ctx.func, ir.ArrayType(memory_type(buf.dtype), max(buf.size, 1)), buf.name,
+                                     ALLOC_ALIGN)
+        elif ctx.func.name == self.prim.name:         # not per task of a parallel loop: in the scratch block
+            ptr = self._scratch_buffer(ctx, nbytes, buf.name)
+        else:
+            alloc = self._declare("aligned_alloc", PTR, [I64, I64])
+            rounded = (max(nbytes, 1) + ALLOC_ALIGN - 1) // ALLOC_ALIGN * ALLOC_ALIGN
+            ptr = heap = ctx.builder.call(alloc, [ir.Constant(I64, ALLOC_ALIGN), ir.Constant(I64, rounded)],
+                                          name=buf.name)
         inner.buffers = {**ctx.buffers, buf.uid: ptr}
         self.visit(s.body, inner)
-        inner.builder.call(free, [ptr])
+        if heap is not None:
+            inner.builder.call(self._declare("free", ir.VoidType(), [PTR]), [heap])
         ctx.builder = inner.builder
 
     def visit_For(self, s, ctx):

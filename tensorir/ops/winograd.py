@@ -130,6 +130,18 @@ def input_tiles(padded: Tensor, m: int, name: str = "winograd_input") -> Tensor:
     return compute((alpha, alpha, n * th * tw, c), cols, name=name, tag="winograd")
 
 
+def filter_tiles_shape(weights_shape, weights_format: str, m: int, block: int) -> tuple:
+    """The shape of ``filter_tiles`` of weights ``weights_shape`` ("XIO" ``(3, 3, C, O)`` or
+    "OIX" ``(O, C, 3, 3)``): ``(alpha, alpha, ceil(O / block), C, block)``.
+
+    Example:
+        >>> filter_tiles_shape((5, 3, 3, 3), "OIX", 2, 4)
+        (4, 4, 2, 3, 4)
+    """
+    c, o = (weights_shape[2], weights_shape[3]) if weights_format == "XIO" else (weights_shape[1], weights_shape[0])
+    return m + 2, m + 2, -(-o // block), c, block
+
+
 def filter_tiles(weights: Tensor, weights_format: str, m: int, block: int, name: str = "winograd_filter") -> Tensor:
     """``U[xi, nu, ob, c, ol]`` = (G g G^T)[xi, nu] of the 3x3 filter from input channel ``c``
     to output channel ``ob * block + ol`` (zero past the last one): the output channels cut
@@ -143,7 +155,7 @@ def filter_tiles(weights: Tensor, weights_format: str, m: int, block: int, name:
     """
     g = transform_matrices(m)[1]
     alpha = m + 2
-    c, o = (weights.shape[2], weights.shape[3]) if weights_format == "XIO" else (weights.shape[1], weights.shape[0])
+    o = weights.shape[3] if weights_format == "XIO" else weights.shape[0]
 
     def tap(k, l, ch, out):
         return weights[(k, l, ch, out) if weights_format == "XIO" else (out, ch, k, l)]
@@ -155,7 +167,7 @@ def filter_tiles(weights: Tensor, weights_format: str, m: int, block: int, name:
                                                    [lambda k=k, l=l: tap(k, l, ch, safe) for k in range(3) for l in range(3)])
                                       for b in range(alpha)]) for a in range(alpha)])
         return value if o % block == 0 else ti.if_then_else(out < o, value, as_expr(0.0, weights.dtype))
-    return compute((alpha, alpha, -(-o // block), c, block), body, name=name, tag="winograd")
+    return compute(filter_tiles_shape(weights.shape, weights_format, m, block), body, name=name, tag="winograd")
 
 
 def filter_tiles_numpy(weights: np.ndarray, weights_format: str, m: int, block: int) -> np.ndarray:

@@ -157,7 +157,7 @@ class WinogradFilters:
     name = "winograd_filters"
 
     def __init__(self, shape, dtype: str, weights_format: str, m: int, block: int):
-        from ..ops.winograd import TILE_SIZES
+        from ..ops.winograd import TILE_SIZES, filter_tiles_shape
         self.shape, self.dtype = tuple(int(n) for n in shape), str(dtype)
         self.weights_format, self.m, self.block = str(weights_format), int(m), int(block)
         if len(self.shape) != 4 or self.weights_format not in ("XIO", "OIX") or self.m not in TILE_SIZES \
@@ -165,9 +165,7 @@ class WinogradFilters:
             raise ValueError(f"Winograd filters of {self.shape} ({self.weights_format}), m={self.m}, "
                              f"block={self.block}: not a 4-D XIO or OIX filter, a tile size in {TILE_SIZES} "
                              f"and a block >= 1")
-        c, o = (self.shape[2], self.shape[3]) if self.weights_format == "XIO" else (self.shape[1], self.shape[0])
-        alpha = self.m + 2
-        packed = (alpha, alpha, -(-o // self.block), c, self.block)
+        packed = filter_tiles_shape(self.shape, self.weights_format, self.m, self.block)
         self.args = [ArgSpec("src", self.dtype, self.shape), ArgSpec("packed", self.dtype, packed, written=True)]
 
     def __call__(self, src: np.ndarray, out: np.ndarray) -> None:
