@@ -1,14 +1,13 @@
 """The memory plan: blocks reused by liveness, never shared by tensors alive at once, views of
 an in-place concat inside its block, graph outputs never planned; compiled graphs run on their
 planned buffers, from several threads at once, and return outputs of their own."""
-import threading
-
 import numpy as np
 import pytest
 
 from graph_api import compile_graph, reference
 from graph_api.memory_plan import plan_memory
 from graph_building import Builder
+from threads_testing import run_on_threads
 
 F32 = "float32"
 
@@ -110,20 +109,12 @@ def test_runs_from_several_threads_at_once_give_the_same_outputs():
     rng = np.random.default_rng(0)
     inputs = [{**b.feeds(), 0: rng.standard_normal((1, 8, 17, 17)).astype(F32)} for _ in range(4)]
     want = [compiled.run(f) for f in inputs]
-    got, errors = [[] for _ in inputs], []
+    got = [[] for _ in inputs]
 
     def worker(k):
-        try:
-            for _ in range(25):
-                got[k].append(compiled.run(inputs[k]))
-        except Exception as e:          # noqa: BLE001 - reported below
-            errors.append(e)
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+        for _ in range(25):
+            got[k].append(compiled.run(inputs[k]))
+    run_on_threads(worker, 4)
     for k, runs in enumerate(got):
         for out in runs:
             for tid in out:

@@ -6,7 +6,6 @@ artifact round trip, and the ``Schedule.redefine`` primitive it rests on."""
 import hashlib
 import json
 import struct
-import threading
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from tensorir.intrinsics import cast
 from tensorir.runtime.artifact import MAGIC, dumps, loads
 from tensorir.runtime.prepacked import PrepackedKernel, WinogradFilters
 from tensorir.tensor import ComputeOp, post_order
+from threads_testing import run_on_threads
 
 RNG = np.random.default_rng(77)
 
@@ -282,22 +282,13 @@ def test_a_winograd_kernel_with_large_intermediates_runs_from_several_threads():
     inputs = [RNG.standard_normal(x.shape).astype("float32") for _ in range(3)]
     wants = [np.maximum(_reference(xv, wv, "XIO", (1, 1), (1, 1)), 0) for xv in inputs]
     f(inputs[0], wv, np.empty(y.shape, "float32"))           # pack once, before the threads share it
-    errors = []
 
     def body(k):
-        try:
-            for _ in range(5):
-                out = np.full(y.shape, np.nan, "float32")
-                f(inputs[k], wv, out)
-                np.testing.assert_allclose(out, wants[k], rtol=0, atol=1e-4 * np.abs(wants[k]).max())
-        except BaseException as err:
-            errors.append(err)
-    threads = [threading.Thread(target=body, args=(k,)) for k in range(3)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors, errors[0]
+        for _ in range(5):
+            out = np.full(y.shape, np.nan, "float32")
+            f(inputs[k], wv, out)
+            np.testing.assert_allclose(out, wants[k], rtol=0, atol=1e-4 * np.abs(wants[k]).max())
+    run_on_threads(body, 3)
 
 
 # ---------------------------------------------------------------- Schedule.redefine

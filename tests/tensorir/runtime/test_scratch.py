@@ -14,6 +14,7 @@ from tensorir import compute, placeholder
 from tensorir.codegen.llvm import STACK_LIMIT
 from tensorir.runtime import scratch
 from tensorir.runtime.scratch import SCRATCH, SCRATCH_ALIGN, callback_address, scratch_address
+from threads_testing import run_on_threads
 
 
 def _in_new_thread(fn):
@@ -154,27 +155,19 @@ def test_kernels_that_grow_the_block_alternate_correctly(large):
 
 
 def test_concurrent_calls_from_threads_each_get_their_own_result(large):
-    errors, done = [], []
+    done = []
     start = threading.Barrier(4)
 
     def body(k):
-        try:
-            rng = np.random.default_rng(100 + k)
-            start.wait(timeout=10)
-            for _ in range(200):
-                a = (rng.standard_normal((N, N)) + 10 * k).astype("float32")     # a different input per thread
-                c = np.full_like(a, np.nan)
-                large(a, c)
-                np.testing.assert_array_equal(c, a * np.float32(2) + np.float32(1))
-            done.append(k)
-        except BaseException as err:
-            errors.append(err)
-    threads = [threading.Thread(target=body, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+        rng = np.random.default_rng(100 + k)
+        start.wait(timeout=10)
+        for _ in range(200):
+            a = (rng.standard_normal((N, N)) + 10 * k).astype("float32")     # a different input per thread
+            c = np.full_like(a, np.nan)
+            large(a, c)
+            np.testing.assert_array_equal(c, a * np.float32(2) + np.float32(1))
+        done.append(k)
+    run_on_threads(body, 4)
     assert sorted(done) == [0, 1, 2, 3]
 
 

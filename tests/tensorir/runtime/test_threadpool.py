@@ -18,6 +18,7 @@ from hypothesis import given, settings, strategies as st
 
 from tensorir.runtime import threadpool
 from tensorir.runtime.target import new_target_machine
+from threads_testing import run_on_threads
 
 KERNELS_IR = r"""
 declare void @tilefuse_parallel_for(ptr, ptr, i64)
@@ -272,25 +273,15 @@ def test_nested(kernels):
 
 def test_concurrent_python_threads(kernels):
     threadpool.set_num_threads(2)
-    errors = []
 
     def worker(seed):
-        try:
-            for k in range(200):
-                n = 1 + (seed * 7919 + k * 104729) % 20000
-                counts, begins, ends = kernels.mark(n)
-                check_chunks(counts, begins, ends, n, max_chunks=2)
-                out = kernels.nested(4, 100)
-                assert (out == np.arange(400).reshape(4, 100) + 1).all()
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+        for k in range(200):
+            n = 1 + (seed * 7919 + k * 104729) % 20000
+            counts, begins, ends = kernels.mark(n)
+            check_chunks(counts, begins, ends, n, max_chunks=2)
+            out = kernels.nested(4, 100)
+            assert (out == np.arange(400).reshape(4, 100) + 1).all()
+    run_on_threads(worker, 3)
 
 
 def _run_with_timeout(fn, timeout=60.0):
