@@ -36,8 +36,8 @@ Exit codes (the same for every subcommand):
   successful measurement, now or in an earlier run);
 * 130 - interrupted (Ctrl-C); what was measured is saved, the same command resumes.
 
-This is the one module of ``autotune`` that imports ``graph_api`` (the application on top of
-both). GRAPH is a oneDNN Graph JSON file (.json) or an ONNX model (.onnx, read by
+This module, ``session`` and ``model_check`` are the modules of ``autotune`` that import
+``graph_api`` (the application on top of both). GRAPH is a oneDNN Graph JSON file (.json) or an ONNX model (.onnx, read by
 ``graph_api.from_onnx``: initializers are bound constants, so ``bench`` feeds random arrays
 only to the model's data inputs); ``load_graph`` picks the reader by file suffix.
 
@@ -62,7 +62,7 @@ import sys
 import time
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +76,7 @@ from .executor import DaskExecutor, executor_from
 from .extract import extract_tasks
 from .log import LogWriteError, export_log, import_log, read_log
 from .measure import MeasureOptions, compare_outputs
+from .model_check import PAUSE, WARMUP, check_in_model, random_feeds
 from .plots import PlotError
 from .record import ERROR_KINDS
 from .target import current_target
@@ -367,7 +368,8 @@ class TaskSummary:
     @property
     def check(self) -> str:
         """The final side-by-side check as the "checked" column shows it: what the task
-        compiles with, the default's time over the tuned config's, and the rounds' noise.
+        compiles with, the default's time over the tuned config's, and the rounds' noise
+        (the kernel's, or the model's when the check in the model dropped the pick).
 
         Example:
             >>> TaskSummary("t", "k", "complex", 1, 0, 1, 1, 0, 2e-3, 1e-3, applied="tuned",
@@ -641,6 +643,9 @@ def cmd_tune(args) -> int:
                   f"run the same command again to resume", file=sys.stderr)
             return EXIT_INTERRUPTED
         seconds = time.monotonic() - started
+        model = _check_in_model(graph, db, chatter)
+        for report in reports:          # as the check in the model left them
+            report.pick = db.pick(report.task.key, target.key)
     summaries = [summarize(r, prior[r.task.key]) for r in reports]
     code, status = _tune_exit(summaries, reports)
     new = sum(s.new_trials for s in summaries)
@@ -651,9 +656,12 @@ def cmd_tune(args) -> int:
             "seed": args.seed, "trials": args.trials, "time_budget": args.time_budget,
             "target": {"cpu": target.cpu, "key": target.key}, "status": status, "exit_code": code,
             "new_trials": new, "resumed_trials": resumed, "seconds": seconds,
-            "tasks": [s.to_json(args.verbose) for s in summaries]})
+            "tasks": [s.to_json(args.verbose) for s in summaries],
+            "model_check": model.to_json() if model is not None else None})
     else:
         print(tune_table(summaries, args.verbose))
+        if model is not None and model.workloads:
+            print("\n" + model_check_line(model))
         print(f"\n{new} new measurement(s), {resumed} resumed from {args.db}, in {format_seconds(seconds)}; "
               f"records in {args.db} and {log}")
         early = Counter(s.stopped for s in summaries if s.stopped not in ("trials", "space exhausted"))
@@ -663,6 +671,33 @@ def cmd_tune(args) -> int:
         print(f"autotune: {status}" + (" (raise --time-budget)" if code == EXIT_BUDGET_EXHAUSTED else ""),
               file=sys.stderr)
     return code
+
+
+def _check_in_model(graph, db, chatter):
+    """``check_in_model`` on the tuned graph, or None (with the reason on stderr) when the
+    graph does not compile or run; the picks it drops are in the database."""
+    print("checking the picks in the model (default and tuned, step by step, side by side)", file=chatter, flush=True)
+    try:
+        return check_in_model(graph, db)
+    except (TilefuseError, ValueError, TypeError, MemoryError) as err:
+        print(f"autotune: warning: the picks were not checked in the model: {_first_line(str(err))}", file=sys.stderr)
+        return None
+
+
+def model_check_line(model) -> str:
+    """What the check in the model found, in a sentence: the whole run with the default
+    configs, with every pick and with the picks kept, and the picks dropped.
+
+    Example:
+        >>> from autotune.model_check import ModelCheck, WorkloadCheck
+        >>> print(model_check_line(ModelCheck(1e-4, 1.1e-4, 1e-4, 0.02, [WorkloadCheck("k", "matmul", 2, 4e-5, 5e-5, False)])))
+        in the model: default 0.100 ms, tuned 0.110 ms, kept 0.100 ms (±2%); 1 of 1 tuned pick(s) dropped (slower there): matmul
+    """
+    dropped = model.dropped
+    text = (f"in the model: default {_ms(model.default_seconds)} ms, tuned {_ms(model.tuned_seconds)} ms, kept "
+            f"{_ms(model.checked_seconds)} ms (±{model.spread:.0%}); {len(dropped)} of {len(model.workloads)} tuned "
+            f"pick(s) dropped")
+    return text + (f" (slower there): {', '.join(_short(w.name, 24) for w in dropped)}" if dropped else "")
 
 
 # ---------------------------------------------------------------------------- best
@@ -921,29 +956,6 @@ def cmd_plot(args) -> int:
 
 # ---------------------------------------------------------------------------- bench
 
-def random_feeds(ports, seed: int = 0) -> dict:
-    """Seeded random arrays for graph input ports (logical tensors): standard normal floats,
-    integers in [0, 4), random booleans.
-
-    Example:
-        >>> from graph_api import DataType, LogicalTensor
-        >>> feeds = random_feeds([LogicalTensor(0, DataType.f32, (2, 3))], seed=1)
-        >>> feeds[0].shape, feeds[0].dtype
-        ((2, 3), dtype('float32'))
-    """
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for port in ports:
-        dtype = port.dtype.numpy
-        if dtype.kind == "f":
-            feeds[port.id] = rng.standard_normal(port.shape).astype(dtype)
-        elif dtype.kind == "b":
-            feeds[port.id] = rng.integers(0, 2, port.shape).astype(bool)
-        else:
-            feeds[port.id] = rng.integers(0, 4, port.shape).astype(dtype)
-    return feeds
-
-
 def _compile(graph, db=None):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -989,14 +1001,9 @@ FLUSHED_REPEATS = 10
 """Timed calls per candidate under ``tune --cache-flush``: one call each, after an eviction."""
 BENCH_BLOCKS = 5
 """``bench`` times each engine in this many blocks, the engines taking turns."""
-BENCH_PAUSE = 0.05
-"""Seconds of sleep before each block: the worker threads an engine leaves spinning after a
-call (onnxruntime's, OpenBLAS's, ours) go back to sleep, so on a machine with few cores they
-do not halve the speed of the engine timed next."""
-BENCH_WARMUP = 0.02
-"""Seconds of untimed runs after each pause (at least one): the sleeping worker threads and
-idle cores take a few runs to wake, and a small model's first runs after a pause can be 10x
-its steady latency."""
+BENCH_PAUSE, BENCH_WARMUP = PAUSE, WARMUP
+"""Seconds of sleep before each block, then of untimed runs (at least one): as the check in the
+model waits (``model_check.PAUSE``, ``model_check.WARMUP``)."""
 
 
 def time_interleaved(runners: dict, repeat: int, blocks: int = BENCH_BLOCKS, pause: float = BENCH_PAUSE,

@@ -148,6 +148,10 @@ def test_json_summary_parses(tuned, tmp_path):
     assert set(task["errors"]) == {"compile", "runtime", "timeout", "crash", "wrong_answer"}
     assert task["messages"] == [] and isinstance(task["best_config"], dict)
     assert "tuning 2 task(s)" in err
+    model = summary["model_check"]          # the picks as they run in the graph
+    assert set(model) == {"default_ms", "tuned_ms", "checked_ms", "spread", "workloads"}
+    assert all(w["key"] in {t["key"] for t in summary["tasks"]} for w in model["workloads"])
+    assert "checking the picks in the model" in err
 
 
 def test_budget_exhausted_before_any_task_was_tuned_exits_3(tuned, tmp_path):
@@ -541,3 +545,26 @@ def test_bench_warms_each_engine_up_after_its_pause(monkeypatch):
     times = cli.time_interleaved({"a": run}, repeat=2, blocks=1, warmup=0.01)
     assert events == ["pause"] + ["run"] * 3 + ["run"] * 2        # 3 untimed runs pass 10 ms, then 2 timed
     assert times["a"] == pytest.approx([0.004, 0.004])
+
+
+def test_tune_reports_what_the_check_in_the_model_dropped(tuned, tmp_path, monkeypatch):
+    from autotune.model_check import ModelCheck, WorkloadCheck
+    from tensorir.errors import Unsupported
+    db, log = tmp_path / "t.db", tmp_path / "t.jsonl"
+    with Database(db) as fresh, Database(tuned["db"]) as old:
+        for record in old.records():
+            fresh.add(record)
+        key = old.records()[0].workload_key
+    dropped = ModelCheck(1e-4, 1.2e-4, 1e-4, 0.02, [WorkloadCheck(key, "matmul+relu", 1, 4e-5, 6e-5, False)])
+    monkeypatch.setattr(cli, "check_in_model", lambda graph, database: dropped)
+    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log])
+    assert code == EXIT_OK, err
+    assert "in the model: default 0.100 ms, tuned 0.120 ms, kept 0.100 ms (±2%); 1 of 1 tuned pick(s) dropped " \
+           "(slower there): matmul+relu" in out
+
+    def fails(graph, database):
+        raise Unsupported("no kernel for this op")
+    monkeypatch.setattr(cli, "check_in_model", fails)
+    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log])
+    assert code == EXIT_OK and "the picks were not checked in the model: no kernel for this op" in err
+    assert "in the model:" not in out

@@ -269,3 +269,26 @@ def test_measuring_with_cache_flushes_times_single_calls(monkeypatch):
     results = measure_batch(task, [task.template.default_config()], MeasureOptions(repeat=4, flush_cache=True),
                             LocalExecutor())
     assert results[0].ok and len(results[0].costs) == 4
+
+
+def test_a_prepacked_kernel_is_timed_as_a_compiled_graph_calls_it(monkeypatch):
+    from tensorir import compute, placeholder, reduce_axis, sum as rsum
+    from tensorir.runtime.prepacked import PrepackedKernel
+    a = placeholder((5, 24), name="a")
+    w = placeholder((24, 40), name="w", constant=True)
+    k = reduce_axis((0, 24), name="k")
+    c = compute((5, 40), lambda i, j: rsum(a[i, k] * w[k, j], axis=k), name="c")
+    task = measure.Task(c)
+    kernel = task.template.build(task.template.default_config())
+    assert isinstance(kernel, PrepackedKernel)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((5, 24)).astype("float32"), rng.standard_normal((24, 40)).astype("float32"),
+              np.zeros((5, 40), "float32")]
+    call = measure.call_as_in_graph(kernel, arrays)
+    monkeypatch.setattr(PrepackedKernel, "__call__", lambda *args: pytest.fail("looked up its packs"))
+    call()
+    np.testing.assert_allclose(arrays[2], arrays[0] @ arrays[1], rtol=1e-5, atol=1e-5)
+    plain = elementwise_task()
+    x = [np.ones((64, 256), "float32"), np.zeros((64, 256), "float32")]
+    measure.call_as_in_graph(plain.template.build(), x)()       # a plain kernel: its own call
+    assert (x[1] == 3.0).all()

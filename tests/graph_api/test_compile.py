@@ -122,6 +122,37 @@ def test_compiled_graph_checks_its_feeds():
         cg.run({k: v for k, v in feeds.items() if k != 0})
 
 
+def test_step_times_time_each_step_that_runs_by_its_partition_index():
+    b = Builder()
+    y = b.op("MatMul", [b.input((6, 20)), b.input((20, 8), constant=True)])
+    y = b.op("StaticReshape", [y], out_shape=(8, 6), shape=[8, 6], special_zero=False)   # a view: costs nothing
+    b.op("MatMul", [y, b.input((6, 5), constant=True)])
+    g = b.finalize()
+    cg = compile_graph(g)
+    feeds = b.feeds()
+    times = cg.step_times(feeds, runs=4)
+    partitions = g.get_partitions()
+    views = [k for k, p in enumerate(partitions) if [op.kind.value for op in p.ops] == ["StaticReshape"]]
+    assert views and sorted(times) == sorted(set(range(len(partitions))) - set(views))
+    assert all(len(seconds) == 4 and all(s > 0 for s in seconds) for seconds in times.values())
+    want = reference.run(g, feeds)           # the runs it timed leave the graph as it was
+    for tid, array in cg.run(feeds).items():
+        np.testing.assert_allclose(array, want[tid], rtol=1e-5, atol=1e-6)
+
+
+def test_step_times_check_runs_and_feeds():
+    b = mlp(batch=4, sizes=(8, 16))
+    cg = compile_graph(b.finalize())
+    feeds = b.feeds()
+    for runs in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="runs must be a positive int"):
+            cg.step_times(feeds, runs=runs)
+    with pytest.raises(GraphError, match=r"graph input 0 must be float32\[4, 8\]"):
+        cg.step_times({**feeds, 0: np.zeros((4, 9), "float32")})
+    with pytest.raises(GraphError, match="no feed for graph input 0"):
+        cg.step_times({k: v for k, v in feeds.items() if k != 0})
+
+
 def test_feeds_name_inputs_only_and_may_come_in_input_order():
     b = mlp(batch=4, sizes=(8, 16))
     cg = compile_graph(b.finalize())

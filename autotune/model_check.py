@@ -1,0 +1,245 @@
+"""The tuned picks checked where they run: in the model, between their neighbours.
+
+A kernel measured alone runs again and again on data its own last call left in cache, with
+the worker threads awake. In a model it runs once between other kernels: its inputs were
+written by the kernel before it (on whichever core ran that part), its threads may have gone
+to sleep, its weights are among everything else's. A config that wins alone can lose there:
+a transpose made parallel hands its output to the other core's cache, a matmul without
+packed weights reads them from L2 instead of L1. On small kernels (a few microseconds) such
+effects decide.
+
+``check_in_model(graph, db)`` compiles the graph with the default configs and with the
+database's picks and times every step of both (``CompiledGraph.step_times``), the two
+engines taking turns in rounds after a pause and a warm-up, as ``autotune bench`` does. Each
+workload's time in the model is the sum of its partitions' steps (the best round's median of
+each). A tuned pick that is not ``MARGIN`` faster there than the default becomes the
+default (``Database.set_pick``, with the costs in the model). Steps interact (a pick can
+slow its neighbour down), so the check repeats on the graph as it now compiles until it
+keeps every pick it meets (at most ``PASSES`` times); last, when the whole run with the picks
+that are left is still not faster than the default one, none is kept.
+
+Example:
+    >>> # check = check_in_model(graph_api.from_onnx("model.onnx"), Database("tuning.db"))
+    >>> # [w.name for w in check.workloads if not w.kept], check.checked_seconds
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import warnings
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+import graph_api
+
+from .database import Database, Pick
+from .dispatch import HistoryBest
+from .target import current_target
+from .task import Task
+
+MARGIN = 0.01
+"""A pick is kept only when its workload's steps take at least this much less time than the default's."""
+ROUNDS = 5
+"""Rounds of the check: each engine timed once per round, the engines taking turns."""
+ROUND_SECONDS = 0.2
+"""About how long each engine runs in a round (at least ``MIN_RUNS`` runs)."""
+MIN_RUNS = 3
+PASSES = 3
+"""How many times the check runs again after it dropped picks (the neighbours of a dropped pick
+are measured anew)."""
+PAUSE = 0.05
+"""Seconds of sleep before each engine's turn: the worker threads an engine leaves spinning after
+a call (onnxruntime's, OpenBLAS's, ours) go back to sleep, so on a machine with few cores they
+do not halve the speed of the engine timed next."""
+WARMUP = 0.02
+"""Seconds of untimed runs after each pause (at least one): the sleeping worker threads and idle
+cores take a few runs to wake, and a small model's first runs after a pause can be 10x its
+steady latency."""
+
+
+@dataclass(frozen=True)
+class WorkloadCheck:
+    """One tuned workload in the model: its partitions' steps summed, seconds per run, with
+    the default configs and with its pick; ``kept``: whether the pick stays.
+
+    Example:
+        >>> WorkloadCheck("k", "matmul+add", 7, 5e-5, 4e-5, True).speedup
+        1.25
+    """
+    key: str
+    name: str
+    partitions: int
+    default_seconds: float
+    tuned_seconds: float
+    kept: bool
+
+    @property
+    def speedup(self) -> float:
+        """The default's time in the model over the pick's."""
+        return self.default_seconds / self.tuned_seconds if self.tuned_seconds > 0 else math.nan
+
+
+@dataclass
+class ModelCheck:
+    """What ``check_in_model`` found: the whole run's seconds (its steps summed) with the
+    default configs, with every pick (``tuned_seconds``) and with the picks it kept
+    (``checked_seconds``); the spread of the rounds (how far the median round lies above the
+    best one); and each tuned workload as last measured (``workloads``). No tuned pick: the
+    times are nan and ``workloads`` is empty.
+
+    Example:
+        >>> ModelCheck(1e-3, 1.2e-3, 0.9e-3, 0.02).dropped
+        []
+    """
+    default_seconds: float = math.nan
+    tuned_seconds: float = math.nan
+    checked_seconds: float = math.nan
+    spread: float = math.nan
+    workloads: list = field(default_factory=list)
+
+    @property
+    def dropped(self) -> list:
+        """The workloads whose pick became the default."""
+        return [w for w in self.workloads if not w.kept]
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict (milliseconds per run; null for unknown numbers).
+
+        Example:
+            >>> ModelCheck().to_json()["workloads"]
+            []
+        """
+        def ms(seconds):
+            return seconds * 1e3 if math.isfinite(seconds) else None
+        return {"default_ms": ms(self.default_seconds), "tuned_ms": ms(self.tuned_seconds),
+                "checked_ms": ms(self.checked_seconds),
+                "spread": self.spread if math.isfinite(self.spread) else None,
+                "workloads": [{"key": w.key, "name": w.name, "partitions": w.partitions,
+                               "default_ms": w.default_seconds * 1e3, "tuned_ms": w.tuned_seconds * 1e3,
+                               "kept": w.kept} for w in self.workloads]}
+
+
+def random_feeds(ports, seed: int = 0) -> dict:
+    """Seeded random arrays for graph input ports (logical tensors): standard normal floats,
+    integers in [0, 4), random booleans.
+
+    Example:
+        >>> from graph_api import DataType, LogicalTensor
+        >>> feeds = random_feeds([LogicalTensor(0, DataType.f32, (2, 3))], seed=1)
+        >>> feeds[0].shape, feeds[0].dtype
+        ((2, 3), dtype('float32'))
+    """
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for port in ports:
+        dtype = port.dtype.numpy
+        if dtype.kind == "f":
+            feeds[port.id] = rng.standard_normal(port.shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[port.id] = rng.integers(0, 2, port.shape).astype(bool)
+        else:
+            feeds[port.id] = rng.integers(0, 4, port.shape).astype(dtype)
+    return feeds
+
+
+def check_in_model(graph, db, seed: int = 0, rounds: int = ROUNDS, round_seconds: float = ROUND_SECONDS,
+                   margin: float = MARGIN) -> ModelCheck:
+    """Time ``graph`` (finalized) step by step with the default configs and with ``db``'s
+    picks (a Database or a path), and make the default the pick of every tuned workload that
+    is not ``margin`` faster in the model (see the module's docstring); the feeds are random
+    (``seed``).
+
+    Example:
+        >>> # check = check_in_model(graph, Database("tuning.db"))
+        >>> # check.default_seconds, check.tuned_seconds, check.checked_seconds
+    """
+    database = db if isinstance(db, Database) else Database(db)
+    target = current_target()
+    workloads = _workloads(graph)           # key -> (task, partition indices)
+    check = ModelCheck()
+    default = _compile(graph, None)
+    feeds = random_feeds(default.input_ports, seed)
+    measured = {}           # key -> its WorkloadCheck, as last measured
+    for attempt in range(PASSES + 1):
+        picks = HistoryBest(database)
+        with warnings.catch_warnings():     # a workload without a record compiles with its default: as intended
+            warnings.simplefilter("ignore")
+            tuned_keys = [key for key, (task, _) in workloads.items() if picks.config_for(task.template)
+                          not in (None, task.template.default_config())]
+        if not tuned_keys:          # none (left): the graph compiles as the default one
+            check.checked_seconds = check.default_seconds
+            break
+        tuned = _compile(graph, picks)
+        steps, check.spread = _time_steps({"default": default, "tuned": tuned}, feeds, rounds, round_seconds)
+        check.default_seconds, check.checked_seconds = (sum(steps[name].values()) for name in ("default", "tuned"))
+        if attempt == 0:
+            check.tuned_seconds = check.checked_seconds
+        for key in tuned_keys:
+            task, indices = workloads[key]
+            costs = [sum(steps[name].get(k, 0.0) for k in indices) for name in ("default", "tuned")]
+            measured[key] = WorkloadCheck(key, task.name, len(indices), *costs, costs[1] <= costs[0] * (1 - margin))
+        losing = [key for key in tuned_keys if not measured[key].kept]
+        if not losing or attempt == PASSES:     # what is measured now stays, unless the whole run loses
+            if check.checked_seconds > check.default_seconds * (1 - margin):
+                _drop(database, target.key, tuned_keys, measured, workloads, check.spread)
+                check.checked_seconds = check.default_seconds
+            else:
+                measured.update((key, replace(measured[key], kept=True)) for key in losing)
+            break
+        _drop(database, target.key, losing, measured, workloads, check.spread)
+    check.workloads = list(measured.values())
+    return check
+
+
+def _workloads(graph) -> dict:
+    """{workload key: (its Task, the indices of its partitions in ``graph.get_partitions()``)}."""
+    found = {}
+    for index, partition in enumerate(graph.get_partitions()):
+        if not partition.is_supported():
+            continue
+        task = Task(partition.compute_dag())
+        found.setdefault(task.key, (task, []))[1].append(index)
+    return found
+
+
+def _drop(database: Database, target_key: str, keys, measured: dict, workloads: dict, spread: float) -> None:
+    """Make the default the pick of each workload in ``keys``, with its costs as measured in
+    the model, and mark it dropped in ``measured``."""
+    for key in keys:
+        w = measured[key] = replace(measured[key], kept=False)
+        database.set_pick(key, target_key, Pick(dict(workloads[key][0].template.default_config().values),
+                                                w.default_seconds, w.tuned_seconds, spread))
+
+
+def _compile(graph, db_source):
+    with warnings.catch_warnings():     # a workload without a record compiles with its default: as intended
+        warnings.simplefilter("ignore")
+        return graph_api.compile_graph(graph, configs=db_source)
+
+
+def _time_steps(engines: dict, feeds: dict, rounds: int, round_seconds: float) -> tuple[dict, float]:
+    """({engine: {step index: seconds}}, spread): each step's median over a round's runs, the
+    best round of each; the engines take turns, each after a pause and a warm-up. The spread
+    is how far a whole run's median round lies above its best one (the larger of the engines)."""
+    started = time.perf_counter()
+    first = next(iter(engines.values()))
+    first.run(feeds)
+    runs = max(MIN_RUNS, int(round_seconds / max(time.perf_counter() - started, 1e-6)))
+    medians = {name: [] for name in engines}
+    for _ in range(rounds):
+        for name, engine in engines.items():
+            time.sleep(PAUSE)
+            warm = time.perf_counter()
+            engine.run(feeds)
+            while time.perf_counter() - warm < WARMUP:
+                engine.run(feeds)
+            times = engine.step_times(feeds, runs)
+            medians[name].append({index: statistics.median(seconds) for index, seconds in times.items()})
+    best = {name: {index: min(r[index] for r in rounds_) for index in rounds_[0]} for name, rounds_ in medians.items()}
+    spread = 0.0
+    for rounds_ in medians.values():
+        totals = [sum(r.values()) for r in rounds_]
+        spread = max(spread, statistics.median(totals) / min(totals) - 1)
+    return best, spread
