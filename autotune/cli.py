@@ -643,9 +643,11 @@ def cmd_tune(args) -> int:
                   f"run the same command again to resume", file=sys.stderr)
             return EXIT_INTERRUPTED
         seconds = time.monotonic() - started
-        model = _check_in_model(graph, db, chatter)
-        for report in reports:          # as the check in the model left them
-            report.pick = db.pick(report.task.key, target.key)
+        model = None
+        if any(r.trials for r in reports):      # a run that measured nothing leaves the picks as they are
+            model = _check_in_model(graph, db, chatter)
+            for report in reports:          # as the check in the model left them
+                report.pick = db.pick(report.task.key, target.key)
     summaries = [summarize(r, prior[r.task.key]) for r in reports]
     code, status = _tune_exit(summaries, reports)
     new = sum(s.new_trials for s in summaries)

@@ -13,6 +13,10 @@ the same proposals.
   ``XGBCostModel`` on the measured features and costs and fills each batch from a plan made
   by ``simulated_annealing`` over the model's scores, a fraction ``epsilon`` of the batch
   drawn at random (exploration). The model is refit every ``retrain_every`` new measurements.
+  On a space too large to score whole (``exhaustive_threshold``), the annealing walks on a
+  second model's scores, trained on the task's own measurements by knob values alone
+  (``config_features``: microseconds a config, where the loop features cost a lowering), and
+  the first model ranks the plan it finds.
 
 ``EarlyStopping`` says when the best cost has not improved for ``patience`` measurements.
 
@@ -37,7 +41,7 @@ import numpy as np
 from schedule.space import Config, ConfigSpace
 
 from .cost_model import XGBCostModel, relevance
-from .features import FeatureError
+from .features import FeatureError, config_features
 from .search import make_rng, simulated_annealing
 
 
@@ -261,6 +265,8 @@ class XGBTuner(Tuner):
         self.plan_size, self.epsilon = int(plan_size), float(epsilon)
         self.min_train, self.retrain_every = int(min_train), int(retrain_every)
         self.model = model if model is not None else XGBCostModel(seed=seed)
+        self.knob_model = XGBCostModel(seed=seed)     # knob values -> rank: the walk over a large space
+        self._knob_rows: dict[int, np.ndarray] = {}
         self.search_options = {"population": 32, "n_iter": 80, "patience": 15, "exhaustive_threshold": 1024}
         self.search_options.update(search_options or {})
         self.transfer = _check_transfer(transfer)
@@ -339,15 +345,44 @@ class XGBTuner(Tuner):
         else:
             return False
         self.model.fit(x, costs, groups)
+        if len(self.history) >= 2:          # this task's own measurements, by knob values
+            self.knob_model.fit(np.stack([config_features(self.space, self.space.get(i)) for i, _ in self.history]),
+                                np.array([c for _, c in self.history]))
         self._trained_on = own
         self._plan = []
         return True
 
     def _make_plan(self, taken: set, size: int) -> None:
         measured = sorted((c, i) for i, c in self.history if math.isfinite(c))
-        self._plan = simulated_annealing(
-            self.space, self.scores, size, exclude=self.visited | taken, rng=self.rng,
-            initial=[i for _, i in measured[:8]], **self.search_options)
+        exclude, initial = self.visited | taken, [i for _, i in measured[:8]]
+        if len(self.space) <= self.search_options["exhaustive_threshold"]:
+            self._plan = simulated_annealing(self.space, self.scores, size, exclude=exclude, rng=self.rng,
+                                             initial=initial, **self.search_options)
+            return
+        # a large space: the walk scores knob values (microseconds a config, where the loop
+        # features cost a lowering, tens of milliseconds), the model ranks what it found
+        if self.knob_model.is_trained:
+            shortlist = simulated_annealing(self.space, self.knob_scores, size, exclude=exclude, rng=self.rng,
+                                            initial=initial, **self.search_options)
+        else:       # trained on other tasks' records alone: it ranks a random sample
+            shortlist = self._random_unvisited(2 * size, taken)
+        scored = sorted(zip(self.scores(shortlist), shortlist), key=lambda t: -t[0])
+        self._plan = [i for score, i in scored if score > -math.inf]
+
+    def knob_scores(self, indices) -> np.ndarray:
+        """Scores of config ``indices`` by ``knob_model`` (higher = predicted faster), from
+        their knob values alone (``config_features``): what the search over a large space walks on.
+
+        Example:
+            >>> # tuner.knob_scores([0, 1, 2])
+        """
+        rows = []
+        for i in indices:
+            row = self._knob_rows.get(i)
+            if row is None:
+                row = self._knob_rows[i] = config_features(self.space, self.space.get(i))
+            rows.append(row)
+        return self.knob_model.predict(np.stack(rows)) if rows else np.zeros(0)
 
     def _propose(self, n: int) -> list[int]:
         if not self._train_if_due():

@@ -168,8 +168,10 @@ class ConfigSpace:
 
     def define_rule(self, predicate) -> None:
         """Only points whose values (a dict) meet ``predicate`` are worth searching: the
-        others compute the same kernel as one that does, or none. Tuners skip them before they
-        are built; they stay points of the space (a stored config may be one).
+        others compute the same kernel as one that does, a kernel slower by construction (a
+        loop split by a factor that does not divide it, where one that does costs no guard),
+        or none. Tuners skip them before they are built; they stay points of the space (a
+        stored config may be one, and it compiles as any other).
 
         Example:
             >>> s = ConfigSpace(); s.define_knob("a", [0, 1]); s.define_knob("b", [0, 1])

@@ -19,6 +19,13 @@ When j does not divide into tiles, the last tile's accumulator runs past the end
 packed panels' zero padding (a round-up tail, ``compute_at(..., round_up=...)``), so its
 reads stay aligned to the panels; only the output's store is guarded.
 
+Two levels of tiles: ``block_i`` x ``block_j`` register tiles form a cache block, one per
+parallel iteration, whose tiles run in turn in the "order" knob's order (a row tile of the
+data stays in L1 across the block's weight panels, a panel across its row tiles); only blocks
+that divide the tiles are searched. ``unroll_k`` copies the register tile that many times per
+trip of the innermost reduce loop that loops (a 1x1 convolution's input channels, a 3x3 one's
+filter columns). The defaults (one tile per block, no copies) are the schedule above.
+
 A 3x3, stride-1 channels-last convolution with constant weights has a "winograd" knob: 0
 computes it as above; 2 or 4 redefines the anchor as Winograd's F(m x m, 3 x 3)
 (``schedule/templates/winograd.py``), whose matrix products take the tile knobs.
@@ -42,6 +49,8 @@ from .winograd import TILE_SIZES, schedule_winograd, winograd_operands
 
 TILE_I = [1, 2, 4, 6, 7, 8, 12, 14, 16]
 TILE_J = [8, 16, 32, 48, 64]
+BLOCKS = [1, 2, 4, 8, 16]      # register tiles per cache block along an axis (1: no block)
+UNROLL_K = [1, 2, 4, 8]        # copies of the register tile per trip of the innermost reduce loop
 CONVOLUTION_TAGS = ("conv", "conv_transpose")   # anchors whose channels layout is the default one
 WEIGHTS_IN_L2 = 256 * 1024   # packed weights up to this size stay in L2 (half of the smallest L2 we run on)
 
@@ -152,10 +161,43 @@ class ComplexTemplate(Template):
         space.define_knob("tile_j", TILE_J)
         space.define_knob("order", ["ij", "ji"])
         space.define_knob("pack", [False, True] if any(self.packable(lay) for lay in self.layouts) else [False])
+        # configs stored before these knobs: no blocks, no unrolling (what the schedule was then)
+        space.define_knob("block_i", BLOCKS if self.i_axis is not None else [1], 1)
+        space.define_knob("block_j", BLOCKS, 1)
+        inner = self._unrolled_reduce_axis()
+        extent = inner.dom_extent if inner is not None else 1
+        space.define_knob("unroll_k", sorted({u for u in UNROLL_K if extent % u == 0} | (
+            {extent} if extent <= UNROLL_K[-1] else set())), 1)
+        space.define_rule(self._blocks_divide)
         if self.winograd is not None:
             space.define_knob("winograd", [0, *TILE_SIZES], 0)     # configs stored before it: direct
             if len(space.knobs["pack"]) > 1:    # Winograd's filters are always in panels: pack does nothing
                 space.define_rule(lambda values: not (values["winograd"] and values["pack"]))
+            # its products keep one register tile per parallel iteration and their own reduce loop
+            space.define_rule(lambda values: not values["winograd"] or
+                              values["block_i"] == values["block_j"] == values["unroll_k"] == 1)
+
+    def _unrolled_reduce_axis(self):
+        """The innermost reduce axis of the anchor that loops (extent > 1; a 1x1 convolution's
+        input channels, a 3x3 one's filter columns), or None: what ``unroll_k`` unrolls."""
+        return next((r for r in reversed(self.anchor.reduce_axis) if r.dom_extent > 1), None)
+
+    def _blocks_divide(self, values) -> bool:
+        """Whether each block (``block_i``, ``block_j``) divides its axis's number of tiles
+        (every parallel iteration then has whole blocks and no guard: a block that does not
+        divide them leaves a last block short, whose loop's guard doubles the code for no
+        gain, and a block past the last tile computes the kernel of the one that ends there),
+        and whether the order knob orders two loops (else "ji" computes the kernel of "ij")."""
+        if values.get("winograd"):      # its products tile other axes: the order knob orders them
+            return True
+        axes = self._axes(values.get("layout", "rows"))
+        blocks = (values["block_i"], values["block_j"])
+        tiles = [-(-axis.dom_extent // tile) if axis is not None else 1
+                 for axis, tile in zip(axes, (values["tile_i"], values["tile_j"]))]
+        if any(t % b for t, b in zip(tiles, blocks)):
+            return False
+        ordered = all(t // b > 1 for t, b in zip(tiles, blocks)) or all(b > 1 for b in blocks)
+        return ordered or values["order"] == "ij"
 
     def default(self):
         lanes = self.target.lanes(self.out.dtype)
@@ -238,7 +280,8 @@ class ComplexTemplate(Template):
             tensor = packable[0]
             nbytes = extent(tensor.shape) * itemsize(tensor.dtype)
             order = "ij" if nbytes <= WEIGHTS_IN_L2 else "ji"
-        config = {"tile_i": tile_i, "tile_j": tile_j, "order": order, "pack": pack}
+        config = {"tile_i": tile_i, "tile_j": tile_j, "order": order, "pack": pack, "block_i": 1, "block_j": 1,
+                  "unroll_k": 1}
         if self.winograd is not None:
             config["winograd"] = 0
         return {"layout": layout, **config} if len(self.layouts) > 1 else config
@@ -281,20 +324,34 @@ class ComplexTemplate(Template):
         lead = [a for d, a in enumerate(self.out.axis) if d not in (i_dim, j_dim)]
         if i_axis is not None:
             io, ii = out.split(i_axis, factor=ti)
-            tiles = [io, jo] if cfg["order"] == "ij" else [jo, io]
-            out.reorder(*lead, *tiles, ii, ji)
+            tiles = [("i", io), ("j", jo)] if cfg["order"] == "ij" else [("j", jo), ("i", io)]
         else:
-            tiles, ii = [jo], None
-        outer = fuse_all(out, lead + tiles)
+            tiles, ii = [("j", jo)], None
+        blocks, in_block = [], []       # a block's tiles run in turn inside one parallel iteration
+        for name, loop in tiles:
+            if cfg["block_" + name] > 1:
+                loop, inside = out.split(loop, factor=cfg["block_" + name])
+                in_block.append(inside)
+            blocks.append(loop)
+        out.reorder(*lead, *blocks, *in_block, *([ii] if ii is not None else []), ji)
+        outer = fuse_all(out, lead + blocks)
         out.parallel(outer)
         vectorize_by_registers(out, ji, tj, lanes)
         rounded = cfg["pack"] and self.rounds_up(layout)
-        local.compute_at(out, outer, round_up=[local.axis[-1]] if rounded else ())
+        local.compute_at(out, in_block[-1] if in_block else outer, round_up=[local.axis[-1]] if rounded else ())
         # the accumulator: reduce loops outside, tile rows unrolled, tile columns vectorized
         li, lj = (local.axis[-2], local.axis[-1]) if i_axis is not None else (None, local.axis[-1])
         reduce_axes = list(local.reduce_axis)
+        unrolled = None
+        if cfg["unroll_k"] > 1:         # the innermost looping reduce axis's trips as copies of the tile
+            at = [r.dom_extent > 1 for r in reduce_axes]
+            at = len(at) - 1 - at[::-1].index(True)
+            reduce_axes[at:at + 1] = local.split(reduce_axes[at], factor=cfg["unroll_k"])
+            unrolled = reduce_axes[at + 1]
         data_lead = [a for a in local.axis if a is not li and a is not lj]
         local.reorder(*data_lead, *reduce_axes, *([li] if li is not None else []), lj)
+        if unrolled is not None:
+            local.unroll(unrolled)
         if li is not None:
             local.unroll(li)
         vectorize_by_registers(local, lj, tj, lanes)

@@ -148,6 +148,14 @@ def test_json_summary_parses(tuned, tmp_path):
     assert set(task["errors"]) == {"compile", "runtime", "timeout", "crash", "wrong_answer"}
     assert task["messages"] == [] and isinstance(task["best_config"], dict)
     assert "tuning 2 task(s)" in err
+    assert summary["model_check"] is None and "checking the picks in the model" not in err   # nothing new measured
+
+
+def test_json_summary_has_the_check_in_the_model(tuned, tmp_path):
+    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tmp_path / "t.db", "--log", tmp_path / "t.jsonl",
+                          "--json"])
+    assert code == EXIT_OK, err
+    summary = json.loads(out)
     model = summary["model_check"]          # the picks as they run in the graph
     assert set(model) == {"default_ms", "tuned_ms", "checked_ms", "spread", "workloads"}
     assert all(w["key"] in {t["key"] for t in summary["tasks"]} for w in model["workloads"])
@@ -551,13 +559,11 @@ def test_tune_reports_what_the_check_in_the_model_dropped(tuned, tmp_path, monke
     from autotune.model_check import ModelCheck, WorkloadCheck
     from tensorir.errors import Unsupported
     db, log = tmp_path / "t.db", tmp_path / "t.jsonl"
-    with Database(db) as fresh, Database(tuned["db"]) as old:
-        for record in old.records():
-            fresh.add(record)
+    with Database(tuned["db"]) as old:
         key = old.records()[0].workload_key
     dropped = ModelCheck(1e-4, 1.2e-4, 1e-4, 0.02, [WorkloadCheck(key, "matmul+relu", 1, 4e-5, 6e-5, False)])
     monkeypatch.setattr(cli, "check_in_model", lambda graph, database: dropped)
-    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log])
+    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log])     # measures: checks
     assert code == EXIT_OK, err
     assert "in the model: default 0.100 ms, tuned 0.120 ms, kept 0.100 ms (±2%); 1 of 1 tuned pick(s) dropped " \
            "(slower there): matmul+relu" in out
@@ -565,6 +571,6 @@ def test_tune_reports_what_the_check_in_the_model_dropped(tuned, tmp_path, monke
     def fails(graph, database):
         raise Unsupported("no kernel for this op")
     monkeypatch.setattr(cli, "check_in_model", fails)
-    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log])
+    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log, "--no-resume", "--seed", "5"])
     assert code == EXIT_OK and "the picks were not checked in the model: no kernel for this op" in err
     assert "in the model:" not in out

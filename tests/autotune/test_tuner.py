@@ -10,6 +10,7 @@ from autotune.tuner import (EarlyStopping, GridTuner, Measured, RandomTuner, XGB
                             result_cost)
 from schedule import template_for
 from schedule.space import Config, ConfigError, ConfigSpace
+from schedule.templates.complex import TILE_I, TILE_J
 from tensorir import compute, placeholder, reduce_axis, sum as rsum
 
 
@@ -190,7 +191,7 @@ def test_xgb_exhausts_a_space_exactly_once():
 
 def test_xgb_goes_on_through_measurement_errors():
     def cost_or_error(cfg):
-        return None if cfg["tile_i"] == 16 else synthetic_cost(cfg)
+        return None if cfg["order"] == "ji" else synthetic_cost(cfg)      # half the space fails
 
     tuner = XGBTuner(MATMUL.space, MATMUL_FEATURES, seed=1, min_train=8)
     errors = 0
@@ -203,7 +204,7 @@ def test_xgb_goes_on_through_measurement_errors():
             results.append(Measured((), "runtime", "crash") if cost is None else Measured((cost,)))
         tuner.update(configs, results)
     assert errors > 0 and tuner.model.is_trained
-    assert tuner.best["tile_i"] != 16 and math.isfinite(tuner.best_cost)
+    assert tuner.best["order"] == "ij" and math.isfinite(tuner.best_cost)
 
 
 def test_configs_without_features_are_only_drawn_at_random():
@@ -223,7 +224,7 @@ def test_configs_without_features_are_only_drawn_at_random():
 def test_transfer_records_warm_start_the_model():
     other = matmul_template(128, 96, 192)             # another task of the same template
     other_features = CachedFeatures(other)
-    configs = list(other.space)
+    configs = other.space.sample(400, seed=0)
     transfer = (np.stack([other_features(c) for c in configs]),
                 np.array([100.0 * synthetic_cost(c) for c in configs]), np.zeros(len(configs), dtype=int))
     space_mean = np.mean([synthetic_cost(c) for c in MATMUL.space])
@@ -310,6 +311,24 @@ def test_winograd_points_of_a_convolution_skip_the_pack_knob():
     w = placeholder((3, 3, 16, 32), name="w", constant=True)
     space = template_for(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1])).space
     searchable = [space.get(i).values for i in range(len(space)) if space.searchable(i)]
-    assert len(searchable) == len(space) * 2 // 3                  # a third: Winograd with pack
     assert all(not (v["winograd"] and v["pack"]) for v in searchable)
     assert any(v["winograd"] == 0 and v["pack"] for v in searchable)
+    # Winograd's products take neither blocks nor unrolling: one searchable point per tile and order
+    winograd = [v for v in searchable if v["winograd"]]
+    assert all(v["block_i"] == v["block_j"] == v["unroll_k"] == 1 for v in winograd)
+    assert len(winograd) == 2 * len(TILE_I) * len(TILE_J) * 2
+
+
+def test_a_large_space_is_walked_on_knob_values_and_only_the_plans_are_lowered():
+    lowered = set()
+
+    def featurize(cfg):
+        lowered.add(cfg.to_json())
+        return MATMUL_FEATURES(cfg)
+    tuner = XGBTuner(MATMUL.space, featurize, seed=0, min_train=8, plan_size=32)
+    assert len(MATMUL.space) > tuner.search_options["exhaustive_threshold"]
+    measured = run(tuner, synthetic_cost, 40)
+    assert tuner.knob_model.is_trained and len({c.to_json() for c in measured}) == 40
+    assert len(lowered) <= 40 + 4 * 32         # the measured configs and one plan per model batch
+    random_mean = np.mean([synthetic_cost(c) for c in MATMUL.space.sample(200, seed=1)])
+    assert np.mean([synthetic_cost(c) for c in measured[8:]]) < random_mean      # the walk finds better ones

@@ -106,3 +106,44 @@ def test_a_padded_input_is_copied_in_vectors_and_in_parallel_before_the_convolut
             for kw in range(3):
                 ref += np.einsum("nchw,fc->nfhw", xp[:, :, kh:kh + 40, kw:kw + 40], w[:, :, kh, kw])
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-3)
+
+
+def test_blocks_run_their_tiles_in_turn_inside_one_parallel_iteration_and_unroll_k_copies_the_tile():
+    from schedule.space import Config
+    C = matmul(96, 64, 160)
+    t = template_for(C)
+    cfg = Config(dict(tile_i=4, tile_j=16, order="ij", pack=True, block_i=4, block_j=2, unroll_k=4))
+    assert t.space.searchable(t.space.index_of(cfg))
+    text = str(lower(t.apply(cfg), t.args))
+    assert "parallel (i.outer.outer.j.outer.outer.fused, 0, 30)" in text      # (24 / 4) x (10 / 2) blocks
+    assert "for (i.outer.inner, 0, 4)" in text and "for (j.outer.inner, 0, 2)" in text
+    assert "for (r.outer, 0, 16)" in text and "unrolled (r.inner, 0, 4)" in text
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((96, 64)).astype(np.float32), rng.standard_normal((64, 160)).astype(np.float32)
+    out = np.full((96, 160), np.nan, np.float32)
+    t.build(cfg)(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_only_blocks_that_divide_the_tiles_are_searched():
+    t = template_for(matmul(29, 45, 83))               # tile_i 4: 8 row tiles; tile_j 16: 6 column tiles
+    space = t.space
+    base = dict(t.default_config().values, tile_i=4, tile_j=16, unroll_k=1)
+
+    def searched(**blocks):
+        return space.searchable(space.index_of(type(t.default_config())(dict(base, **blocks))))
+    assert searched(block_i=8, block_j=2) and searched(block_i=2, block_j=1)
+    assert not searched(block_i=16, block_j=1) and not searched(block_i=1, block_j=4)
+    assert space.knobs["unroll_k"].candidates == (1,)           # 45 has no divisor in 2, 4, 8 and is over 8
+
+
+def test_unroll_k_unrolls_the_innermost_reduce_axis_that_loops():
+    from tensorir import ops
+    x = placeholder((1, 14, 14, 64), name="x")
+    one = template_for(ops.conv(x, placeholder((1, 1, 64, 32), name="w", constant=True), [1, 1], [0, 0], [0, 0],
+                                [1, 1]))
+    three = template_for(ops.conv(x, placeholder((3, 3, 64, 32), name="w", constant=True), [1, 1], [1, 1], [1, 1],
+                                  [1, 1]))
+    assert one.space.knobs["unroll_k"].candidates == (1, 2, 4, 8)       # the input channels
+    assert three.space.knobs["unroll_k"].candidates == (1, 3)           # the filter's columns, whole
+    assert len(one.space) >= 10_000 and len(three.space) >= 10_000

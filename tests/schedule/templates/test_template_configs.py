@@ -1,5 +1,5 @@
-"""Every template config in a sample of 200 (here: each whole space) gives numpy's answer on
-shapes that do not divide the tile sizes."""
+"""Every template config in a sample of 200 of the points tuners search (here: each whole space
+that is smaller) gives numpy's answer on shapes that do not divide the tile sizes."""
 import numpy as np
 import pytest
 
@@ -23,8 +23,10 @@ def check_all_configs(outputs, reference, expected_template, rtol=1e-5, atol=1e-
     assert t.name == expected_template
     inputs = [RNG.standard_normal(p.shape).astype(p.dtype) for p in t.dag.placeholders]
     expected = reference(*inputs)
-    configs = t.space.sample(SAMPLE, seed=0)
-    assert t.default_config() in configs or len(configs) == SAMPLE
+    # the points a tuner proposes (the others compute the kernel of one of them, or a slower one)
+    searchable = [i for i in range(len(t.space)) if t.space.searchable(i)]
+    picked = np.random.default_rng(0).choice(searchable, min(SAMPLE, len(searchable)), replace=False)
+    configs = [t.default_config()] + [t.space.get(int(i)) for i in picked if t.space.get(int(i)) != t.default_config()]
     expected = expected if isinstance(expected, tuple) else (expected,)
     for cfg in configs:
         outs = [np.full(o.shape, np.nan, o.dtype) for o in t.outputs]
