@@ -12,8 +12,8 @@ effects decide.
 database's picks and times every step of both (``CompiledGraph.step_times``), the two
 engines taking turns in rounds after a pause and a warm-up, as ``autotune bench`` does. Each
 workload's time in the model is the sum of its partitions' steps (the best round's median of
-each). A tuned pick that is not ``MARGIN`` faster there than the default becomes the
-default (``Database.set_pick``, with the costs in the model). Steps interact (a pick can
+each). A tuned pick that is ``MARGIN`` slower there than the default becomes the default
+(``Database.set_pick``, with the costs in the model). Steps interact (a pick can
 slow its neighbour down), so the check repeats on the graph as it now compiles until it
 keeps every pick it meets (at most ``PASSES`` times); last, when the whole run with the picks
 that are left is still not faster than the default one, none is kept.
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 import graph_api
+from schedule.config_source import FixedConfigs
 
 from .database import Database, Pick
 from .dispatch import HistoryBest
@@ -40,7 +41,9 @@ from .target import current_target
 from .task import Task
 
 MARGIN = 0.01
-"""A pick is kept only when its workload's steps take at least this much less time than the default's."""
+"""A pick is dropped when its workload's steps take this much more time than the default's (its
+kernel check found it faster: a tie in the model keeps it), and every pick when the whole run
+is not this much faster than the default one."""
 ROUNDS = 5
 """Rounds of the check: each engine timed once per round, the engines taking turns."""
 ROUND_SECONDS = 0.2
@@ -148,18 +151,21 @@ def check_in_model(graph, db, seed: int = 0, rounds: int = ROUNDS, round_seconds
                    margin: float = MARGIN) -> ModelCheck:
     """Time ``graph`` (finalized) step by step with the default configs and with ``db``'s
     picks (a Database or a path), and make the default the pick of every tuned workload that
-    is not ``margin`` faster in the model (see the module's docstring); the feeds are random
+    is ``margin`` slower in the model (see the module's docstring); the feeds are random
     (``seed``).
 
     Example:
         >>> # check = check_in_model(graph, Database("tuning.db"))
         >>> # check.default_seconds, check.tuned_seconds, check.checked_seconds
     """
-    database = db if isinstance(db, Database) else Database(db)
+    if not isinstance(db, Database):
+        with Database(db) as database:
+            return check_in_model(graph, database, seed, rounds, round_seconds, margin)
+    database = db
     target = current_target()
     workloads = _workloads(graph)           # key -> (task, partition indices)
     check = ModelCheck()
-    default = _compile(graph, None)
+    default = _compile(graph, FixedConfigs(lambda template: None))      # not an active source's
     feeds = random_feeds(default.input_ports, seed)
     measured = {}           # key -> its WorkloadCheck, as last measured
     for attempt in range(PASSES + 1):
@@ -179,7 +185,7 @@ def check_in_model(graph, db, seed: int = 0, rounds: int = ROUNDS, round_seconds
         for key in tuned_keys:
             task, indices = workloads[key]
             costs = [sum(steps[name].get(k, 0.0) for k in indices) for name in ("default", "tuned")]
-            measured[key] = WorkloadCheck(key, task.name, len(indices), *costs, costs[1] <= costs[0] * (1 - margin))
+            measured[key] = WorkloadCheck(key, task.name, len(indices), *costs, costs[1] <= costs[0] * (1 + margin))
         losing = [key for key in tuned_keys if not measured[key].kept]
         if not losing or attempt == PASSES:     # what is measured now stays, unless the whole run loses
             if check.checked_seconds > check.default_seconds * (1 - margin):
@@ -213,10 +219,12 @@ def _drop(database: Database, target_key: str, keys, measured: dict, workloads: 
                                                 w.default_seconds, w.tuned_seconds, spread))
 
 
-def _compile(graph, db_source):
-    with warnings.catch_warnings():     # a workload without a record compiles with its default: as intended
+def _compile(graph, configs):
+    """``graph`` compiled with ``configs`` (a ConfigSource), quietly: a workload without a
+    record compiles with its default, as intended here."""
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return graph_api.compile_graph(graph, configs=db_source)
+        return graph_api.compile_graph(graph, configs=configs)
 
 
 def _time_steps(engines: dict, feeds: dict, rounds: int, round_seconds: float) -> tuple[dict, float]:

@@ -352,7 +352,10 @@ class XGBTuner(Tuner):
         self._plan = []
         return True
 
-    def _make_plan(self, taken: set, size: int) -> None:
+    def _make_plan(self, taken: set, size: int, wanted: int) -> None:
+        """A plan of up to ``size`` unvisited configs, best first; on a large space, the
+        ``4 * wanted`` the knob model likes best, ranked by the loop-feature model (each
+        costs a lowering, and the plan is made anew at every refit)."""
         measured = sorted((c, i) for i, c in self.history if math.isfinite(c))
         exclude, initial = self.visited | taken, [i for _, i in measured[:8]]
         if len(self.space) <= self.search_options["exhaustive_threshold"]:
@@ -361,13 +364,18 @@ class XGBTuner(Tuner):
             return
         # a large space: the walk scores knob values (microseconds a config, where the loop
         # features cost a lowering, tens of milliseconds), the model ranks what it found
-        if self.knob_model.is_trained:
-            shortlist = simulated_annealing(self.space, self.knob_scores, size, exclude=exclude, rng=self.rng,
-                                            initial=initial, **self.search_options)
-        else:       # trained on other tasks' records alone: it ranks a random sample
-            shortlist = self._random_unvisited(2 * size, taken)
-        scored = sorted(zip(self.scores(shortlist), shortlist), key=lambda t: -t[0])
-        self._plan = [i for score, i in scored if score > -math.inf]
+        self._plan = []
+        for _ in range(3):          # again while configs without features leave the plan short
+            if self.knob_model.is_trained:
+                shortlist = simulated_annealing(self.space, self.knob_scores, 4 * wanted, exclude=exclude,
+                                                rng=self.rng, initial=initial, **self.search_options)
+            else:       # trained on other tasks' records alone: it ranks a random sample
+                shortlist = self._random_unvisited(2 * size, exclude - self.visited)
+            scored = sorted(zip(self.scores(shortlist), shortlist), key=lambda t: -t[0])
+            self._plan += [i for score, i in scored if score > -math.inf]
+            exclude = exclude | set(shortlist)
+            if len(self._plan) >= wanted or not shortlist:
+                break
 
     def knob_scores(self, indices) -> np.ndarray:
         """Scores of config ``indices`` by ``knob_model`` (higher = predicted faster), from
@@ -382,7 +390,10 @@ class XGBTuner(Tuner):
             if row is None:
                 row = self._knob_rows[i] = config_features(self.space, self.space.get(i))
             rows.append(row)
-        return self.knob_model.predict(np.stack(rows)) if rows else np.zeros(0)
+        scores = self.knob_model.predict(np.stack(rows)) if rows else np.zeros(0)
+        featureless = [k for k, i in enumerate(indices) if i in self._features and self._features[i] is None]
+        scores[featureless] = -np.inf       # the loop-feature model cannot rank them: drawn at random only
+        return scores
 
     def _propose(self, n: int) -> list[int]:
         if not self._train_if_due():
@@ -395,7 +406,7 @@ class XGBTuner(Tuner):
             if not self._plan:
                 if replanned:
                     break
-                self._make_plan(taken, max(self.plan_size, n))
+                self._make_plan(taken, max(self.plan_size, n), n)
                 replanned = True
                 if not self._plan:
                     break
