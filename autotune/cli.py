@@ -76,7 +76,7 @@ from .executor import DaskExecutor, executor_from
 from .extract import extract_tasks
 from .log import LogWriteError, export_log, import_log, read_log
 from .measure import MeasureOptions, compare_outputs
-from .model_check import PAUSE, WARMUP, check_in_model, random_feeds
+from .model_check import PAUSE, WARMUP, check_in_model, random_feeds, settle
 from .plots import PlotError
 from .record import ERROR_KINDS
 from .target import current_target
@@ -1025,11 +1025,7 @@ def time_interleaved(runners: dict, repeat: int, blocks: int = BENCH_BLOCKS, pau
     for block in range(blocks):
         runs = repeat // blocks + (1 if block < repeat % blocks else 0)
         for name, run_once in runners.items():
-            time.sleep(pause)
-            started = time.perf_counter()
-            run_once()
-            while time.perf_counter() - started < warmup:
-                run_once()
+            settle(run_once, pause, warmup)
             for _ in range(runs):
                 start = time.perf_counter()
                 run_once()

@@ -33,11 +33,20 @@ def extract_tasks(graph, policy: str = "fusion") -> list[Task]:
         >>> [t.weight for t in tasks]
         [2, 1]
     """
-    found: dict[str, Task] = {}
-    for partition in graph.get_partitions(policy):
-        if not partition.is_supported():
-            continue
-        task = Task(partition.compute_dag())
-        seen = found.get(task.key)
-        found[task.key] = task if seen is None else seen.with_weight(seen.weight + 1)
-    return list(found.values())
+    return [task.with_weight(len(indices)) if len(indices) > 1 else task
+            for task, indices in tasks_by_workload(graph, policy).values()]
+
+
+def tasks_by_workload(graph, policy: str = "fusion") -> dict:
+    """{workload key: (the Task of its first partition, the indices of its partitions in
+    ``graph.get_partitions(policy)``)} for the supported partitions, in order of first occurrence.
+
+    Example:
+        >>> # {key: indices for key, (task, indices) in tasks_by_workload(graph).items()}
+    """
+    found: dict = {}
+    for index, partition in enumerate(graph.get_partitions(policy)):
+        if partition.is_supported():
+            task = Task(partition.compute_dag())
+            found.setdefault(task.key, (task, []))[1].append(index)
+    return found

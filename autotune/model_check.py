@@ -37,8 +37,8 @@ from schedule.config_source import FixedConfigs
 
 from .database import Database, Pick
 from .dispatch import HistoryBest
+from .extract import tasks_by_workload
 from .target import current_target
-from .task import Task
 
 MARGIN = 0.01
 """A pick is dropped when its workload's steps take this much more time than the default's (its
@@ -163,7 +163,7 @@ def check_in_model(graph, db, seed: int = 0, rounds: int = ROUNDS, round_seconds
             return check_in_model(graph, database, seed, rounds, round_seconds, margin)
     database = db
     target = current_target()
-    workloads = _workloads(graph)           # key -> (task, partition indices)
+    workloads = tasks_by_workload(graph)        # key -> (task, partition indices)
     check = ModelCheck()
     default = _compile(graph, FixedConfigs(lambda template: None))      # not an active source's
     feeds = random_feeds(default.input_ports, seed)
@@ -199,17 +199,6 @@ def check_in_model(graph, db, seed: int = 0, rounds: int = ROUNDS, round_seconds
     return check
 
 
-def _workloads(graph) -> dict:
-    """{workload key: (its Task, the indices of its partitions in ``graph.get_partitions()``)}."""
-    found = {}
-    for index, partition in enumerate(graph.get_partitions()):
-        if not partition.is_supported():
-            continue
-        task = Task(partition.compute_dag())
-        found.setdefault(task.key, (task, []))[1].append(index)
-    return found
-
-
 def _drop(database: Database, target_key: str, keys, measured: dict, workloads: dict, spread: float) -> None:
     """Make the default the pick of each workload in ``keys``, with its costs as measured in
     the model, and mark it dropped in ``measured``."""
@@ -227,6 +216,22 @@ def _compile(graph, configs):
         return graph_api.compile_graph(graph, configs=configs)
 
 
+def settle(run_once, pause: float = PAUSE, warmup: float = WARMUP) -> None:
+    """Sleep ``pause`` seconds, then call ``run_once`` for ``warmup`` seconds (at least once):
+    what an engine does before it is timed, so that another's spinning threads have settled
+    and its own sleeping ones are awake.
+
+    Example:
+        >>> calls = []; settle(lambda: calls.append(1), pause=0, warmup=0); calls
+        [1]
+    """
+    time.sleep(pause)
+    started = time.perf_counter()
+    run_once()
+    while time.perf_counter() - started < warmup:
+        run_once()
+
+
 def _time_steps(engines: dict, feeds: dict, rounds: int, round_seconds: float) -> tuple[dict, float]:
     """({engine: {step index: seconds}}, spread): each step's median over a round's runs, the
     best round of each; the engines take turns, each after a pause and a warm-up. The spread
@@ -238,11 +243,7 @@ def _time_steps(engines: dict, feeds: dict, rounds: int, round_seconds: float) -
     medians = {name: [] for name in engines}
     for _ in range(rounds):
         for name, engine in engines.items():
-            time.sleep(PAUSE)
-            warm = time.perf_counter()
-            engine.run(feeds)
-            while time.perf_counter() - warm < WARMUP:
-                engine.run(feeds)
+            settle(lambda: engine.run(feeds), PAUSE, WARMUP)
             times = engine.step_times(feeds, runs)
             medians[name].append({index: statistics.median(seconds) for index, seconds in times.items()})
     best = {name: {index: min(r[index] for r in rounds_) for index in rounds_[0]} for name, rounds_ in medians.items()}
