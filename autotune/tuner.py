@@ -44,6 +44,8 @@ from .cost_model import XGBCostModel, relevance
 from .features import FeatureError, config_features
 from .search import make_rng, simulated_annealing
 
+SHORTLIST = 2     # on a large space, configs lowered for the loop-feature model per config wanted
+
 
 class MeasureResultLike(Protocol):
     """What a tuner reads from a measurement: ``costs`` (seconds per run, one per repeat) and
@@ -354,7 +356,7 @@ class XGBTuner(Tuner):
 
     def _make_plan(self, taken: set, size: int, wanted: int) -> None:
         """A plan of up to ``size`` unvisited configs, best first; on a large space, the
-        ``4 * wanted`` the knob model likes best, ranked by the loop-feature model (each
+        ``SHORTLIST * wanted`` the knob model likes best, ranked by the loop-feature model (each
         costs a lowering, and the plan is made anew at every refit)."""
         measured = sorted((c, i) for i, c in self.history if math.isfinite(c))
         exclude, initial = self.visited | taken, [i for _, i in measured[:8]]
@@ -367,7 +369,7 @@ class XGBTuner(Tuner):
         self._plan = []
         for _ in range(3):          # again while configs without features leave the plan short
             if self.knob_model.is_trained:
-                shortlist = simulated_annealing(self.space, self.knob_scores, 4 * wanted, exclude=exclude,
+                shortlist = simulated_annealing(self.space, self.knob_scores, SHORTLIST * wanted, exclude=exclude,
                                                 rng=self.rng, initial=initial, **self.search_options)
             else:       # trained on other tasks' records alone: it ranks a random sample
                 shortlist = self._random_unvisited(2 * size, exclude - self.visited)

@@ -167,8 +167,8 @@ def test_xgb_reaches_the_optimum_in_fewer_trials_than_random():
             configs = tuner.next_batch(8)
             tuner.update(configs, [Measured((synthetic_cost(c),)) for c in configs])
         return tuner.trials
-    xgb = [trials_to_best(XGBTuner(MATMUL.space, MATMUL_FEATURES, seed=s)) for s in range(4)]
-    rnd = [trials_to_best(RandomTuner(MATMUL.space, seed=s)) for s in range(4)]
+    xgb = [trials_to_best(XGBTuner(MATMUL.space, MATMUL_FEATURES, seed=s)) for s in range(8)]
+    rnd = [trials_to_best(RandomTuner(MATMUL.space, seed=s)) for s in range(8)]
     assert sum(xgb) < sum(rnd)
 
 
