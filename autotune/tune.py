@@ -3,7 +3,8 @@ measurement goes to the database and the JSON-lines log at once, and the tuner l
 
 ``tune(tasks, trials=..., db=..., log=..., tuner=..., seed=...)`` splits the trial count and
 the time budget over the tasks by weight (what one task leaves unused goes to the next),
-measures the default config first (the baseline of the report), resumes from the records
+measures the default config first (the baseline of the report) and the template's
+``starting_points`` (its other algorithms at their rule-based settings) in the first batch, resumes from the records
 already in the database for this CPU (they count toward the trials, so running the same
 command again measures nothing new; no config is measured twice, even by several tuners on
 one database: each batch is claimed in the database before it is measured, and configs another
@@ -333,6 +334,7 @@ def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned)
     extra = {"transfer": transfer} if setting.tuner == "xgb" else {}
     tuner = make_tuner(setting.tuner, task.space, featurize=lambda cfg: features_of(task.template, cfg),
                        seed=seed, **extra)
+    tuner.start_with(task.template.starting_points())
     default = task.template.default_config()
     if setting.resume:
         old = [r for r in database.records(task.key, target.key)]

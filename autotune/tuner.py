@@ -98,6 +98,7 @@ class Tuner:
         self.seed = seed
         self.rng = make_rng(seed)
         self.visited: set[int] = set()                  # proposed or measured
+        self._first: list[int] = []                     # start_with's configs, not yet proposed
         self.history: list[tuple[int, float]] = []      # (index, cost) per measurement
         self.best_index: int | None = None
         self.best_cost: float = math.inf
@@ -107,10 +108,23 @@ class Tuner:
         """True while some config has been neither proposed nor measured."""
         return len(self.visited) < len(self.space)
 
+    def start_with(self, configs: Sequence[Config]) -> None:
+        """Propose ``configs`` (points of the space) before any of the tuner's own choices,
+        those not measured by then (a template's ``starting_points``).
+
+        Example:
+            >>> from schedule.space import ConfigSpace
+            >>> s = ConfigSpace(); s.define_knob("a", [1, 2, 3])
+            >>> tuner = RandomTuner(s, seed=0); tuner.start_with([Config({"a": 3})])
+            >>> tuner.next_batch(1)
+            [Config({'a': 3})]
+        """
+        self._first += [self.space.index_of(c if isinstance(c, Config) else Config(c)) for c in configs]
+
     def next_batch(self, n: int) -> list[Config]:
         """Up to ``n`` configs never proposed or measured before (fewer when the space runs
-        out); points the space's rules rule out (``ConfigSpace.define_rule``) are skipped,
-        counted as visited, and never built.
+        out), ``start_with``'s first; points the space's rules rule out
+        (``ConfigSpace.define_rule``) are skipped, counted as visited, and never built.
 
         Example:
             >>> # batch = tuner.next_batch(8)
@@ -118,6 +132,11 @@ class Tuner:
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"batch size must be an int >= 0, got {n!r}")
         batch: list[int] = []
+        while self._first and len(batch) < n:
+            index = self._first.pop(0)
+            if index not in self.visited:
+                self.visited.add(index)
+                batch.append(index)
         while len(batch) < n:
             want = min(n - len(batch), len(self.space) - len(self.visited))
             if want <= 0:

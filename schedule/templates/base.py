@@ -92,6 +92,26 @@ class Template:
         self.space.index_of(cfg)   # it must be a point of the space
         return cfg
 
+    def starting_points(self) -> list[Config]:
+        """Configs a search measures first, with the default: one per other algorithm the
+        template can take, at its rule-based settings (a random point of a space of 10^4 is
+        unlikely to fall in an algorithm's few hundred, so a tuner would seldom learn of it).
+        Points of the space that its rules allow; none for most templates.
+
+        Example:
+            >>> # [c["winograd"] for c in t.starting_points()] -> [2, 4] for a 3x3 convolution
+        """
+        found = []
+        for values in self.alternatives():
+            cfg = Config({**self.default(), **values})
+            if self.space.searchable(self.space.index_of(cfg)) and cfg != self.default_config():
+                found.append(cfg)
+        return found
+
+    def alternatives(self) -> list[dict]:
+        """The knob values, over the default's, of each other algorithm (``starting_points``)."""
+        return []
+
     def chosen_config(self) -> Config:
         """The config of the innermost active ``ConfigSource`` (``schedule.using_configs``)
         that has one for this template, else ``default_config()``.

@@ -308,3 +308,17 @@ def test_records_stored_before_the_winograd_knob_resume_and_apply_as_direct_conv
         assert HistoryBest(db).config_for(task.template).values == {**old, "winograd": 0}
     (report,) = tune([task], trials=2, db=path, tuner="random", seed=0)
     assert report.resumed == 1 and report.best_config == old
+
+
+def test_a_3x3_convolution_measures_winograd_at_each_tile_size_in_its_first_batch():
+    # a random point of the 10^4-point space seldom falls among Winograd's few hundred:
+    # the template's starting points put them in the first batch after the default
+    from tensorir import ops
+    x = placeholder((1, 9, 7, 8), name="x")
+    w = placeholder((3, 3, 8, 16), name="w", constant=True)
+    task = Task(ops.relu(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1])))
+    db = Database(":memory:")
+    (report,) = tune([task], trials=4, db=db, tuner="random", seed=0, batch_size=8)
+    measured = [r.config for r in db.records(task.key)]
+    assert [c["winograd"] for c in measured[:3]] == [0, 2, 4] and len(measured) == 4
+    assert all(r.is_ok for r in db.records(task.key)), [r.error_msg for r in db.records(task.key)]

@@ -332,3 +332,19 @@ def test_a_large_space_is_walked_on_knob_values_and_only_the_plans_are_lowered()
     assert len(lowered) <= 40 + 4 * 4 * 8      # the measured configs and four batches per plan
     random_mean = np.mean([synthetic_cost(c) for c in MATMUL.space.sample(200, seed=1)])
     assert np.mean([synthetic_cost(c) for c in measured[8:]]) < random_mean      # the walk finds better ones
+
+
+@pytest.mark.parametrize("name", ["random", "grid", "xgb"])
+def test_start_with_configs_come_first_once_and_the_tuner_fills_the_batch(name):
+    space = MATMUL.space
+    first = [space.get(7), space.get(3), space.get(7)]
+    tuner = make_tuner(name, space, featurize=MATMUL_FEATURES, seed=0)
+    tuner.update([space.get(3)], [Measured((1.0,))])          # measured already: not again
+    tuner.start_with(first)
+    batch = tuner.next_batch(4)
+    assert batch[0] == space.get(7) and space.get(3) not in batch and len(batch) == 4
+    assert len({space.index_of(c) for c in batch}) == 4
+    later = tuner.next_batch(8)
+    assert not {space.index_of(c) for c in later} & {3, 7}
+    with pytest.raises(ConfigError):
+        tuner.start_with([Config({"tile_i": 999})])

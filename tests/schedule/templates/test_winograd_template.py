@@ -94,6 +94,19 @@ def test_matching_convolutions_get_the_knob_and_default_to_the_direct_convolutio
     assert all(cfg["winograd"] in (0, 2, 4) for cfg in t.space.sample(5))
 
 
+def test_the_starting_points_are_winograd_at_each_tile_size_and_allowed_by_the_rules():
+    t = template_for(ops.relu(_conv((1, 8, 8, 4), (3, 3, 4, 6))))
+    default = t.default_config()
+    points = t.starting_points()
+    assert [p["winograd"] for p in points] == list(TILE_SIZES)
+    for p in points:
+        assert t.space.searchable(t.space.index_of(p)) and not p["pack"]
+        assert {k: v for k, v in p.values.items() if k not in ("winograd", "pack")} == \
+            {k: v for k, v in default.values.items() if k not in ("winograd", "pack")}
+    assert template_for(NOT_WINOGRAD["stride 2"]()).starting_points() == []
+    assert template_for(_matmul_with_constant_weights()).starting_points() == []
+
+
 # ---------------------------------------------------------------- numerics
 
 def _reference(x, w, fmt, pads_begin, pads_end):
