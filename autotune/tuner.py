@@ -187,24 +187,30 @@ class Tuner:
         pass
 
     def _random_unvisited(self, n: int, taken: set | None = None) -> list[int]:
-        """``n`` distinct random indices outside ``visited`` and ``taken`` (fewer if the space
-        runs out); enumerates only when few configs are left."""
+        """``n`` distinct random searchable indices outside ``visited`` and ``taken`` (fewer if
+        the space runs out); enumerates only when few configs are left."""
         taken = self.visited | (taken or set())
-        size = len(self.space)
+        size, searchable = len(self.space), self.space.searchable
         left = size - len(taken)
         n = min(n, left)
         if n <= 0:
             return []
-        if left <= 4 * n or (size <= 1 << 16 and len(taken) > size // 2):
-            pool = [i for i in range(size) if i not in taken]
-            return self.rng.sample(pool, n)
         picks: list[int] = []
-        while len(picks) < n:
-            i = self.rng.randrange(size)
-            if i not in taken:
-                taken.add(i)
-                picks.append(i)
-        return picks
+        if not (left <= 4 * n or (size <= 1 << 16 and len(taken) > size // 2)):
+            for _ in range(64 * n):             # draws; the rules may leave few points searchable
+                i = self.rng.randrange(size)
+                if i not in taken:
+                    taken.add(i)
+                    if not searchable(i):
+                        self.visited.add(i)     # ruled out: as good as visited
+                        continue
+                    picks.append(i)
+                    if len(picks) == n:
+                        return picks
+        pool = [i for i in range(size) if i not in taken]
+        self.visited.update(i for i in pool if not searchable(i))
+        pool = [i for i in pool if i not in self.visited]
+        return picks + self.rng.sample(pool, min(n - len(picks), len(pool)))
 
 
 class GridTuner(Tuner):
@@ -321,8 +327,9 @@ class XGBTuner(Tuner):
             raise ValueError(f"featurize returned {width} features, earlier {self._width}")
 
     def scores(self, indices) -> np.ndarray:
-        """Model scores of config ``indices`` (higher = predicted faster; -inf if unscorable)."""
-        rows = [self.features(i) for i in indices]
+        """Model scores of config ``indices`` (higher = predicted faster; -inf if unscorable or
+        ruled out by the space's rules, which are never lowered)."""
+        rows = [self.features(i) if self.space.searchable(i) else None for i in indices]
         out = np.full(len(rows), -np.inf)
         valid = [k for k, r in enumerate(rows) if r is not None]
         if valid:
@@ -392,6 +399,7 @@ class XGBTuner(Tuner):
                                                 rng=self.rng, initial=initial, **self.search_options)
             else:       # trained on other tasks' records alone: it ranks a random sample
                 shortlist = self._random_unvisited(2 * size, exclude - self.visited)
+            shortlist = [i for i in shortlist if self.space.searchable(i)]
             scored = sorted(zip(self.scores(shortlist), shortlist), key=lambda t: -t[0])
             self._plan += [i for score, i in scored if score > -math.inf]
             exclude = exclude | set(shortlist)
@@ -412,8 +420,9 @@ class XGBTuner(Tuner):
                 row = self._knob_rows[i] = config_features(self.space, self.space.get(i))
             rows.append(row)
         scores = self.knob_model.predict(np.stack(rows)) if rows else np.zeros(0)
-        featureless = [k for k, i in enumerate(indices) if i in self._features and self._features[i] is None]
-        scores[featureless] = -np.inf       # the loop-feature model cannot rank them: drawn at random only
+        featureless = [k for k, i in enumerate(indices) if i in self._features and self._features[i] is None
+                       or not self.space.searchable(i)]
+        scores[featureless] = -np.inf       # the loop-feature model cannot rank them, or the rules rule them out
         return scores
 
     def _propose(self, n: int) -> list[int]:

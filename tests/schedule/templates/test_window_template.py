@@ -127,6 +127,20 @@ def test_depthwise_convolution_with_an_epilogue_every_pair_of_knob_values(shape,
     check_configs(Y, [x, w, b], want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_channels_last_pooling_every_pair_of_knob_values(kind):
+    # the vector runs over the channels and the rows knob blocks the output's columns
+    shape, kernel, strides, pads = (1, 11, 13, 2 * LANES + 3), [3, 3], [1, 2], [1, 1]
+    X = placeholder(shape, name="X")
+    Y = window.pool(kind, X, kernel, strides, pads, pads, data_format="NXC")
+    x = RNG.standard_normal(shape).astype("float32")
+    taps = windows(x.transpose(0, 3, 1, 2), kernel, strides, pads, pads, [1, 1], -np.inf if kind == "max" else 0)
+    want = taps.max(axis=(-2, -1)) if kind == "max" else taps.sum(axis=(-2, -1)) / np.prod(kernel)
+    t = template_for(Y)
+    assert "rows" in t.space.knobs and t.default_config()["rows"] == 1      # blocks are the tuner's choice
+    check_configs(Y, [x], want.transpose(0, 2, 3, 1))
+
+
 def test_only_windows_over_every_output_axis_take_the_template():
     X = placeholder((1, 8, 10, 10), name="X")
     W = placeholder((16, 8, 3, 3), name="W", constant=True)
