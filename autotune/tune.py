@@ -4,18 +4,18 @@ measurement goes to the database and the JSON-lines log at once, and the tuner l
 ``tune(tasks, trials=..., db=..., log=..., tuner=..., seed=...)`` splits the trial count and
 the time budget over the tasks by weight (what one task leaves unused goes to the next),
 measures the default config first (the baseline of the report) and the template's
-``starting_points`` (its other algorithms at their rule-based settings) in the first batch, resumes from the records
-already in the database for this CPU (they count toward the trials, so running the same
-command again measures nothing new; no config is measured twice, even by several tuners on
-one database: each batch is claimed in the database before it is measured, and configs another
-tuner has measured or claimed are left to it), catches the log up with the database's records
-of each task (a log write that failed, or a kill between the two writes, leaves the log short
-until the next run), warm-starts the xgb
-model with the records of earlier tasks of the same template (transfer learning), and stops
-a task early when its best cost has not improved for ``early_stopping`` trials. Last, the best
-config and the default are measured again in turn (``CHECK_ROUNDS`` each): the tuned config
-becomes the workload's pick (``Database.pick``, what ``HistoryBest`` compiles with) only when
-it beats the default there; else the default does. The spread of those rounds is the noise.
+``starting_points`` (its other algorithms at their rule-based settings) in the first batch,
+resumes from the records already in the database for this CPU (they count toward the trials,
+so running the same command again measures nothing new; no config is measured twice, even by
+several tuners on one database: each batch is claimed in the database before it is measured,
+and configs another tuner has measured or claimed are left to it), catches the log up with
+the database's records of each task (a log write that failed, or a kill between the two
+writes, leaves the log short until the next run), warm-starts the xgb model with the records
+of earlier tasks of the same template (transfer learning), and stops a task early when its
+best cost has not improved for ``early_stopping`` trials. Last, the best config and the
+default are measured again in turn (``CHECK_ROUNDS`` each): the tuned config becomes the
+workload's pick (``Database.pick``, what ``HistoryBest`` compiles with) only when it beats
+the default there; else the default does. The spread of those rounds is the noise.
 
 Example:
     >>> # reports = tune([Task(C)], trials=32, db="tuning.db", log="tuning_logs/mm.jsonl", seed=0)
