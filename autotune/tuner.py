@@ -399,7 +399,6 @@ class XGBTuner(Tuner):
                                                 rng=self.rng, initial=initial, **self.search_options)
             else:       # trained on other tasks' records alone: it ranks a random sample
                 shortlist = self._random_unvisited(2 * size, exclude - self.visited)
-            shortlist = [i for i in shortlist if self.space.searchable(i)]
             scored = sorted(zip(self.scores(shortlist), shortlist), key=lambda t: -t[0])
             self._plan += [i for score, i in scored if score > -math.inf]
             exclude = exclude | set(shortlist)

@@ -101,12 +101,9 @@ class Template:
         Example:
             >>> # [c["winograd"] for c in t.starting_points()] -> [2, 4] for a 3x3 convolution
         """
-        found = []
-        for values in self.alternatives():
-            cfg = Config({**self.default(), **values})
-            if self.space.searchable(self.space.index_of(cfg)) and cfg != self.default_config():
-                found.append(cfg)
-        return found
+        default = self.default_config()
+        found = [Config({**default.values, **values}) for values in self.alternatives()]
+        return [cfg for cfg in found if cfg != default and self.space.searchable(self.space.index_of(cfg))]
 
     def alternatives(self) -> list[dict]:
         """The knob values, over the default's, of each other algorithm (``starting_points``)."""

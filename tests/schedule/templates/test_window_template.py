@@ -1,7 +1,7 @@
-"""The window template (pooling, depthwise convolution and their epilogues): every pair of knob values
-against numpy on widths that do not divide the vector, with padding, strides and dilations;
-which DAGs it takes; and the loop nest it makes (no select in the interior, strided reads as
-shuffles, not gathers)."""
+"""The window template (pooling, depthwise convolution and their epilogues): every pair of
+knob values against numpy on widths that do not divide the vector, with padding, strides and
+dilations; which DAGs it takes; and the loop nest it makes (no select in the interior, strided
+reads as shuffles, not gathers; a block of rows inside the window loops)."""
 import numpy as np
 import pytest
 from numpy.lib.stride_tricks import sliding_window_view
@@ -14,8 +14,8 @@ from tensorir import compute, placeholder
 from tensorir.expr import Select
 from tensorir.ops import window
 from tensorir.stmt import For
-from tensorir.node import children
 from tensorir.visit import walk
+from tensorir.visitor import Visitor
 
 RNG = np.random.default_rng(7)
 
@@ -168,15 +168,17 @@ def test_interior_rows_read_without_select_and_stride_two_without_gather():
     assert text.count("shufflevector") > text.count("masked.gather")
 
 
-def enclosing_loops(root, target) -> list:
-    """The For loops of ``root`` around node ``target``, outermost first."""
-    if root is target:
-        return []
-    for child in children(root):
-        inside = enclosing_loops(child, target)
-        if inside is not None:
-            return ([root] if isinstance(root, For) else []) + inside
-    return None
+class RowCopies(Visitor):
+    """The names of the loops around each unrolled loop of 4 copies (a block's rows)."""
+
+    def __init__(self):
+        super().__init__()
+        self.around = []
+
+    def visit_For(self, loop):
+        if loop.kind == "unrolled" and loop.extent.value == 4:
+            self.around.append({f.var.name for f in self.loops})
+        super().visit_For(loop)
 
 
 def test_a_block_of_rows_runs_inside_the_window_loops_with_its_interior_unguarded():
@@ -187,9 +189,8 @@ def test_a_block_of_rows_runs_inside_the_window_loops_with_its_interior_unguarde
     func = lower(t.apply(Config({**t.default_config().values, "unroll": False})), t.args)
     blocks = [n for n in walk(func.body) if isinstance(n, For) and n.var.name == "ax2.outer"]
     assert [(b.min.value, b.extent.value) for b in blocks] == [(1, 6)]    # blocks 0 and 7 hold the pads
-    row_copies = [n for n in walk(blocks[0]) if isinstance(n, For) and n.kind == "unrolled" and n.extent.value == 4]
-    window_loops = {"k0", "k1"}
-    updates = [n for n in row_copies if window_loops <= {f.var.name for f in enclosing_loops(blocks[0], n)}]
-    assert updates                                       # the 4 rows' accumulators inside both window loops
+    copies = RowCopies()
+    copies.visit(blocks[0].body)
+    assert any({"k0", "k1"} <= around for around in copies.around)   # the 4 rows' accumulators inside both window loops
     interior = [n for n in walk(blocks[0]) if isinstance(n, For) and n.var.name == "ax3.outer"]
     assert interior and not any(isinstance(n, Select) for n in walk(interior[0]))
