@@ -1000,7 +1000,8 @@ def onnxruntime_runner(path, feeds):
 
 
 FLUSHED_REPEATS = 10
-"""Timed calls per candidate under ``tune --cache-flush``: one call each, after an eviction."""
+"""Timed calls per candidate under ``tune --cache-flush``: one call each, after its weights are
+flushed from the caches."""
 BENCH_BLOCKS = 5
 """``bench`` times each engine in this many blocks, the engines taking turns."""
 BENCH_PAUSE, BENCH_WARMUP = PAUSE, WARMUP
@@ -1170,8 +1171,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_duration, default=DEFAULT_TIMEOUT, metavar="DURATION",
                    help=f"build, and run, time allowed per candidate (default {DEFAULT_TIMEOUT:g} s)")
     p.add_argument("--cache-flush", action="store_true",
-                   help=f"evict the caches before each timed call ({FLUSHED_REPEATS} single calls per "
-                        f"candidate): weights come from memory as in a whole model (large layers)")
+                   help=f"push each kernel's weights out of the caches before each timed call "
+                        f"({FLUSHED_REPEATS} single calls per candidate): they come from memory, as in a "
+                        f"model whose weights do not fit in the caches, while its data inputs stay cached")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     p.add_argument("--verbose", action="store_true", help="print every error message")
     p.set_defaults(run=cmd_tune)

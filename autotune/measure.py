@@ -40,6 +40,7 @@ import numpy as np
 
 from schedule.space import Config
 from tensorir.runtime import artifact
+from tensorir.runtime.cache_lines import flush_from_caches
 from tensorir.runtime.kernel import Kernel
 from tensorir.runtime.prepacked import PrepackedKernel
 from tensorir.runtime.target import Target
@@ -70,10 +71,13 @@ class MeasureOptions:
     * ``repeat`` - costs measured per candidate (each the mean of ``number`` runs);
     * ``min_repeat_ms`` - the least duration of one repeat, in milliseconds (0: no minimum);
     * ``timeout`` - seconds allowed to build one candidate, and again to run it;
-    * ``flush_cache`` - evict the caches before each timed call (one call per cost then:
-      ``number`` and ``min_repeat_ms`` do not apply): a kernel's weights come from memory, as
-      in a whole model whose other kernels pushed them out, not from a cache the repeats keep
-      warm (TVM's ``enable_cpu_cache_flush``); ``evict_caches`` does it;
+    * ``flush_cache`` - push the kernel's weights (its constant inputs, packed or not) out of
+      every cache level before each timed call (one call per cost then: ``number`` and
+      ``min_repeat_ms`` do not apply), as in a whole model whose other layers pushed them
+      out, while its data inputs stay where its last call left them, as a layer's inputs
+      are in the cache the layer before wrote them to (TVM's ``enable_cpu_cache_flush``
+      spares the first argument for the same reason); a kernel without weights is timed
+      as usual;
     * ``check`` - compare outputs with the default config's (relative ``rtol`` of each value
       and of the output's root mean square, absolute ``atol``; exact for integer outputs;
       ``compare_outputs``) on random inputs drawn with ``seed``.
@@ -306,49 +310,43 @@ def _run_job(task: Task, blob: bytes, reference_blob: bytes | None, options: Mea
                                    options.rtol, options.atol)
         if mismatch:
             return "wrong_answer", mismatch
-    call = call_as_in_graph(kernel, arrays)
+    call, weights = call_as_in_graph(kernel, arrays, constant_inputs(task))
     call()      # warm up again right before timing: idle pool threads wake slowly
-    return "ok", time_calls(call, options.number, options.repeat, options.min_repeat_ms,
-                            flush=evict_caches if options.flush_cache else None)
+    flush = (lambda: flush_from_caches(*weights)) if options.flush_cache and weights else None
+    return "ok", time_calls(call, options.number, options.repeat, options.min_repeat_ms, flush=flush)
 
 
-def call_as_in_graph(kernel, arrays):
-    """A function that runs ``kernel`` on ``arrays`` as a compiled graph runs it: a
-    ``PrepackedKernel``'s main kernel on the weights packed once here (a graph packs its
-    constant weights when it is compiled; the prepacked kernel's own call would look up its
-    packs on every call, a microsecond a small kernel never pays in a model).
+def constant_inputs(task: Task) -> list[int]:
+    """The positions in ``task.args`` of its constant inputs (weights).
 
     Example:
-        >>> # time_calls(call_as_in_graph(kernel, arrays), repeat=3)
+        >>> from tensorir import placeholder, compute
+        >>> x = placeholder((4,), name="x"); w = placeholder((4,), name="w", constant=True)
+        >>> constant_inputs(Task(compute((4,), lambda i: x[i] * w[i], name="y")))
+        [1]
+    """
+    return [k for k, t in enumerate(task.inputs) if t.op.tag == "constant"]
+
+
+def call_as_in_graph(kernel, arrays, constants=()):
+    """(a function that runs ``kernel`` on ``arrays`` as a compiled graph runs it, the arrays
+    of weights it reads): a ``PrepackedKernel``'s main kernel on the weights packed once here
+    (a graph packs its constant weights when it is compiled; the prepacked kernel's own call
+    would look up its packs on every call, a microsecond a small kernel never pays in a
+    model). The weights are the arrays at positions ``constants`` the call reads, and the
+    packed ones.
+
+    Example:
+        >>> # call, weights = call_as_in_graph(kernel, arrays, constant_inputs(task))
+        >>> # time_calls(call, repeat=3, flush=lambda: flush_from_caches(*weights))
     """
     if not isinstance(kernel, PrepackedKernel):
-        return lambda: kernel(*arrays)
+        return (lambda: kernel(*arrays)), [arrays[k] for k in constants]
     packed = kernel.pack(arrays)
     main, args = kernel.main, [arrays[k] if role == "arg" else packed[k] for role, k in kernel.main_args]
-    return lambda: main(*args)
-
-
-EVICT_BYTES = 64 << 20
-"""What ``evict_caches`` reads and writes in all: twice the largest last-level cache we run on."""
-_evictor = []
-
-
-def evict_caches() -> None:
-    """Push the caches' contents out by streaming ``EVICT_BYTES`` through a parallel compiled kernel
-    (so the thread pool's workers are as awake afterwards as after any kernel of a model).
-
-    Example:
-        >>> evict_caches()  # doctest: +SKIP
-    """
-    if not _evictor:
-        from schedule import template_for
-        from tensorir import compute, placeholder
-        n = EVICT_BYTES // 8
-        source = placeholder((n,), name="source")
-        bumped = compute((n,), lambda i: source[i] + 1.0, name="bumped")
-        _evictor.extend([template_for(bumped).build(), np.zeros(n, "float32"), np.zeros(n, "float32")])
-    kernel, source, out = _evictor
-    kernel(source, out)
+    weights = [packed[k] if role != "arg" else arrays[k] for role, k in kernel.main_args
+               if role != "arg" or k in constants]
+    return (lambda: main(*args)), weights
 
 
 # ---------------------------------------------------------------------------- the parent's side

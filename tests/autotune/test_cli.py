@@ -119,7 +119,7 @@ def test_no_resume_measures_again(tuned, tmp_path):
     assert len(read_log(log).records) == 8
 
 
-def test_cache_flush_times_single_calls_after_evictions(tuned, tmp_path, monkeypatch):
+def test_cache_flush_times_single_calls_after_flushing_the_weights(tuned, tmp_path, monkeypatch):
     from autotune import cli
     seen = []
     real = cli.tune

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import autotune.measure as measure
-from autotune.executor import Executor, LocalExecutor
+from autotune.executor import Executor, JobResult, LocalExecutor
 from autotune.measure import (MeasureError, MeasureOptions, MeasureResult, compare_outputs, measure_batch,
                               time_calls)
 from measure_testing import config_for, elementwise_task, matmul_task, misbehaving_builder, raise_value_error
@@ -256,19 +256,50 @@ def test_flushed_timing_is_one_call_after_each_flush():
     assert costs == (1, 1, 1) and events == ["flush", "call"] * 3       # number and min_repeat_ms do not apply
 
 
-def test_evict_caches_writes_past_the_last_level_cache():
-    measure.evict_caches()
-    kernel, source, out = measure._evictor
-    assert source.nbytes + out.nbytes >= measure.EVICT_BYTES and float(out[-1]) == float(source[-1]) + 1
+class InProcessExecutor(Executor):
+    """Runs the calls in this process, where a test's monkeypatches apply."""
+
+    def run(self, calls, timeout, parallel=True):
+        return [JobResult(value=fn(*args)) for fn, args in calls]
 
 
-def test_measuring_with_cache_flushes_times_single_calls(monkeypatch):
-    flushes = []
-    monkeypatch.setattr(measure, "evict_caches", lambda: flushes.append(1))
-    task = elementwise_task()
-    results = measure_batch(task, [task.template.default_config()], MeasureOptions(repeat=4, flush_cache=True),
-                            LocalExecutor())
-    assert results[0].ok and len(results[0].costs) == 4
+def _weights_task(constant: bool = True):
+    from tensorir import compute, placeholder, reduce_axis, sum as rsum
+    a = placeholder((5, 24), name="a")
+    w = placeholder((24, 40), name="w", constant=constant)
+    k = reduce_axis((0, 24), name="k")
+    return measure.Task(compute((5, 40), lambda i, j: rsum(a[i, k] * w[k, j], axis=k), name="c"))
+
+
+def test_a_cache_flush_pushes_out_the_weights_before_each_timed_call(monkeypatch):
+    flushed = []
+    monkeypatch.setattr(measure, "flush_from_caches", lambda *arrays: flushed.append(arrays))
+    task = _weights_task()
+    packed = {**task.template.default_config().values, "pack": True}
+    results = measure_batch(task, [packed, {**packed, "pack": False}], MeasureOptions(repeat=4, flush_cache=True),
+                            InProcessExecutor())
+    assert all(r.ok and len(r.costs) == 4 for r in results)
+    assert len(flushed) == 8 and all(len(arrays) == 1 for arrays in flushed)
+    # the packed panels (24 x 40 rounded up to whole panels), then the weights as they are
+    assert flushed[0][0].size >= 24 * 40 and flushed[0][0].shape != (24, 40)
+    assert flushed[4][0].shape == (24, 40)
+
+
+def test_a_cache_flush_leaves_a_kernel_without_weights_timed_as_usual(monkeypatch):
+    monkeypatch.setattr(measure, "flush_from_caches", lambda *arrays: pytest.fail("flushed data inputs"))
+    timed = []
+    monkeypatch.setattr(measure, "time_calls", lambda call, *args, flush=None: timed.append((args, flush)) or (1e-3,))
+    for task in (elementwise_task(), _weights_task(constant=False)):
+        results = measure_batch(task, [task.template.default_config()],
+                                MeasureOptions(repeat=4, min_repeat_ms=5, flush_cache=True), InProcessExecutor())
+        assert results[0].ok
+    assert timed == [((1, 4, 5), None)] * 2
+
+
+def test_constant_inputs_are_the_weights():
+    assert measure.constant_inputs(_weights_task()) == [1]
+    assert measure.constant_inputs(_weights_task(constant=False)) == []
+    assert measure.constant_inputs(elementwise_task()) == []
 
 
 def test_a_prepacked_kernel_is_timed_as_a_compiled_graph_calls_it(monkeypatch):
@@ -284,11 +315,13 @@ def test_a_prepacked_kernel_is_timed_as_a_compiled_graph_calls_it(monkeypatch):
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal((5, 24)).astype("float32"), rng.standard_normal((24, 40)).astype("float32"),
               np.zeros((5, 40), "float32")]
-    call = measure.call_as_in_graph(kernel, arrays)
+    call, weights = measure.call_as_in_graph(kernel, arrays, [1])
+    assert len(weights) == 1 and weights[0] is not arrays[1]        # the packed weights
     monkeypatch.setattr(PrepackedKernel, "__call__", lambda *args: pytest.fail("looked up its packs"))
     call()
     np.testing.assert_allclose(arrays[2], arrays[0] @ arrays[1], rtol=1e-5, atol=1e-5)
     plain = elementwise_task()
     x = [np.ones((64, 256), "float32"), np.zeros((64, 256), "float32")]
-    measure.call_as_in_graph(plain.template.build(), x)()       # a plain kernel: its own call
-    assert (x[1] == 3.0).all()
+    call, weights = measure.call_as_in_graph(plain.template.build(), x)
+    call()                                                      # a plain kernel: its own call
+    assert (x[1] == 3.0).all() and weights == []

@@ -1,0 +1,35 @@
+import numpy as np
+import pytest
+
+from tensorir.runtime import cache_lines
+from tensorir.runtime.cache_lines import flush_from_caches
+
+
+def test_flushing_leaves_every_value_as_it_was():
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((37, 129)).astype("float32"), rng.integers(0, 9, 1001).astype("int8"),
+              np.arange(3.0)]
+    copies = [a.copy() for a in arrays]
+    flush_from_caches(*arrays)
+    for a, c in zip(arrays, copies):
+        np.testing.assert_array_equal(a, c)
+
+
+def test_views_with_any_strides_are_flushed_over_their_span(monkeypatch):
+    spans = []
+    flush = cache_lines._compiled()
+    monkeypatch.setattr(cache_lines, "_compiled", lambda: lambda start, nbytes: spans.append((start, nbytes))
+                        or flush(start, nbytes))
+    base = np.zeros((8, 16), "float32")
+    flush_from_caches(base, base[::-1, ::3], base[2:3, 5], np.zeros(0, "float32"))
+    low = base.ctypes.data
+    assert spans == [(low, 512), (low, 15 * 4 + 7 * 64 + 4), (low + 2 * 64 + 5 * 4, 4)]     # the empty one: none
+
+
+def test_only_arrays_are_flushed():
+    with pytest.raises(TypeError, match="numpy arrays"):
+        flush_from_caches([1.0, 2.0])
+
+
+def test_the_native_function_is_compiled_once():
+    assert cache_lines._compiled() is cache_lines._compiled()
