@@ -6,7 +6,7 @@ Subcommands (``autotune SUBCOMMAND --help`` for the options)::
     autotune tune GRAPH --trials N [--tuner xgb|random|grid] [--db tuning.db] [--log PATH]
                   [--time-budget 10m] [--executor local|dask://HOST:PORT] [--seed S]
                   [--resume/--no-resume] [--early-stopping N] [--min-repeat-ms MS]
-                  [--cache-flush] [--timeout 10s] [--json] [--verbose]
+                  [--cache-flush/--no-cache-flush] [--timeout 10s] [--json] [--verbose]
     autotune best [--db PATH] [--missing GRAPH] [--json]
     autotune show LOG [--json]
     autotune export [--db PATH] LOG [--workload KEY]
@@ -75,7 +75,7 @@ from .dispatch import HistoryBest, MissingRecordWarning
 from .executor import DaskExecutor, executor_from
 from .extract import extract_tasks
 from .log import LogWriteError, export_log, import_log, read_log
-from .measure import MeasureOptions, compare_outputs
+from .measure import MeasureOptions, compare_outputs, weight_bytes, weights_outgrow_caches
 from .model_check import PAUSE, WARMUP, check_in_model, random_feeds, settle
 from .plots import PlotError
 from .record import ERROR_KINDS
@@ -603,8 +603,9 @@ def cmd_tune(args) -> int:
                          "tasks": []})
         return EXIT_OK
     try:
-        options = MeasureOptions(min_repeat_ms=args.min_repeat_ms, timeout=args.timeout, flush_cache=args.cache_flush,
-                                 repeat=FLUSHED_REPEATS if args.cache_flush else MeasureOptions.repeat)
+        flush = weights_outgrow_caches(tasks) if args.cache_flush is None else args.cache_flush
+        options = MeasureOptions(min_repeat_ms=args.min_repeat_ms, timeout=args.timeout, flush_cache=flush,
+                                 repeat=FLUSHED_REPEATS if flush else MeasureOptions.repeat)
     except ValueError as err:
         raise BadInput(f"--min-repeat-ms / --timeout: {err}") from None
     try:            # before any measurement: a record must never reach the db but not the log
@@ -629,6 +630,11 @@ def cmd_tune(args) -> int:
         budget = "" if args.time_budget is None else f", time budget {format_seconds(args.time_budget)}"
         print(f"tuning {len(tasks)} task(s) of {graph_path} on {target.cpu}: {args.tuner} ({args.scheduler}), {args.trials} "
               f"trials{budget}, seed {args.seed}, db {args.db}, log {log}", file=chatter, flush=True)
+        if flush:
+            why = "" if args.cache_flush else (f" (the model's {weight_bytes(tasks) / 2**20:.0f} MiB of weights do not "
+                                               f"fit in the caches; --no-cache-flush to time them cached)")
+            print(f"each kernel's weights are flushed from the caches before each timed call{why}",
+                  file=chatter, flush=True)
         progress = ProgressPrinter(chatter, tasks)
         cleanup.callback(progress.finish)
         started = time.monotonic()
@@ -1170,10 +1176,11 @@ def build_parser() -> argparse.ArgumentParser:
                         f"averaged; steadier costs for small kernels; default {DEFAULT_MIN_REPEAT_MS:g})")
     p.add_argument("--timeout", type=_duration, default=DEFAULT_TIMEOUT, metavar="DURATION",
                    help=f"build, and run, time allowed per candidate (default {DEFAULT_TIMEOUT:g} s)")
-    p.add_argument("--cache-flush", action="store_true",
+    p.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=None,
                    help=f"push each kernel's weights out of the caches before each timed call "
                         f"({FLUSHED_REPEATS} single calls per candidate): they come from memory, as in a "
-                        f"model whose weights do not fit in the caches, while its data inputs stay cached")
+                        f"model whose weights do not fit in the caches, while its data inputs stay cached "
+                        f"(default: when the model's weights are more than the last-level cache holds)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     p.add_argument("--verbose", action="store_true", help="print every error message")
     p.set_defaults(run=cmd_tune)

@@ -40,7 +40,7 @@ import numpy as np
 
 from schedule.space import Config
 from tensorir.runtime import artifact
-from tensorir.runtime.cache_lines import flush_from_caches
+from tensorir.runtime.cache_lines import flush_from_caches, last_level_cache_bytes
 from tensorir.runtime.kernel import Kernel
 from tensorir.runtime.prepacked import PrepackedKernel
 from tensorir.runtime.target import Target
@@ -326,6 +326,38 @@ def constant_inputs(task: Task) -> list[int]:
         [1]
     """
     return [k for k, t in enumerate(task.inputs) if t.op.tag == "constant"]
+
+
+def weight_bytes(tasks) -> int:
+    """The bytes of weights a run of the model the ``tasks`` come from reads: each task's
+    constant inputs, as many times as its weight (how many partitions share it).
+
+    Example:
+        >>> from tensorir import placeholder, compute
+        >>> x = placeholder((4,), name="x"); w = placeholder((4,), name="w", constant=True)
+        >>> weight_bytes([Task(compute((4,), lambda i: x[i] * w[i], name="y"), weight=3)])
+        48
+    """
+    return sum(task.weight * sum(math.prod(task.inputs[k].shape) * np.dtype(task.inputs[k].dtype).itemsize
+                                 for k in constant_inputs(task)) for task in tasks)
+
+
+def weights_outgrow_caches(tasks, cache_bytes: int | None = None) -> bool:
+    """Whether the weights of the model the ``tasks`` come from are more than the last-level
+    cache holds (``cache_bytes``, default this machine's; False when it is unknown): then
+    each layer's weights come from memory in every run of the model, as ``flush_cache``
+    measures them.
+
+    Example:
+        >>> from tensorir import placeholder, compute
+        >>> x = placeholder((4,), name="x"); w = placeholder((4,), name="w", constant=True)
+        >>> task = Task(compute((4,), lambda i: x[i] * w[i], name="y"))
+        >>> weights_outgrow_caches([task], cache_bytes=8), weights_outgrow_caches([task], cache_bytes=1 << 20)
+        (True, False)
+    """
+    if cache_bytes is None:
+        cache_bytes = last_level_cache_bytes()
+    return cache_bytes is not None and weight_bytes(tasks) > cache_bytes
 
 
 def call_as_in_graph(kernel, arrays, constants=()):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from pathlib import Path
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -30,6 +31,8 @@ from .target import Target, new_target_machine
 
 LINE_BYTES = 64
 """The cache line size of the x86 CPUs the project runs on."""
+CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+"""Where Linux describes the first CPU's caches: one ``index*`` directory per cache."""
 
 _IR = """
 declare void @llvm.x86.{intrinsic}(ptr)
@@ -101,3 +104,26 @@ def flush_from_caches(*arrays: np.ndarray) -> None:
         for n, stride in zip(a.shape, a.strides):
             low, high = low + min(0, (n - 1) * stride), high + max(0, (n - 1) * stride)
         flush(low, high + a.itemsize - low)
+
+
+def last_level_cache_bytes(caches: Path = CACHES) -> int | None:
+    """The size in bytes of the largest data (or unified) cache the first CPU reads through, as
+    Linux describes it under ``caches``; None where it does not.
+
+    Example:
+        >>> size = last_level_cache_bytes()
+        >>> size is None or size >= 1 << 20
+        True
+    """
+    sizes = []
+    for index in sorted(caches.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:].upper(), 1)
+        digits = size.rstrip("KkMmGg")
+        if kind in ("Data", "Unified") and digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes, default=None)

@@ -119,7 +119,7 @@ def test_no_resume_measures_again(tuned, tmp_path):
     assert len(read_log(log).records) == 8
 
 
-def test_cache_flush_times_single_calls_after_flushing_the_weights(tuned, tmp_path, monkeypatch):
+def _spy_options(monkeypatch):
     from autotune import cli
     seen = []
     real = cli.tune
@@ -128,11 +128,32 @@ def test_cache_flush_times_single_calls_after_flushing_the_weights(tuned, tmp_pa
         seen.append(kwargs["options"])
         return real(*args, **kwargs)
     monkeypatch.setattr(cli, "tune", spy)
+    return seen
+
+
+def test_cache_flush_times_single_calls_after_flushing_the_weights(tuned, tmp_path, monkeypatch):
+    from autotune import cli
+    seen = _spy_options(monkeypatch)
     db, log = tmp_path / "t.db", tmp_path / "t.jsonl"
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log, "--cache-flush"])
     assert code == EXIT_OK, err
     assert seen[0].flush_cache and seen[0].repeat == cli.FLUSHED_REPEATS
+    assert "weights are flushed from the caches before each timed call\n" in out      # asked: no reason given
     assert all(len(r.costs) == cli.FLUSHED_REPEATS for r in read_log(log).records if r.is_ok)
+
+
+@pytest.mark.parametrize("cache_bytes, options, flushed", [(1 << 30, [], False), (64, [], True),
+                                                           (64, ["--no-cache-flush"], False)])
+def test_weights_are_flushed_by_default_when_the_caches_cannot_hold_them(tuned, tmp_path, monkeypatch,
+                                                                        cache_bytes, options, flushed):
+    from autotune import measure
+    monkeypatch.setattr(measure, "last_level_cache_bytes", lambda: cache_bytes)
+    seen = _spy_options(monkeypatch)
+    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tmp_path / "t.db", "--log", tmp_path / "t.jsonl",
+                          *options])
+    assert code == EXIT_OK, err
+    assert seen[0].flush_cache is flushed
+    assert ("of weights do not fit in the caches; --no-cache-flush to time them cached" in out) is flushed
 
 
 def test_json_summary_parses(tuned, tmp_path):

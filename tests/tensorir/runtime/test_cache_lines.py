@@ -33,3 +33,24 @@ def test_only_arrays_are_flushed():
 
 def test_the_native_function_is_compiled_once():
     assert cache_lines._compiled() is cache_lines._compiled()
+
+
+def _cache(root, name, kind, size):
+    (root / name).mkdir()
+    (root / name / "type").write_text(kind + "\n")
+    (root / name / "size").write_text(size + "\n")
+
+
+def test_the_last_level_cache_is_the_largest_data_cache(tmp_path):
+    _cache(tmp_path, "index0", "Data", "32K")
+    _cache(tmp_path, "index1", "Instruction", "64M")       # not read through for data
+    _cache(tmp_path, "index2", "Unified", "1024K")
+    _cache(tmp_path, "index3", "Unified", "32768K")
+    assert cache_lines.last_level_cache_bytes(tmp_path) == 32 << 20
+
+
+def test_an_unknown_cache_size_is_none(tmp_path):
+    assert cache_lines.last_level_cache_bytes(tmp_path) is None
+    _cache(tmp_path, "index0", "Unified", "lots")
+    (tmp_path / "index1").mkdir()                           # no files: skipped
+    assert cache_lines.last_level_cache_bytes(tmp_path) is None
