@@ -1009,7 +1009,11 @@ FLUSHED_REPEATS = 10
 """Timed calls per candidate under ``tune --cache-flush``: one call each, after its weights are
 flushed from the caches."""
 BENCH_BLOCKS = 5
-"""``bench`` times each engine in this many blocks, the engines taking turns."""
+"""``bench`` times each engine in at least this many blocks, the engines taking turns."""
+BENCH_BLOCK_SECONDS = 0.15
+"""About how long one engine's block lasts at most (at least one run): a slow model's runs are
+spread over many short blocks, so that a slow spell of the machine (another tenant's burst,
+a second or so) falls on every engine alike, not on one engine's long block."""
 BENCH_PAUSE, BENCH_WARMUP = PAUSE, WARMUP
 """Seconds of sleep before each block, then of untimed runs (at least one): as the check in the
 model waits (``model_check.PAUSE``, ``model_check.WARMUP``)."""
@@ -1038,6 +1042,18 @@ def time_interleaved(runners: dict, repeat: int, blocks: int = BENCH_BLOCKS, pau
                 run_once()
                 times[name].append(time.perf_counter() - start)
     return times
+
+
+def bench_blocks(repeat: int, run_seconds: float) -> int:
+    """How many blocks ``bench`` times ``repeat`` runs of ``run_seconds`` each in: at least
+    ``BENCH_BLOCKS``, more when a block would last longer than ``BENCH_BLOCK_SECONDS``, at most
+    one per run.
+
+    Example:
+        >>> bench_blocks(30, 50e-6), bench_blocks(60, 0.045), bench_blocks(3, 1.0)
+        (5, 18, 3)
+    """
+    return max(min(BENCH_BLOCKS, repeat), min(repeat, math.ceil(repeat * run_seconds / BENCH_BLOCK_SECONDS)))
 
 
 def _bench_rows(stats: dict, speedup: dict, noise: dict) -> list:
@@ -1080,7 +1096,12 @@ def cmd_bench(args) -> int:
         elif args.plot is not None:
             print("autotune: note: onnxruntime is not timed, so the chart has no onnxruntime bar "
                   "(pip install onnxruntime)", file=sys.stderr)
-    times = time_interleaved(runners, args.repeat)       # interleaved: drift hits all alike
+    slowest = 0.0
+    for run_once in runners.values():
+        started = time.perf_counter()
+        run_once()
+        slowest = max(slowest, time.perf_counter() - started)
+    times = time_interleaved(runners, args.repeat, bench_blocks(args.repeat, slowest))  # drift hits all alike
     stats = {name: {"median": statistics.median(t), "min": min(t)} for name, t in times.items()}
     noise = {name: s["median"] / s["min"] - 1 for name, s in stats.items()}     # the spread of the runs
     speedup = {k: stats["default"][k] / stats["tuned"][k] for k in ("median", "min")}

@@ -560,6 +560,15 @@ def test_bench_times_engines_in_paused_blocks_taking_turns(monkeypatch):
     assert events == block * 2
 
 
+def test_bench_spreads_a_slow_models_runs_over_short_blocks():
+    # a slow spell of the machine lasts about a second: it must fall on every engine alike
+    from autotune import cli
+    assert cli.bench_blocks(30, 1e-4) == cli.BENCH_BLOCKS                   # a small model: few long blocks
+    blocks = cli.bench_blocks(60, 0.045)                                     # resnet50: ~3 runs per block
+    assert 60 * 0.045 / blocks <= cli.BENCH_BLOCK_SECONDS and blocks == 18
+    assert cli.bench_blocks(4, 2.0) == 4 and cli.bench_blocks(2, 1e-6) == 2   # never more blocks than runs
+
+
 def test_bench_warms_each_engine_up_after_its_pause(monkeypatch):
     # the runs right after a pause wake sleeping threads: untimed runs fill the warm-up time
     from autotune import cli
