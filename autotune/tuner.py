@@ -397,8 +397,8 @@ class XGBTuner(Tuner):
             if self.knob_model.is_trained:
                 shortlist = simulated_annealing(self.space, self.knob_scores, SHORTLIST * wanted, exclude=exclude,
                                                 rng=self.rng, initial=initial, **self.search_options)
-            else:       # trained on other tasks' records alone: it ranks a random sample
-                shortlist = self._random_unvisited(2 * size, exclude - self.visited)
+            else:       # trained on other tasks' records alone: it ranks a random sample as large
+                shortlist = self._random_unvisited(4 * SHORTLIST * wanted, exclude - self.visited)
             scored = sorted(zip(self.scores(shortlist), shortlist), key=lambda t: -t[0])
             self._plan += [i for score, i in scored if score > -math.inf]
             exclude = exclude | set(shortlist)
