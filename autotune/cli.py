@@ -82,6 +82,7 @@ from .record import ERROR_KINDS
 from .target import current_target
 from .tune import SCHEDULERS, tune
 from .tuner import TUNERS
+from tensorir.runtime.cache_lines import flushes_here
 from tensorir.errors import TilefuseError
 
 EXIT_OK = 0
@@ -603,7 +604,10 @@ def cmd_tune(args) -> int:
                          "tasks": []})
         return EXIT_OK
     try:
-        flush = weights_outgrow_caches(tasks) if args.cache_flush is None else args.cache_flush
+        if args.cache_flush and not flushes_here():
+            raise BadInput(f"--cache-flush: this CPU ({current_target().cpu}) cannot flush cache lines; "
+                           f"flushing needs an x86 CPU")
+        flush = weights_outgrow_caches(tasks) and flushes_here() if args.cache_flush is None else args.cache_flush
         options = MeasureOptions(min_repeat_ms=args.min_repeat_ms, timeout=args.timeout, flush_cache=flush,
                                  repeat=FLUSHED_REPEATS if flush else MeasureOptions.repeat)
     except ValueError as err:

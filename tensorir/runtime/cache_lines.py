@@ -61,6 +61,16 @@ _lock = threading.Lock()
 _flush_lines = []       # [the engine (kept alive), the ctypes function]
 
 
+def flushes_here() -> bool:
+    """Whether this machine's CPU can flush cache lines here (an x86 one).
+
+    Example:
+        >>> flushes_here() in (True, False)
+        True
+    """
+    return Target.host().triple.startswith(("x86_64", "i686", "i386"))
+
+
 def _compiled():
     """The native ``flush_lines(start, bytes)``, compiled on first use."""
     if _flush_lines:
@@ -68,7 +78,7 @@ def _compiled():
     with _lock:
         if not _flush_lines:
             host = Target.host()
-            if not host.triple.startswith(("x86_64", "i686", "i386")):
+            if not flushes_here():
                 raise Unsupported(f"flushing cache lines needs an x86 CPU; this one is {host.triple}")
             features = host.features.split(",")
             intrinsic = "clflushopt" if "+clflushopt" in features else "sse2.clflush"

@@ -156,6 +156,17 @@ def test_weights_are_flushed_by_default_when_the_caches_cannot_hold_them(tuned, 
     assert ("of weights do not fit in the caches; --no-cache-flush to time them cached" in out) is flushed
 
 
+def test_a_cpu_that_cannot_flush_cache_lines(tuned, tmp_path, monkeypatch):
+    from autotune import cli, measure
+    monkeypatch.setattr(cli, "flushes_here", lambda: False)
+    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tmp_path / "t.db", "--cache-flush"])
+    assert code == EXIT_BAD_INPUT and "cannot flush cache lines" in err
+    monkeypatch.setattr(measure, "last_level_cache_bytes", lambda: 64)      # the weights outgrow it: timed cached
+    seen = _spy_options(monkeypatch)
+    code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tmp_path / "t.db", "--log", tmp_path / "t.jsonl"])
+    assert code == EXIT_OK and not seen[0].flush_cache
+
+
 def test_json_summary_parses(tuned, tmp_path):
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tuned["db"], "--log", tmp_path / "x.jsonl",
                           "--json", "--verbose"])

@@ -54,3 +54,17 @@ def test_an_unknown_cache_size_is_none(tmp_path):
     _cache(tmp_path, "index0", "Unified", "lots")
     (tmp_path / "index1").mkdir()                           # no files: skipped
     assert cache_lines.last_level_cache_bytes(tmp_path) is None
+
+
+def test_a_cpu_without_cache_line_flushes_says_so(monkeypatch):
+    from tensorir.errors import Unsupported
+    from tensorir.runtime.target import Target
+    host = Target.host()
+    monkeypatch.setattr(cache_lines, "_flush_lines", [])
+    monkeypatch.setattr(cache_lines.Target, "host", staticmethod(lambda: Target.of("cortex-a72", "+neon",
+                                                                                   triple="aarch64-unknown-linux-gnu")))
+    assert not cache_lines.flushes_here()
+    with pytest.raises(Unsupported, match="needs an x86 CPU; this one is aarch64"):
+        flush_from_caches(np.zeros(4))
+    monkeypatch.undo()
+    assert cache_lines.flushes_here() == host.triple.startswith("x86_64")
