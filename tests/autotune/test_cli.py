@@ -189,7 +189,7 @@ def test_json_summary_has_the_check_in_the_model(tuned, tmp_path):
     assert code == EXIT_OK, err
     summary = json.loads(out)
     model = summary["model_check"]          # the picks as they run in the graph
-    assert set(model) == {"default_ms", "tuned_ms", "checked_ms", "spread", "workloads"}
+    assert set(model) == {"default_ms", "tuned_ms", "checked_default_ms", "checked_ms", "spread", "workloads"}
     assert all(w["key"] in {t["key"] for t in summary["tasks"]} for w in model["workloads"])
     assert "checking the picks in the model" in err
 

@@ -77,8 +77,8 @@ def test_no_tuned_pick_checks_nothing(tmp_path):
         pick(db, first, dict(first.template.default_config().values))    # picked, but the default
         check = check_in_model(graph, db)
     assert check == ModelCheck() and check.dropped == []
-    assert check.to_json() == {"default_ms": None, "tuned_ms": None, "checked_ms": None, "spread": None,
-                               "workloads": []}
+    assert check.to_json() == {"default_ms": None, "tuned_ms": None, "checked_default_ms": None, "checked_ms": None,
+                               "spread": None, "workloads": []}
 
 
 class FakeClock:
@@ -127,10 +127,23 @@ def test_a_pick_slower_there_is_dropped_and_the_rest_measured_again(tuned_pair, 
     assert clock.calls == 2
     assert [(w.key, w.kept) for w in check.workloads] == [(first.key, True), (second.key, False)]
     assert check.tuned_seconds == pytest.approx(20.25e-6) and check.checked_seconds == pytest.approx(18e-6)
+    assert check.default_seconds == check.checked_default_seconds == pytest.approx(20e-6)
     assert picked(db, first) == configs[0]
     assert picked(db, second) == dict(second.template.default_config().values)
     dropped = db.pick(second.key, current_target().key)      # the costs it lost with, in the model
     assert (dropped.default_cost, dropped.tuned_cost) == pytest.approx((10e-6, 10.2e-6))
+
+
+def test_each_pass_reports_the_default_it_measured_beside_the_picks(tuned_pair, monkeypatch):
+    # the machine slowed down between the passes: the kept picks compare with the second default
+    graph, db, (first, second), configs, (a, b) = tuned_pair
+    clock = FakeClock([{"default": {a: 10e-6, b: 10e-6}, "tuned": {a: 10.5e-6, b: 8e-6}},
+                       {"default": {a: 12e-6, b: 12e-6}, "tuned": {a: 12e-6, b: 9.6e-6}}])
+    monkeypatch.setattr(model_check, "_time_steps", clock)
+    check = check_in_model(graph, db)
+    assert (check.default_seconds, check.tuned_seconds) == pytest.approx((20e-6, 18.5e-6))
+    assert (check.checked_default_seconds, check.checked_seconds) == pytest.approx((24e-6, 21.6e-6))
+    assert check.to_json()["checked_default_ms"] == pytest.approx(24e-3)
 
 
 def test_picks_that_win_alone_but_lose_together_are_all_dropped(tuned_pair, monkeypatch):
