@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from schedule.space import Config
+from tensorir.dtype import itemsize
 from tensorir.runtime import artifact
 from tensorir.runtime.cache_lines import flush_from_caches, last_level_cache_bytes
 from tensorir.runtime.kernel import Kernel
@@ -338,7 +339,7 @@ def weight_bytes(tasks) -> int:
         >>> weight_bytes([Task(compute((4,), lambda i: x[i] * w[i], name="y"), weight=3)])
         48
     """
-    return sum(task.weight * sum(math.prod(task.inputs[k].shape) * np.dtype(task.inputs[k].dtype).itemsize
+    return sum(task.weight * sum(math.prod(task.inputs[k].shape) * itemsize(task.inputs[k].dtype)
                                  for k in constant_inputs(task)) for task in tasks)
 
 

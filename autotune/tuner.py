@@ -207,9 +207,13 @@ class Tuner:
                     picks.append(i)
                     if len(picks) == n:
                         return picks
-        pool = [i for i in range(size) if i not in taken]
-        self.visited.update(i for i in pool if not searchable(i))
-        pool = [i for i in pool if i not in self.visited]
+        pool = []
+        for i in range(size):
+            if i not in taken:
+                if searchable(i):
+                    pool.append(i)
+                else:
+                    self.visited.add(i)     # ruled out: as good as visited
         return picks + self.rng.sample(pool, min(n - len(picks), len(pool)))
 
 

@@ -23,11 +23,10 @@ import ctypes
 import threading
 from pathlib import Path
 
-import llvmlite.binding as llvm
 import numpy as np
 
 from ..errors import Unsupported
-from .target import Target, new_target_machine
+from .target import Target, jit_ir
 
 LINE_BYTES = 64
 """The cache line size of the x86 CPUs the project runs on."""
@@ -82,13 +81,7 @@ def _compiled():
                 raise Unsupported(f"flushing cache lines needs an x86 CPU; this one is {host.triple}")
             features = host.features.split(",")
             intrinsic = "clflushopt" if "+clflushopt" in features else "sse2.clflush"
-            tm = new_target_machine()
-            module = llvm.parse_assembly(_IR.format(intrinsic=intrinsic, line=LINE_BYTES))
-            module.triple = tm.triple
-            module.data_layout = str(tm.target_data)
-            module.verify()
-            engine = llvm.create_mcjit_compiler(module, tm)
-            engine.finalize_object()
+            engine = jit_ir(_IR.format(intrinsic=intrinsic, line=LINE_BYTES), "tilefuse_cache_lines")
             function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)(
                 engine.get_function_address("tilefuse_flush_lines"))
             _flush_lines.extend([engine, function])

@@ -28,7 +28,7 @@ import llvmlite.binding as llvm
 
 from .abi import PARALLEL_FOR
 from .scratch import SCRATCH, callback_address
-from .target import new_target_machine, optimize_module
+from .target import jit_ir
 
 __all__ = ["ensure_runtime", "set_num_threads", "get_num_threads", "parallel_for_address"]
 
@@ -86,15 +86,7 @@ def ensure_runtime() -> None:
         if _parallel_for_addr is not None:
             return
         nthreads = _get_num_threads_locked()   # a bad $TILEFUSE_NUM_THREADS raises here
-        tm = new_target_machine()   # MCJIT takes ownership of its target machine
-        module = llvm.parse_assembly(_IR_PATH.read_text())
-        module.triple = tm.triple
-        module.data_layout = str(tm.target_data)
-        module.name = "tilefuse_threadpool"
-        module.verify()
-        optimize_module(module)
-        engine = llvm.create_mcjit_compiler(module, tm)
-        engine.finalize_object()
+        engine = jit_ir(_IR_PATH.read_text(), "tilefuse_threadpool")
         # Worker threads execute this engine's code until the process exits, so it must
         # never be freed -- not even by module teardown at interpreter shutdown.
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(engine))
