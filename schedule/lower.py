@@ -131,12 +131,18 @@ class _Lowering:
     def run(self) -> S.Stmt:
         env = {}
         allocations = []
+        for st in self.sch.stages:
+            if st.storage_shape is not None and (st.attach_type != "root" or id(st.op) in self.arg_buffers):
+                where = {"root": "an argument of the kernel", "inline": "inlined"}.get(
+                    st.attach_type, "computed at a loop of another stage")
+                raise ScheduleError(f"stage {st.op.name}: storage_align needs a stage computed at the root into a "
+                                    f"buffer of its own; this one is {where}")
         for st in self.stages:
             if st.attach_type != "root":
                 continue
             buf = self.arg_buffers.get(id(st.op))
             if buf is None:
-                buf = E.Buffer(self._unique(st.op.name), st.op.shape, st.op.dtype)
+                buf = E.Buffer(self._unique(st.op.name), st.storage_shape or st.op.shape, st.op.dtype)
                 allocations.append(buf)
             env[id(st.op)] = (buf, _zeros(len(st.op.shape)))
         for op_id, buf in self.arg_buffers.items():

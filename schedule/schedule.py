@@ -88,6 +88,7 @@ class Stage:
         self.attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
         self.round_up: tuple = ()                   # data axes whose region is not shifted inside
+        self.storage_shape: tuple | None = None     # the buffer's shape when storage_align pads it
 
     def _reset_loops(self):
         self.leaf_iter_vars: list[IterVar] = list(self.axis) + list(self.reduce_axis)
@@ -280,6 +281,44 @@ class Stage:
         if not isinstance(offset, int) or isinstance(offset, bool) or offset == 0:
             raise self._error(axis, f"prefetch offset must be a nonzero integer, got {offset!r}")
         self.prefetches.append((tensor, axis, offset, bool(write)))
+
+    def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
+        """Lay out this stage's buffer so that neighbouring entries along data axis ``axis`` are
+        ``factor * k + offset`` elements apart (the next axis's extent padded; the padding is
+        never written or read). Rows a multiple of 4 KiB apart fall in the same L1 sets and evict
+        one another when a loop reads several of them; a cache line of padding per row spreads
+        them over the sets. For a stage computed at the root into a buffer of its own (not an
+        output of the schedule).
+
+        Example:
+            >>> from tensorir import placeholder, compute
+            >>> A = placeholder((8, 512), name="A")
+            >>> B = compute((8, 512), lambda i, j: A[i, j] * 2.0, name="B")
+            >>> C = compute((8, 512), lambda i, j: B[i, j] + 1.0, name="C")
+            >>> s = create_schedule(C); s[B].storage_align(B.op.axis[0], 512, 16)
+            >>> s[B].storage_shape
+            (8, 528)
+        """
+        axes = list(self.op.axis)
+        if not isinstance(axis, IterVar) or axis not in axes:
+            raise self._error(axis, "storage_align needs a data axis of the op (one of stage.op.axis)")
+        d = axes.index(axis)
+        if d == len(axes) - 1:
+            raise self._error(axis, "storage_align: the last axis's entries are adjacent; align an axis before it")
+        for name, value, low in (("factor", factor, 1), ("offset", offset, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise self._error(axis, f"storage_align {name} must be an int >= {low}, got {value!r}")
+        if offset >= factor:
+            raise self._error(axis, f"storage_align offset must be less than the factor {factor}, got {offset}")
+        shape = tuple(self.op.output(0).shape)
+        inner = 1
+        for n in shape[d + 2:]:
+            inner *= n
+        padded = next((n for n in range(shape[d + 1], shape[d + 1] + factor) if n * inner % factor == offset), None)
+        if padded is None:
+            raise self._error(axis, f"storage_align: no extent from {shape[d + 1]} of the next axis makes the stride "
+                                    f"({inner} elements per entry) {offset} modulo {factor}")
+        self.storage_shape = shape[:d + 1] + (padded,) + shape[d + 2:]
 
     # ------------------------------------------------------------------ where to compute
     def compute_at(self, parent: "Stage", axis: IterVar, round_up=()) -> None:

@@ -465,3 +465,30 @@ def test_kernel_misaligned_input(add_kernel):
     a = np.ones(4 * 8 + 1, "float32")[1:].reshape(4, 8)  # 4 bytes past an aligned start
     with pytest.raises(ValueError, match="argument A is not 16-byte aligned"):
         add_kernel(a, b, c)
+
+
+@pytest.mark.parametrize("axis, factor, offset, match", [
+    (1, 16, 0, "the last axis's entries are adjacent"),
+    (0, 0, 0, "factor must be an int >= 1"),
+    (0, 16, -1, "offset must be an int >= 0"),
+    (0, 16, 16, "offset must be less than the factor 16"),
+    (0, 16.0, 0, "factor must be an int"),
+    (0, 64, 1, "no extent from 10 of the next axis"),        # rows of 10 x 2: always even
+])
+def test_storage_align_bad_requests(axis, factor, offset, match):
+    A = placeholder((4, 10, 2), name="A")
+    B = compute((4, 10, 2), lambda i, j, k: A[i, j, k] * 2.0, name="B")
+    s = create_schedule(B)
+    axes = [B.op.axis[0], B.op.axis[2]]
+    with pytest.raises(ScheduleError, match=match):
+        s[B].storage_align(axes[axis], factor, offset)
+    assert s[B].storage_shape is None
+
+
+def test_storage_align_needs_a_data_axis_of_the_stage():
+    A = placeholder((4, 8), name="A")
+    B = compute((4, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    s = create_schedule(B)
+    outer, _ = s[B].split(B.op.axis[0], factor=2)
+    with pytest.raises(ScheduleError, match="storage_align needs a data axis"):
+        s[B].storage_align(outer, 16, 0)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from schedule import build, create_schedule, lower
+from schedule.schedule import ScheduleError
 from tensorir import compute, max as rmax, placeholder, reduce_axis, sum as rsum
 from schedule_testing import rand
 
@@ -358,3 +359,40 @@ def test_scalar_output_shape():
     a, c = rand(6), np.full((), np.nan, "float32")
     f(a, c)
     np.testing.assert_allclose(c, a.sum(), rtol=1e-5, atol=1e-6)
+
+
+def test_storage_align_pads_the_rows_of_an_intermediate_and_keeps_the_results():
+    A = placeholder((6, 5, 32), "float32", name="A")
+    T = compute((6, 5, 32), lambda i, j, k: A[i, j, k] * 2.0, name="T")
+    U = compute((6, 5, 32), lambda i, j, k: T[i, j, k] + T[i, (j + 1) % 5, k], name="U")
+    other = create_schedule(U)
+    other[T].storage_align(T.op.axis[0], 64, 0)               # entries of 5 x 32: 5 -> 6 rows of 32
+    assert other[T].storage_shape == (6, 6, 32)
+    s = create_schedule(U)
+    s[T].storage_align(T.op.axis[1], 32, 16)                  # 32 -> 48 elements per row
+    assert s[T].storage_shape == (6, 5, 48)
+    _, inner = s[T].split(T.op.axis[2], factor=16)
+    s[T].vectorize(inner)
+    assert "allocate T[6, 5, 48]" in str(lower(s, [A, U]))
+    f = build(s, [A, U])
+    a, u = rand((6, 5, 32)), np.full((6, 5, 32), np.nan, "float32")
+    f(a, u)
+    np.testing.assert_array_equal(u, a * np.float32(2) + np.roll(a, -1, axis=1) * np.float32(2))
+
+
+@pytest.mark.parametrize("where", ["argument", "at", "inline"])
+def test_storage_align_of_a_stage_without_a_root_buffer_of_its_own_is_refused_when_lowered(where):
+    A2 = placeholder((4, 16), "float32", name="A2")
+    T2 = compute((4, 16), lambda i, j: A2[i, j] * 2.0, name="T2")
+    U2 = compute((4, 16), lambda i, j: T2[i, j] + 1.0, name="U2")
+    s = create_schedule(U2)
+    s[T2].storage_align(T2.op.axis[0], 16, 8)
+    args = [A2, U2]
+    if where == "argument":
+        args = [A2, T2, U2]
+    elif where == "at":
+        s[T2].compute_at(s[U2], U2.op.axis[0])
+    else:
+        s[T2].compute_inline()
+    with pytest.raises(ScheduleError, match="storage_align needs a stage computed at the root"):
+        lower(s, args)

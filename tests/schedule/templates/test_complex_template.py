@@ -147,3 +147,29 @@ def test_unroll_k_unrolls_the_innermost_reduce_axis_that_loops():
     assert one.space.knobs["unroll_k"].candidates == (1, 2, 4, 8)       # the input channels
     assert three.space.knobs["unroll_k"].candidates == (1, 3)           # the filter's columns, whole
     assert len(one.space) >= 10_000 and len(three.space) >= 10_000
+
+
+def test_a_padded_input_whose_pixels_share_l1_sets_gets_a_line_of_padding_per_pixel():
+    # 256 channels at stride 2: a tile's pixels are 2 KiB apart in the padded copy
+    def conv(channels, stride):
+        X = placeholder((1, 7, 7, channels), name="X")
+        W = placeholder((20, channels, 3, 3), name="W", constant=True)
+        return X, W, window.conv(X, W, [stride, stride], [1, 1], [1, 1], [1, 1], data_format="NXC",
+                                 weights_format="OIX")
+    X, W, Y = conv(256, 2)
+    t = template_for(Y, AVX512)
+    assert "allocate conv_pad[1, 9, 9, 272]" in str(lower(t.apply(t.default_config()), t.args))
+    for channels, stride in ((64, 2), (256, 1)):           # 512 B and 1 KiB apart: left as they are
+        t_other = template_for(conv(channels, stride)[2], AVX512)
+        assert f"allocate conv_pad[1, 9, 9, {channels}]" in str(lower(t_other.apply(t_other.default_config()),
+                                                                      t_other.args))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 7, 7, 256)).astype(np.float32)
+    w = rng.standard_normal((20, 256, 3, 3)).astype(np.float32)
+    t = template_for(Y)
+    out = np.full((1, 4, 4, 20), np.nan, np.float32)
+    t.build(t.default_config())(x, w, out)
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    ref = sum(np.einsum("nhwc,fc->nhwf", xp[:, kh:kh + 7:2, kw:kw + 7:2], w[:, :, kh, kw])
+              for kh in range(3) for kw in range(3))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-3)
