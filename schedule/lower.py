@@ -255,30 +255,67 @@ class _Lowering:
         for p in reversed(attached):           # readers before the stages they read
             pos = leaves.index(p.attach_ivar)
             inner = {iv.uid: (0, extents[iv.uid]) for iv in leaves[pos + 1:]}
-            reads = []
-            for reader in self.readers.get(id(p.op), []):
-                if reader is st:
-                    reads += [(_subst_all(n.indices, glob), inner) for n in walk(self.bodies[id(st)])
-                              if isinstance(n, E.TensorLoad) and n.tensor.op is p.op]
-                elif reader.attach_type == "at" and reader.attach_stage is st \
-                        and leaves.index(reader.attach_ivar) >= pos and id(reader) in regions:
-                    rmins, rexts = regions[id(reader)]
-                    rvalues, rextents, _ = _leaf_values(reader, rexts)
-                    rglob, rstarts = _root_values(reader, rmins, rvalues)
-                    rinner = dict(inner)
-                    rinner.update({iv.uid: (rstarts.get(iv.uid, 0), rextents[iv.uid]) for iv in reader.leaf_iter_vars})
-                    reads += [(_subst_all(n.indices, rglob), rinner) for n in walk(self.bodies[id(reader)])
-                              if isinstance(n, E.TensorLoad) and n.tensor.op is p.op]
-                else:
-                    raise ScheduleError(
-                        f"stage {p.op.name}, axis {p.attach_ivar.name}: computed at loop {p.attach_ivar.name} of "
-                        f"{st.op.name}, but read by {reader.op.name}, which is not computed inside that loop")
+            within = _Within(self, st, pos, glob, inner, regions, ranges)
+            reads = within.reads_of(p, p)
             if not reads:
                 raise ScheduleError(f"stage {p.op.name}, axis {p.attach_ivar.name}: computed at a loop of "
                                     f"{st.op.name}, which does not read it")
-            rounded = {a.uid for a in p.round_up}
-            regions[id(p)] = _window(p.op.shape, reads, ranges, [ax.uid in rounded for ax in p.axis])
+            regions[id(p)] = within.window(p, reads)
         return regions
+
+
+class _Within:
+    """Bound inference inside one iteration of loop ``st.leaf_iter_vars[pos]``: what each
+    stage computed inside it (at ``st`` or, nested, at a stage that is) reads of another."""
+
+    def __init__(self, lowering, st, pos, glob, inner, regions, ranges):
+        self.lowering, self.st, self.pos, self.glob, self.inner = lowering, st, pos, glob, inner
+        self.regions, self.ranges, self.nested = regions, ranges, {}
+
+    def window(self, p, reads):
+        rounded = {a.uid for a in p.round_up}
+        return _window(p.op.shape, reads, self.ranges, [ax.uid in rounded for ax in p.axis])
+
+    def reads_of(self, p, attached):
+        """(indices, ranges of the loops they use) of every read of ``p`` by its readers, each
+        over all it computes in the iteration; ``attached`` names the stage in errors."""
+        reads = []
+        for reader in self.lowering.readers.get(id(p.op), []):
+            if reader is self.st:
+                context = self.glob, self.inner
+            else:
+                context = self._span(reader)
+                if context is None:
+                    raise ScheduleError(
+                        f"stage {attached.op.name}, axis {attached.attach_ivar.name}: computed at loop "
+                        f"{attached.attach_ivar.name} of {self.st.op.name}, but read by {reader.op.name}, which is "
+                        f"not computed inside that loop")
+            rglob, rinner = context
+            reads += [(_subst_all(n.indices, rglob), rinner) for n in walk(self.lowering.bodies[id(reader)])
+                      if isinstance(n, E.TensorLoad) and n.tensor.op is p.op]
+        return reads
+
+    def _span(self, stage):
+        """(root values, loop ranges) of ``stage``'s loops over all it computes in the iteration,
+        or None when it is not computed inside the loop."""
+        if stage.attach_type != "at":
+            return None
+        if stage.attach_stage is self.st:
+            if self.st.leaf_iter_vars.index(stage.attach_ivar) < self.pos or id(stage) not in self.regions:
+                return None
+            region = self.regions[id(stage)]
+        elif id(stage) in self.nested:
+            region = self.nested[id(stage)]
+        else:       # computed at a stage that is inside: its region spans all its readers read there
+            if self._span(stage.attach_stage) is None:
+                return None
+            region = self.nested[id(stage)] = self.window(stage, self.reads_of(stage, stage))
+        rmins, rexts = region
+        rvalues, rextents, _ = _leaf_values(stage, rexts)
+        rglob, rstarts = _root_values(stage, rmins, rvalues)
+        rinner = dict(self.inner)
+        rinner.update({iv.uid: (rstarts.get(iv.uid, 0), rextents[iv.uid]) for iv in stage.leaf_iter_vars})
+        return rglob, rinner
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -28,7 +28,8 @@ filter columns). The defaults (one tile per block, no copies) are the schedule a
 
 A 3x3, stride-1 channels-last convolution with constant weights has a "winograd" knob: 0
 computes it as above; 2 or 4 redefines the anchor as Winograd's F(m x m, 3 x 3)
-(``schedule/templates/winograd.py``), whose matrix products take the tile knobs.
+(``schedule/templates/winograd.py``), whose matrix products take the tile knobs, and
+"winograd_fused" computes its stages per row of tiles (register tiles that divide the row).
 
 With several outputs, one of them is tiled as above (the output every other one reads the
 anchor's values through, e.g. relu when the DAG returns relu and relu squared); the others
@@ -203,11 +204,21 @@ class ComplexTemplate(Template):
         space.define_rule(self._blocks_divide)
         if self.winograd is not None:
             space.define_knob("winograd", [0, *TILE_SIZES], 0)     # configs stored before it: direct
+            space.define_knob("winograd_fused", [False, True], False)   # and before this one: unfused
+            space.define_rule(self._fused_rows_divide)
             if len(space.knobs["pack"]) > 1:    # Winograd's filters are always in panels: pack does nothing
                 space.define_rule(lambda values: not (values["winograd"] and values["pack"]))
             # its products keep one register tile per parallel iteration and their own reduce loop
             space.define_rule(lambda values: not values["winograd"] or
                               values["block_i"] == values["block_j"] == values["unroll_k"] == 1)
+
+    def _fused_rows_divide(self, values) -> bool:
+        """Whether a fused Winograd (one row of tiles per parallel iteration) has whole register
+        tiles of ``tile_i`` tiles in a row; unfused configs pass, direct ones only unfused."""
+        if not values["winograd_fused"]:
+            return True
+        width = self.anchor.output(0).shape[2]
+        return bool(values["winograd"]) and -(-width // values["winograd"]) % values["tile_i"] == 0
 
     def _unrolled_reduce_axis(self):
         """The innermost reduce axis of the anchor that loops (extent > 1; a 1x1 convolution's
@@ -316,14 +327,23 @@ class ComplexTemplate(Template):
                   "unroll_k": 1}
         if self.winograd is not None:
             config["winograd"] = 0
+            config["winograd_fused"] = False
         return {"layout": layout, **config} if len(self.layouts) > 1 else config
 
     def alternatives(self):
         """Winograd at each tile size, with the default's register tile (in which its
-        products do well: 1.6-2.6x over the direct default on resnet50's 3x3 layers)."""
+        products do well: 1.6-2.6x over the direct default on resnet50's 3x3 layers), and
+        fused, with as many tiles per register tile (up to 8) as divide a row of tiles."""
         if self.winograd is None:
             return []
-        return [{"winograd": m, "pack": False} for m in TILE_SIZES]
+        width = self.anchor.output(0).shape[2]
+        found = []
+        for m in TILE_SIZES:
+            row = -(-width // m)
+            found += [{"winograd": m, "pack": False},
+                      {"winograd": m, "pack": False, "winograd_fused": True,
+                       "tile_i": max(t for t in TILE_I if row % t == 0 and t <= 8)}]
+        return found
 
     def schedule(self, s, cfg):
         dag = self.dag

@@ -12,6 +12,13 @@ convolution with constant weights is redefined (``Schedule.redefine``) as the st
 * the output transform: its first half a stage, its second half inlined into the output with
   the epilogue (bias, residual, activation), one pixel's channels in vectors.
 
+Unfused, each stage runs over all tiles in parallel, and the transformed tiles, the products
+and the rows go through memory between stages (on resnet50's 56x56x64 layer, 4.8 MB: cold in
+the model, where every layer's weights stream through the caches, they made its Winograd run
+at 0.55-0.67 ms against 0.35-0.40 ms warm). Fused (``winograd_fused``), one row of tiles is a
+parallel iteration of the output: its input tiles, products and rows are computed there, into
+buffers of a row's size, and read back from L1 and L2.
+
 Example:
     >>> # schedule_winograd(s, anchor, winograd_operands(anchor), out, cfg, 16)
 """
@@ -74,10 +81,12 @@ def schedule_winograd(s, anchor, operands, out, cfg, lanes: int) -> None:
     """Redefine ``anchor`` in ``s`` as Winograd's F(m x m, 3 x 3) over ``operands`` (from
     ``winograd_operands``) and schedule its stages; ``out`` is the stage the epilogue is
     inlined into (the anchor itself when there is none), ``cfg`` gives m (``winograd``), the
-    products' tile (``tile_i`` tiles by ``tile_j`` channels) and the tile order.
+    products' tile (``tile_i`` tiles by ``tile_j`` channels), the tile order, and whether the
+    stages are computed per row of tiles of the output (``winograd_fused``).
 
     Example:
-        >>> # schedule_winograd(s, anchor, operands, out, {"winograd": 4, "tile_i": 6, "tile_j": 64, "order": "ji"}, 16)
+        >>> # schedule_winograd(s, anchor, operands, out, {"winograd": 4, "tile_i": 7, "tile_j": 32, "order": "ji",
+        >>> #                                           "winograd_fused": True}, 16)
     """
     padded, weights, weights_format = operands
     m = cfg["winograd"]
@@ -93,20 +102,30 @@ def schedule_winograd(s, anchor, operands, out, cfg, lanes: int) -> None:
     s.redefine(anchor.output(0), result)
     s.numpy_packs[id(filters.op)] = (weights, WinogradFilters(weights.shape, weights.dtype, weights_format, m, tj))
 
-    _input_transform(s, tiles, lanes)
-    _products(s, products, ti, tj, cfg["order"], lanes, rounds_up=channels % tj != 0)
-    _output_rows(s[rows], lanes)
     if anchor is not out:
         s[anchor].compute_inline()
     stage = s[out]
-    *pixel, channel = stage.op.axis
+    n, h, w, channel = stage.op.axis
     outer, inner = stage.split(channel, factor=lanes)
     stage.vectorize(inner)
-    stage.parallel(fuse_all(stage, pixel))
+    if not cfg["winograd_fused"]:
+        _input_transform(s, tiles, lanes)
+        _products(s, products, ti, tj, cfg["order"], lanes, rounds_up=channels % tj != 0)
+        _output_rows(s[rows], lanes)
+        stage.parallel(fuse_all(stage, [n, h, w]))
+        return
+    row_of_tiles, pixel_row = stage.split(h, factor=m)
+    block = stage.fuse(n, row_of_tiles)
+    stage.parallel(block)
+    _input_transform(s, tiles, lanes, parallel=False)
+    _products(s, products, ti, tj, cfg["order"], lanes, rounds_up=channels % tj != 0, parallel=False)
+    _output_rows(s[rows], lanes, parallel=False)
+    for producer in (tiles, products, rows):
+        s[producer].compute_at(stage, block)
 
 
-def _input_transform(s, tiles, lanes: int) -> None:
-    """The input tiles: a tile's vector of channels per parallel iteration, its first
+def _input_transform(s, tiles, lanes: int, parallel: bool = True) -> None:
+    """The input tiles: a tile's vector of channels per (parallel) iteration, its first
     (row) transform computed there into a small buffer, both with their transform row
     unrolled (so each copy has its own constant coefficients)."""
     stage = s[tiles]
@@ -117,7 +136,8 @@ def _input_transform(s, tiles, lanes: int) -> None:
     tile = stage.fuse(t, outer)
     stage.unroll(nu)
     stage.vectorize(inner)
-    stage.parallel(tile)
+    if parallel:
+        stage.parallel(tile)
     half.compute_at(stage, tile)
     hxi, ht, hj, hch = half.op.axis
     half.reorder(ht, hxi, hj, hch)
@@ -125,18 +145,19 @@ def _input_transform(s, tiles, lanes: int) -> None:
     half.vectorize(hch)
 
 
-def _output_rows(stage, lanes: int) -> None:
-    """The first half of the output transform: a tile per parallel iteration, the output
+def _output_rows(stage, lanes: int, parallel: bool = True) -> None:
+    """The first half of the output transform: a tile per (parallel) iteration, the output
     row unrolled (its selects fold to one coefficient row), the channels in vectors."""
     row, nu, tile, channel = stage.op.axis
     outer, inner = stage.split(channel, factor=lanes)
     stage.reorder(tile, row, nu, outer, inner)
     stage.unroll(row)
     stage.vectorize(inner)
-    stage.parallel(tile)
+    if parallel:
+        stage.parallel(tile)
 
 
-def _products(s, products, ti: int, tj: int, order: str, lanes: int, rounds_up: bool) -> None:
+def _products(s, products, ti: int, tj: int, order: str, lanes: int, rounds_up: bool, parallel: bool = True) -> None:
     """The alpha^2 matrix products: ``ti`` tiles by ``tj`` output channels per register tile,
     accumulated across the input channels in a local buffer; the tiles in parallel."""
     stage = s[products]
@@ -147,7 +168,8 @@ def _products(s, products, ti: int, tj: int, order: str, lanes: int, rounds_up: 
     tiles = [to, oo] if order == "ij" else [oo, to]
     stage.reorder(xi, nu, *tiles, tin, oin)
     outer = fuse_all(stage, [xi, nu, *tiles])
-    stage.parallel(outer)
+    if parallel:
+        stage.parallel(outer)
     vectorize_by_registers(stage, oin, tj, lanes)
     local.compute_at(stage, outer, round_up=[local.axis[-1]] if rounds_up else ())
     lxi, lnu, lt, lo = local.axis

@@ -300,12 +300,12 @@ def test_records_stored_before_the_winograd_knob_resume_and_apply_as_direct_conv
     x = placeholder((1, 6, 6, 8), name="x")
     w = placeholder((3, 3, 8, 16), name="w", constant=True)
     task = Task(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))
-    old = {k: v for k, v in task.template.default_config().values.items() if k != "winograd"}
+    old = {k: v for k, v in task.template.default_config().values.items() if k not in ("winograd", "winograd_fused")}
     old["tile_j"] = 8
     path = tmp_path / "t.db"
     with Database(path) as db:
         db.add(Record.create(task.key, task.name, task.template_name, old, costs=[1e-9]))
-        assert HistoryBest(db).config_for(task.template).values == {**old, "winograd": 0}
+        assert HistoryBest(db).config_for(task.template).values == {**old, "winograd": 0, "winograd_fused": False}
     (report,) = tune([task], trials=2, db=path, tuner="random", seed=0)
     assert report.resumed == 1 and report.best_config == old
 
@@ -318,7 +318,8 @@ def test_a_3x3_convolution_measures_winograd_at_each_tile_size_in_its_first_batc
     w = placeholder((3, 3, 8, 16), name="w", constant=True)
     task = Task(ops.relu(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1])))
     db = Database(":memory:")
-    (report,) = tune([task], trials=4, db=db, tuner="random", seed=0, batch_size=8)
+    (report,) = tune([task], trials=5, db=db, tuner="random", seed=0, batch_size=8)
     measured = [r.config for r in db.records(task.key)]
-    assert [c["winograd"] for c in measured[:3]] == [0, 2, 4] and len(measured) == 4
+    assert [(c["winograd"], c["winograd_fused"]) for c in measured] == [(0, False), (2, False), (2, True), (4, False),
+                                                                        (4, True)]
     assert all(r.is_ok for r in db.records(task.key)), [r.error_msg for r in db.records(task.key)]

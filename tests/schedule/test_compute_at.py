@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from schedule import ScheduleError, create_schedule, lower
-from schedule_testing import rand, run
+from schedule_testing import assert_close, rand, run
 from tensorir import compute, placeholder, reduce_axis, sum as rsum
 
 
@@ -152,3 +152,25 @@ def test_compute_at_bad_targets():
     s[C].split(co, factor=2)                    # ... and split after compute_at
     with pytest.raises(ScheduleError, match="no longer has"):
         lower(s, [A, C])
+
+
+def test_a_stage_read_only_inside_a_stage_computed_at_the_same_loop_gets_the_region_read_there():
+    # T is read by U's accumulator (computed at a loop of U), and U is computed at C's row
+    # blocks: T, computed at the same loop of C, covers the block's rows of every k
+    A = placeholder((20, 12), name="A")
+    B = placeholder((12, 16), name="B")
+    T = compute((20, 12), lambda i, k: A[i, k] * 2.0, name="T")
+    r = reduce_axis((0, 12), name="r")
+    U = compute((20, 16), lambda i, j: rsum(T[i, r] * B[r, j], axis=r), name="U")
+    C = compute((20, 16), lambda i, j: U[i, j] + 1.0, name="C")
+    s = create_schedule(C)
+    local = s[s.cache_write(U, "local")]
+    io, ii = s[C].split(C.op.axis[0], factor=8)                 # 8 + 8 + 4 rows
+    uo, ui = s[U].split(U.op.axis[0], factor=4)
+    local.compute_at(s[U], uo)
+    for stage in (T, U):
+        s[stage].compute_at(s[C], io)
+    text = str(lower(s, [A, B, C]))
+    assert "allocate T[8, 12]" in text and "allocate U[8, 16]" in text
+    a, b = rand((20, 12)), rand((12, 16))
+    assert_close(run(s, [A, B, C], [a, b], (20, 16)), (a * 2) @ b + 1)

@@ -98,11 +98,12 @@ def test_the_starting_points_are_winograd_at_each_tile_size_and_allowed_by_the_r
     t = template_for(ops.relu(_conv((1, 8, 8, 4), (3, 3, 4, 6))))
     default = t.default_config()
     points = t.starting_points()
-    assert [p["winograd"] for p in points] == list(TILE_SIZES)
+    assert [(p["winograd"], p["winograd_fused"]) for p in points] == [(2, False), (2, True), (4, False), (4, True)]
     for p in points:
         assert t.space.searchable(t.space.index_of(p)) and not p["pack"]
-        assert {k: v for k, v in p.values.items() if k not in ("winograd", "pack")} == \
-            {k: v for k, v in default.values.items() if k not in ("winograd", "pack")}
+        assert {k: v for k, v in p.values.items() if k not in ("winograd", "pack", "winograd_fused", "tile_i")} == \
+            {k: v for k, v in default.values.items() if k not in ("winograd", "pack", "winograd_fused", "tile_i")}
+    assert [p["tile_i"] for p in points] == [default["tile_i"], 4, default["tile_i"], 2]     # rows of 4 and 2 tiles
     assert template_for(NOT_WINOGRAD["stride 2"]()).starting_points() == []
     assert template_for(_matmul_with_constant_weights()).starting_points() == []
 
@@ -235,6 +236,32 @@ def test_winograd_with_other_register_tiles_and_orders(m, knobs):
     assert wino.block == knobs["tile_j"]
     assert wino.args[-1].shape == (m + 2, m + 2, -(-19 // knobs["tile_j"]), 5, knobs["tile_j"])
     case.check(case.run(f))
+
+
+@pytest.mark.parametrize("m", TILE_SIZES)
+@pytest.mark.parametrize("name", list(CASES))
+def test_fused_winograd_matches_the_direct_convolution_and_numpy(name, m):
+    case = _case(name)
+    case.check(case.run(case.build(m, winograd_fused=True, tile_i=4, tile_j=16)))
+
+
+def test_fused_winograd_carries_each_row_of_tiles_through_every_stage_in_one_parallel_iteration():
+    from schedule import lower
+    case = _case("plain")                            # 2 images of 13 rows: 4 rows of 4x4 tiles each
+    cfg = case.config(4, winograd_fused=True, pack=False, tile_i=1)
+    assert case.t.space.searchable(case.t.space.index_of(cfg))
+    text = str(lower(case.t.apply(cfg), case.t.args))
+    parallel = [line.strip() for line in text.splitlines() if "parallel" in line]
+    assert parallel == ["parallel (ax0.ax1.outer.fused, 0, 8) {"]
+    inside = text.split(parallel[0])[1]
+    tiles_per_row = 3                                 # 11 columns in tiles of 4
+    for stage, shape in (("conv_wino_in", (6, 6, tiles_per_row, 5)), ("conv_wino_product", (6, 6, 3, 19)),
+                         ("conv_wino_rows", (4, 6, 3, 19))):
+        assert f"allocate {stage}[{', '.join(map(str, shape))}]" in inside
+    space = case.t.space
+    assert not space.searchable(space.index_of(case.config(0, winograd_fused=True)))
+    assert not space.searchable(space.index_of(case.config(4, winograd_fused=True, pack=False, tile_i=2)))
+    assert space.searchable(space.index_of(case.config(2, winograd_fused=True, pack=False, tile_i=2)))   # 6 tiles
 
 
 def test_the_filters_are_transformed_once_per_weight_array_and_again_for_new_ones():
