@@ -42,6 +42,7 @@ from schedule.space import Config
 from tensorir.dtype import itemsize
 from tensorir.runtime import artifact
 from tensorir.runtime.cache_lines import flush_from_caches, last_level_cache_bytes
+from tensorir.runtime.scratch import scratch_used_by
 from tensorir.runtime.kernel import Kernel
 from tensorir.runtime.prepacked import PrepackedKernel
 from tensorir.runtime.target import Target
@@ -72,8 +73,9 @@ class MeasureOptions:
     * ``repeat`` - costs measured per candidate (each the mean of ``number`` runs);
     * ``min_repeat_ms`` - the least duration of one repeat, in milliseconds (0: no minimum);
     * ``timeout`` - seconds allowed to build one candidate, and again to run it;
-    * ``flush_cache`` - push the kernel's weights (its constant inputs, packed or not) out of
-      every cache level before each timed call (one call per cost then: ``number`` and
+    * ``flush_cache`` - push the kernel's weights (its constant inputs, packed or not) and
+      its scratch buffers (a padded input, Winograd's transformed tiles) out of every cache
+      level before each timed call (one call per cost then: ``number`` and
       ``min_repeat_ms`` do not apply), as in a whole model whose other layers pushed them
       out, while its data inputs stay where its last call left them, as a layer's inputs
       are in the cache the layer before wrote them to (TVM's ``enable_cpu_cache_flush``
@@ -312,8 +314,8 @@ def _run_job(task: Task, blob: bytes, reference_blob: bytes | None, options: Mea
         if mismatch:
             return "wrong_answer", mismatch
     call, weights = call_as_in_graph(kernel, arrays, constant_inputs(task))
-    call()      # warm up again right before timing: idle pool threads wake slowly
-    flush = (lambda: flush_from_caches(*weights)) if options.flush_cache and weights else None
+    scratch = scratch_used_by(call)     # warm up again right before timing: idle pool threads wake slowly
+    flush = (lambda: flush_from_caches(*weights, scratch)) if options.flush_cache and weights else None
     return "ok", time_calls(call, options.number, options.repeat, options.min_repeat_ms, flush=flush)
 
 

@@ -35,6 +35,7 @@ def scratch_address(nbytes: int) -> int:
         >>> scratch_address(64) != 0
         True
     """
+    _local.asked = max(getattr(_local, "asked", 0), int(nbytes))
     held = getattr(_local, "held", None)           # (block, its usable bytes, aligned address)
     if held is None or held[1] < nbytes:
         try:
@@ -44,6 +45,28 @@ def scratch_address(nbytes: int) -> int:
         address = block.ctypes.data
         held = _local.held = (block, block.nbytes - SCRATCH_ALIGN, address + (-address) % SCRATCH_ALIGN)
     return held[2]
+
+
+def scratch_used_by(call) -> np.ndarray:
+    """Run ``call()`` on this thread and return the part of this thread's scratch block that
+    the kernels it ran asked for (an empty array when none did), e.g. to flush it from the
+    caches before timing the call again.
+
+    Example:
+        >>> used = scratch_used_by(lambda: scratch_address(1000))
+        >>> used.nbytes, used.ctypes.data == scratch_address(1000)
+        (1000, True)
+        >>> scratch_used_by(lambda: None).nbytes
+        0
+    """
+    _local.asked = 0
+    call()
+    asked, held = getattr(_local, "asked", 0), getattr(_local, "held", None)
+    if held is None or not asked:
+        return np.empty(0, np.uint8)
+    block, _, address = held
+    start = address - block.ctypes.data
+    return block[start:start + asked]
 
 
 def _native_scratch(nbytes: int) -> int:

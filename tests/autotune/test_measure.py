@@ -279,10 +279,26 @@ def test_a_cache_flush_pushes_out_the_weights_before_each_timed_call(monkeypatch
     results = measure_batch(task, [packed, {**packed, "pack": False}], MeasureOptions(repeat=4, flush_cache=True),
                             InProcessExecutor())
     assert all(r.ok and len(r.costs) == 4 for r in results)
-    assert len(flushed) == 8 and all(len(arrays) == 1 for arrays in flushed)
+    assert len(flushed) == 8 and all(len(arrays) == 2 for arrays in flushed)
     # the packed panels (24 x 40 rounded up to whole panels), then the weights as they are
     assert flushed[0][0].size >= 24 * 40 and flushed[0][0].shape != (24, 40)
     assert flushed[4][0].shape == (24, 40)
+    assert all(arrays[1].nbytes == 0 for arrays in flushed)      # no scratch buffers: nothing more
+
+
+def test_a_cache_flush_pushes_out_the_scratch_buffers_too(monkeypatch):
+    # a padded copy of the input (34 x 34 x 32 floats, 148 KB) lives in the thread's scratch block
+    from tensorir import ops, placeholder
+    x = placeholder((1, 32, 32, 32), name="x")
+    w = placeholder((3, 3, 32, 16), name="w", constant=True)
+    task = measure.Task(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))
+    flushed = []
+    monkeypatch.setattr(measure, "flush_from_caches", lambda *arrays: flushed.append(arrays))
+    (result,) = measure_batch(task, [task.template.default_config()], MeasureOptions(repeat=2, flush_cache=True),
+                              InProcessExecutor())
+    assert result.ok and len(flushed) == 2
+    weights, scratch = flushed[0]
+    assert weights.size >= 3 * 3 * 32 * 16 and scratch.nbytes >= 34 * 34 * 32 * 4
 
 
 def test_a_cache_flush_leaves_a_kernel_without_weights_timed_as_usual(monkeypatch):
