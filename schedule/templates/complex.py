@@ -147,7 +147,7 @@ class ComplexTemplate(Template):
     def _aliasing_rows(self, layout: str):
         """(stage's op, dim, elements per entry of dim) of an input computed in the DAG (not a
         placeholder) that the tile's rows read ``SET_ALIASING_BYTES`` or a multiple apart
-        along one dim ``dim``; or None."""
+        along its second-to-last dim ``dim`` alone (a channels-last image's pixels); or None."""
         i_dim = self.layouts[layout][0]
         if i_dim is None or len(self.anchor.axis) != len(self.out.axis):
             return None
@@ -159,9 +159,9 @@ class ComplexTemplate(Template):
             steps = [getattr(simplify(substitute(index, {**zero, i.uid: as_expr(1)})), "value", None)
                      for index in load.indices]
             moving = [d for d, step in enumerate(steps) if step != 0]
-            if len(moving) != 1 or steps[moving[0]] is None:
+            d = len(steps) - 2              # rows along the axis before the contiguous one: a pixel's channels
+            if moving != [d] or steps[d] is None:
                 continue
-            d = moving[0]
             pitch = extent(load.tensor.shape[d + 1:])
             if steps[d] * pitch * itemsize(load.tensor.dtype) % SET_ALIASING_BYTES == 0:
                 return load.tensor.op, d, pitch
