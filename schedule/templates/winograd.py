@@ -114,7 +114,7 @@ def schedule_winograd(s, anchor, operands, out, cfg, lanes: int) -> None:
         _output_rows(s[rows], lanes)
         stage.parallel(fuse_all(stage, [n, h, w]))
         return
-    row_of_tiles, pixel_row = stage.split(h, factor=m)
+    row_of_tiles, _ = stage.split(h, factor=m)
     block = stage.fuse(n, row_of_tiles)
     stage.parallel(block)
     _input_transform(s, tiles, lanes, parallel=False)
@@ -159,7 +159,8 @@ def _output_rows(stage, lanes: int, parallel: bool = True) -> None:
 
 def _products(s, products, ti: int, tj: int, order: str, lanes: int, rounds_up: bool, parallel: bool = True) -> None:
     """The alpha^2 matrix products: ``ti`` tiles by ``tj`` output channels per register tile,
-    accumulated across the input channels in a local buffer; the tiles in parallel."""
+    accumulated across the input channels in a local buffer; the tiles in parallel unless
+    the products are computed per row of tiles (fused)."""
     stage = s[products]
     local = s[s.cache_write(products, "local")]
     xi, nu, t, o = stage.op.axis
