@@ -145,15 +145,17 @@ class ComplexTemplate(Template):
         return None
 
     def _aliasing_rows(self, layout: str):
-        """(stage's op, dim, elements per entry of dim) of an input computed in the DAG (not a
-        placeholder) that the tile's rows read ``SET_ALIASING_BYTES`` or a multiple apart
-        along its second-to-last dim ``dim`` alone (a channels-last image's pixels); or None."""
+        """(stage's op, dim, elements per entry of dim) of an input computed in the DAG from
+        data (not a placeholder, nor weights regrouped) that the tile's rows read
+        ``SET_ALIASING_BYTES`` or a multiple apart along its second-to-last dim ``dim`` alone
+        (a channels-last image's pixels); or None."""
         i_dim = self.layouts[layout][0]
         if i_dim is None or len(self.anchor.axis) != len(self.out.axis):
             return None
         i = self.anchor.axis[i_dim]
         for load in walk(self.anchor.body):
-            if not isinstance(load, TensorLoad) or not isinstance(load.tensor.op, ComputeOp):
+            if not isinstance(load, TensorLoad) or not isinstance(load.tensor.op, ComputeOp) or \
+                    _is_constant(load.tensor):      # computed from weights: a prepacked kernel's output
                 continue
             zero = {v.uid: as_expr(0) for index in load.indices for v in walk(index) if isinstance(v, IterVar)}
             steps = [getattr(simplify(substitute(index, {**zero, i.uid: as_expr(1)})), "value", None)

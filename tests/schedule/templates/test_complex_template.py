@@ -163,6 +163,13 @@ def test_a_padded_input_whose_pixels_share_l1_sets_gets_a_line_of_padding_per_pi
         t_other = template_for(conv(channels, stride)[2], AVX512)
         assert f"allocate conv_pad[1, 9, 9, {channels}]" in str(lower(t_other.apply(t_other.default_config()),
                                                                       t_other.args))
+    # rows computed from weights alone are packed once by a kernel of their own: left as they are
+    W2 = placeholder((512, 24), name="W2", constant=True)
+    T = compute((24, 512), lambda i, k: W2[k, i] * 2.0, name="T")
+    r = reduce_axis((0, 512), name="r")
+    t_weights = template_for(compute((24, 40), lambda i, j: rsum(T[i, r] * placeholder((512, 40), name="X2")[r, j],
+                                                                  axis=r), name="C"), AVX512)
+    assert "allocate T[24, 512]" in str(lower(t_weights.apply(t_weights.default_config()), t_weights.args))
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 7, 7, 256)).astype(np.float32)
     w = rng.standard_normal((20, 256, 3, 3)).astype(np.float32)
