@@ -53,7 +53,7 @@ from tensorir.visit import substitute, walk
 
 from .base import Template, fuse_all, vectorize_by_registers
 from .injective import PARALLEL_MIN_ELEMENTS, extent, schedule_elementwise
-from .winograd import TILE_SIZES, schedule_winograd, winograd_operands
+from .winograd import TILE_SIZES, schedule_winograd, tile_grid, winograd_operands
 
 TILE_I = [1, 2, 4, 6, 7, 8, 12, 14, 16]
 TILE_J = [8, 16, 32, 48, 64]
@@ -219,8 +219,11 @@ class ComplexTemplate(Template):
         tiles of ``tile_i`` tiles in a row; unfused configs pass, direct ones only unfused."""
         if not values["winograd_fused"]:
             return True
-        width = self.anchor.output(0).shape[2]
-        return bool(values["winograd"]) and -(-width // values["winograd"]) % values["tile_i"] == 0
+        return bool(values["winograd"]) and self._tiles_per_row(values["winograd"]) % values["tile_i"] == 0
+
+    def _tiles_per_row(self, m: int) -> int:
+        """How many of Winograd's m x m tiles cover a row of the output."""
+        return tile_grid(*self.anchor.output(0).shape[1:3], m)[1]
 
     def _unrolled_reduce_axis(self):
         """The innermost reduce axis of the anchor that loops (extent > 1; a 1x1 convolution's
@@ -338,10 +341,9 @@ class ComplexTemplate(Template):
         fused, with as many tiles per register tile (up to 8) as divide a row of tiles."""
         if self.winograd is None:
             return []
-        width = self.anchor.output(0).shape[2]
         found = []
         for m in TILE_SIZES:
-            row = -(-width // m)
+            row = self._tiles_per_row(m)
             found += [{"winograd": m, "pack": False},
                       {"winograd": m, "pack": False, "winograd_fused": True,
                        "tile_i": max(t for t in TILE_I if row % t == 0 and t <= 8)}]

@@ -33,7 +33,7 @@ from tensorir.tensor import PlaceholderOp, compute
 
 from .base import fuse_all, vectorize_by_registers
 
-__all__ = ["TILE_SIZES", "winograd_operands", "schedule_winograd"]
+__all__ = ["TILE_SIZES", "tile_grid", "winograd_operands", "schedule_winograd"]
 
 
 def winograd_operands(anchor):
