@@ -26,8 +26,8 @@ that divide the tiles are searched. ``unroll_k`` copies the register tile that m
 trip of the innermost reduce loop that loops (a 1x1 convolution's input channels, a 3x3 one's
 filter columns). The defaults (one tile per block, no copies) are the schedule above.
 
-A 3x3, stride-1 channels-last convolution with constant weights has a "winograd" knob: 0
-computes it as above; 2 or 4 redefines the anchor as Winograd's F(m x m, 3 x 3)
+A 3x3, stride-1 or 2, channels-last convolution with constant weights has a "winograd" knob: 0
+computes it as above; m = 2, 3 or 4 redefines the anchor as Winograd's F(m x m, 3 x 3)
 (``schedule/templates/winograd.py``), whose matrix products take the tile knobs, and
 "winograd_fused" computes its stages per row of tiles (register tiles that divide the row).
 

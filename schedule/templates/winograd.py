@@ -1,4 +1,4 @@
-"""Winograd's algorithm as a schedule of the complex template: a 3x3, stride-1, channels-last
+"""Winograd's algorithm as a schedule of the complex template: a 3x3, stride-1 or 2, channels-last
 convolution with constant weights is redefined (``Schedule.redefine``) as the stages of
 ``tensorir.ops.winograd`` and each stage is scheduled:
 
@@ -25,8 +25,8 @@ Example:
 from __future__ import annotations
 
 from tensorir.expr import IterVar, Mul, Reduce, TensorLoad
-from tensorir.ops.winograd import (TILE_SIZES, filter_tiles, input_tiles, output_pixel, output_rows, tile_grid,
-                                   tile_products)
+from tensorir.ops.winograd import (STRIDES, TILE_SIZES, filter_tiles, input_tiles, output_pixel, output_rows,
+                                   tile_grid, tile_products)
 from tensorir.runtime.prepacked import WinogradFilters
 from tensorir.simplify import simplify
 from tensorir.tensor import PlaceholderOp, compute
@@ -37,16 +37,19 @@ __all__ = ["TILE_SIZES", "tile_grid", "winograd_operands", "schedule_winograd"]
 
 
 def winograd_operands(anchor):
-    """(padded input, weights, weights format) when ``anchor`` is the multiply-accumulate of
-    a one-group, 3x3, stride-1, undilated 2-D float32 convolution over channels-last data
-    (``tensorir.ops.conv``) with constant weights; else None.
+    """(padded input, weights, weights format, stride) when ``anchor`` is the multiply-
+    accumulate of a one-group, 3x3, undilated 2-D float32 convolution over channels-last data
+    (``tensorir.ops.conv``) at the same stride (1 or 2) along both axes, with constant
+    weights; else None.
 
     Example:
         >>> from tensorir import placeholder, ops
         >>> x = placeholder((1, 8, 8, 4), name="x"); w = placeholder((3, 3, 4, 8), name="w", constant=True)
         >>> y = ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1])
-        >>> [t.name for t in winograd_operands(y.op)[:2]], winograd_operands(y.op)[2]
-        (['conv_pad', 'w'], 'XIO')
+        >>> [t.name for t in winograd_operands(y.op)[:2]], winograd_operands(y.op)[2:]
+        (['conv_pad', 'w'], ('XIO', 1))
+        >>> winograd_operands(ops.conv(x, w, [2, 2], [1, 1], [1, 1], [1, 1]).op)[3]
+        2
     """
     body = anchor.body
     if anchor.tag != "conv" or anchor.dtype != "float32" or len(anchor.axis) != 4 or \
@@ -63,11 +66,13 @@ def winograd_operands(anchor):
     n, h, w, o = anchor.axis
     if (k0.dom_extent, k1.dom_extent) != (3, 3) or ci.dom_extent != data.tensor.shape[3]:
         return None
-    if not all(_same(index, want) for index, want in zip(data.indices, (n, h + k0, w + k1, ci))):
+    stride = next((s for s in STRIDES if all(_same(index, want) for index, want in
+                                              zip(data.indices, (n, h * s + k0, w * s + k1, ci)))), None)
+    if stride is None:
         return None
     for fmt, want in (("XIO", (k0, k1, ci, o)), ("OIX", (o, ci, k0, k1))):
         if all(isinstance(i, IterVar) and i.uid == v.uid for i, v in zip(weights.indices, want)):
-            return data.tensor, weights.tensor, fmt
+            return data.tensor, weights.tensor, fmt, stride
     return None
 
 
@@ -88,19 +93,20 @@ def schedule_winograd(s, anchor, operands, out, cfg, lanes: int) -> None:
         >>> # schedule_winograd(s, anchor, operands, out, {"winograd": 4, "tile_i": 7, "tile_j": 32, "order": "ji",
         >>> #                                           "winograd_fused": True}, 16)
     """
-    padded, weights, weights_format = operands
+    padded, weights, weights_format, stride = operands
     m = cfg["winograd"]
     _, height, width, channels = anchor.output(0).shape
     grid = tile_grid(height, width, m)
     tj, ti = cfg["tile_j"], cfg["tile_i"]
-    tiles = input_tiles(padded, m, name=anchor.name + "_wino_in")
-    filters = filter_tiles(weights, weights_format, m, tj, name=anchor.name + "_wino_filter")
+    tiles = input_tiles(padded, m, name=anchor.name + "_wino_in", stride=stride)
+    filters = filter_tiles(weights, weights_format, m, tj, name=anchor.name + "_wino_filter", stride=stride)
     products = tile_products(tiles, filters, channels, name=anchor.name + "_wino_product")
-    rows = output_rows(products, m, name=anchor.name + "_wino_rows")
-    result = compute(anchor.output(0).shape, lambda n, h, w, o: output_pixel(rows, m, grid, n, h, w, o),
+    rows = output_rows(products, m, name=anchor.name + "_wino_rows", stride=stride)
+    result = compute(anchor.output(0).shape, lambda n, h, w, o: output_pixel(rows, m, grid, n, h, w, o, stride),
                      name=anchor.name + "_wino")
     s.redefine(anchor.output(0), result)
-    s.numpy_packs[id(filters.op)] = (weights, WinogradFilters(weights.shape, weights.dtype, weights_format, m, tj))
+    s.numpy_packs[id(filters.op)] = (weights, WinogradFilters(weights.shape, weights.dtype, weights_format, m, tj,
+                                                              stride))
 
     if anchor is not out:
         s[anchor].compute_inline()

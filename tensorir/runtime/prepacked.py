@@ -144,8 +144,8 @@ class WinogradFilters:
     """A pack that needs no compiled code: 3x3 filters in Winograd's transformed domain,
     ``tensorir.ops.winograd.filter_tiles`` (``(alpha, alpha, O / block, C, block)``, output
     channels in ``block``-wide panels) of weights ``shape`` in ``weights_format`` ("XIO" or
-    "OIX"), computed by numpy once per weight array; called as a pack kernel is, with the
-    weights and the output array.
+    "OIX") of a convolution at ``stride``, computed by numpy once per weight array; called as a
+    pack kernel is, with the weights and the output array.
 
     Example:
         >>> p = WinogradFilters((3, 3, 2, 5), "float32", "XIO", 2, 4)
@@ -156,16 +156,16 @@ class WinogradFilters:
 
     name = "winograd_filters"
 
-    def __init__(self, shape, dtype: str, weights_format: str, m: int, block: int):
-        from ..ops.winograd import TILE_SIZES, filter_tiles_shape
+    def __init__(self, shape, dtype: str, weights_format: str, m: int, block: int, stride: int = 1):
+        from ..ops.winograd import STRIDES, TILE_SIZES, filter_tiles_shape
         self.shape, self.dtype = tuple(int(n) for n in shape), str(dtype)
-        self.weights_format, self.m, self.block = str(weights_format), int(m), int(block)
+        self.weights_format, self.m, self.block, self.stride = str(weights_format), int(m), int(block), int(stride)
         if len(self.shape) != 4 or self.weights_format not in ("XIO", "OIX") or self.m not in TILE_SIZES \
-                or self.block < 1:
+                or self.block < 1 or self.stride not in STRIDES:
             raise ValueError(f"Winograd filters of {self.shape} ({self.weights_format}), m={self.m}, "
-                             f"block={self.block}: not a 4-D XIO or OIX filter, a tile size in {TILE_SIZES} "
-                             f"and a block >= 1")
-        packed = filter_tiles_shape(self.shape, self.weights_format, self.m, self.block)
+                             f"block={self.block}, stride={self.stride}: not a 4-D XIO or OIX filter, a tile size "
+                             f"in {TILE_SIZES}, a block >= 1 and a stride in {STRIDES}")
+        packed = filter_tiles_shape(self.shape, self.weights_format, self.m, self.block, self.stride)
         self.args = [ArgSpec("src", self.dtype, self.shape), ArgSpec("packed", self.dtype, packed, written=True)]
 
     def __call__(self, src: np.ndarray, out: np.ndarray) -> None:
@@ -173,7 +173,7 @@ class WinogradFilters:
         if src.shape != self.shape or out.shape != self.args[1].shape:
             raise ValueError(f"Winograd filters of {self.shape} into {self.args[1].shape}: got {src.shape} and "
                              f"{out.shape}")
-        out[...] = filter_tiles_numpy(src, self.weights_format, self.m, self.block)
+        out[...] = filter_tiles_numpy(src, self.weights_format, self.m, self.block, self.stride)
 
     def recipe(self) -> dict:
         """What rebuilds it (JSON): ``WinogradFilters(**recipe)``.
@@ -183,10 +183,11 @@ class WinogradFilters:
             2
         """
         return {"shape": list(self.shape), "dtype": self.dtype, "weights_format": self.weights_format,
-                "m": self.m, "block": self.block}
+                "m": self.m, "block": self.block, "stride": self.stride}
 
     def __repr__(self):
-        return f"WinogradFilters({self.shape}, {self.weights_format}, m={self.m}, block={self.block})"
+        return (f"WinogradFilters({self.shape}, {self.weights_format}, m={self.m}, block={self.block}, "
+                f"stride={self.stride})")
 
 
 NUMPY_PACKS = {PanelPack.name: PanelPack, WinogradFilters.name: WinogradFilters}

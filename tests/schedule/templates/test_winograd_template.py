@@ -41,14 +41,16 @@ def _conv(x_shape, w_shape, strides=(1, 1), pads=(1, 1), dilations=(1, 1), group
 
 # ---------------------------------------------------------------- which convolutions match
 
+@pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("fmt", ["XIO", "OIX"])
 @pytest.mark.parametrize("pads", [1, 0])
-def test_constant_weight_channels_last_3x3_convolutions_match(fmt, pads):
-    y = _conv((2, 9, 7, 4), (3, 3, 4, 6) if fmt == "XIO" else (6, 4, 3, 3), pads=(pads, pads), weights_format=fmt)
+def test_constant_weight_channels_last_3x3_convolutions_match(fmt, pads, stride):
+    y = _conv((2, 9, 7, 4), (3, 3, 4, 6) if fmt == "XIO" else (6, 4, 3, 3), pads=(pads, pads), weights_format=fmt,
+              strides=(stride, stride))
     operands = winograd_operands(_anchor(y))
     assert operands is not None
-    padded, weights, got_fmt = operands
-    assert got_fmt == fmt and weights.name == "w"
+    padded, weights, got_fmt, got_stride = operands
+    assert got_fmt == fmt and weights.name == "w" and got_stride == stride
     if pads:
         assert padded.name == "conv_pad" and padded.shape == (2, 11, 9, 4)
     else:
@@ -62,8 +64,9 @@ def _matmul_with_constant_weights():
 
 
 NOT_WINOGRAD = {
-    "stride 2": lambda: _conv((1, 8, 8, 4), (3, 3, 4, 6), strides=(2, 2)),
+    "stride 3": lambda: _conv((1, 8, 8, 4), (3, 3, 4, 6), strides=(3, 3)),
     "stride 1x2": lambda: _conv((1, 8, 8, 4), (3, 3, 4, 6), strides=(1, 2)),
+    "stride 2 dilation 2": lambda: _conv((1, 9, 9, 4), (3, 3, 4, 6), strides=(2, 2), dilations=(2, 2)),
     "dilation 2": lambda: _conv((1, 8, 8, 4), (3, 3, 4, 6), dilations=(2, 2)),
     "5x5": lambda: _conv((1, 8, 8, 4), (5, 5, 4, 6), pads=(2, 2)),
     "3x1": lambda: _conv((1, 8, 8, 4), (3, 1, 4, 6), pads=(1, 0)),
@@ -89,45 +92,53 @@ def test_matching_convolutions_get_the_knob_and_default_to_the_direct_convolutio
     y = ops.relu(_conv((1, 8, 8, 4), (3, 3, 4, 6)))
     t = template_for(y)
     assert t.name == "complex" and t.winograd is not None
-    assert t.space.knobs["winograd"].candidates == (0, *TILE_SIZES) == (0, 2, 4)
+    assert t.space.knobs["winograd"].candidates == (0, *TILE_SIZES) == (0, 2, 3, 4)
     assert t.default_config()["winograd"] == 0
-    assert all(cfg["winograd"] in (0, 2, 4) for cfg in t.space.sample(5))
+    assert all(cfg["winograd"] in (0, 2, 3, 4) for cfg in t.space.sample(5))
 
 
 def test_the_starting_points_are_winograd_at_each_tile_size_and_allowed_by_the_rules():
     t = template_for(ops.relu(_conv((1, 8, 8, 4), (3, 3, 4, 6))))
     default = t.default_config()
     points = t.starting_points()
-    assert [(p["winograd"], p["winograd_fused"]) for p in points] == [(2, False), (2, True), (4, False), (4, True)]
+    assert [(p["winograd"], p["winograd_fused"]) for p in points] == [(2, False), (2, True), (3, False), (3, True),
+                                                                      (4, False), (4, True)]
     for p in points:
         assert t.space.searchable(t.space.index_of(p)) and not p["pack"]
         assert {k: v for k, v in p.values.items() if k not in ("winograd", "pack", "winograd_fused", "tile_i")} == \
             {k: v for k, v in default.values.items() if k not in ("winograd", "pack", "winograd_fused", "tile_i")}
-    assert [p["tile_i"] for p in points] == [default["tile_i"], 4, default["tile_i"], 2]     # rows of 4 and 2 tiles
-    assert template_for(NOT_WINOGRAD["stride 2"]()).starting_points() == []
+    # rows of 4, 3 and 2 tiles
+    assert [p["tile_i"] for p in points] == [default["tile_i"], 4, default["tile_i"], 1, default["tile_i"], 2]
+    strided = template_for(_conv((1, 16, 16, 4), (3, 3, 4, 6), strides=(2, 2)))      # an 8 x 8 output
+    assert [(p["winograd"], p["winograd_fused"], p["tile_i"]) for p in strided.starting_points()][1::2] == \
+        [(2, True, 4), (3, True, 1), (4, True, 2)]
+    assert template_for(NOT_WINOGRAD["stride 1x2"]()).starting_points() == []
     assert template_for(_matmul_with_constant_weights()).starting_points() == []
 
 
 # ---------------------------------------------------------------- numerics
 
-def _reference(x, w, fmt, pads_begin, pads_end):
+def _reference(x, w, fmt, pads_begin, pads_end, stride=1):
     """The convolution in float64 by numpy."""
     wx = (w if fmt == "XIO" else w.transpose(2, 3, 1, 0)).astype(np.float64)
     xp = np.pad(x.astype(np.float64), ((0, 0), (pads_begin[0], pads_end[0]), (pads_begin[1], pads_end[1]), (0, 0)))
-    h, ww = xp.shape[1] - 2, xp.shape[2] - 2
+    h, ww = (xp.shape[1] - 3) // stride + 1, (xp.shape[2] - 3) // stride + 1
     out = np.zeros((x.shape[0], h, ww, wx.shape[3]))
     for k in range(3):
         for l in range(3):
-            out += np.einsum("nhwc,co->nhwo", xp[:, k:k + h, l:l + ww], wx[k, l])
+            out += np.einsum("nhwc,co->nhwo", xp[:, k:k + stride * (h - 1) + 1:stride,
+                                                 l:l + stride * (ww - 1) + 1:stride], wx[k, l])
     return out
 
 
-# name: (N, H, W, C, O, weights format, pads_begin, pads_end, epilogue)
+# name: (N, H, W, C, O, weights format, pads_begin, pads_end, epilogue, stride)
 CASES = {
-    "plain": (2, 13, 11, 5, 19, "XIO", (1, 1), (1, 1), "none"),
-    "bias_relu": (1, 7, 7, 16, 32, "OIX", (1, 1), (1, 1), "bias_relu"),
-    "residual": (2, 13, 11, 5, 19, "XIO", (1, 1), (1, 1), "bias_add_relu"),
-    "uneven_pads": (1, 9, 10, 3, 8, "OIX", (0, 1), (2, 0), "none"),
+    "plain": (2, 13, 11, 5, 19, "XIO", (1, 1), (1, 1), "none", 1),
+    "bias_relu": (1, 7, 7, 16, 32, "OIX", (1, 1), (1, 1), "bias_relu", 1),
+    "residual": (2, 13, 11, 5, 19, "XIO", (1, 1), (1, 1), "bias_add_relu", 1),
+    "uneven_pads": (1, 9, 10, 3, 8, "OIX", (0, 1), (2, 0), "none", 1),
+    "stride_2": (2, 13, 11, 5, 19, "XIO", (1, 1), (1, 1), "bias_add_relu", 2),
+    "stride_2_uneven_pads": (1, 14, 9, 3, 8, "OIX", (0, 1), (1, 0), "bias_relu", 2),
 }
 
 
@@ -136,15 +147,15 @@ class Case:
     the direct (winograd 0) build's output."""
 
     def __init__(self, name):
-        n, h, w, c, o, fmt, pb, pe, epilogue = CASES[name]
+        n, h, w, c, o, fmt, pb, pe, epilogue, stride = CASES[name]
         self.fmt = fmt
         x = placeholder((n, h, w, c), name="x")
         wt = placeholder((3, 3, c, o) if fmt == "XIO" else (o, c, 3, 3), name="w", constant=True)
         b = placeholder((o,), name="b", constant=epilogue == "bias_relu") if epilogue != "none" else None
-        y = ops.conv(x, wt, [1, 1], list(pb), list(pe), [1, 1], weights_format=fmt, bias=b)
+        y = ops.conv(x, wt, [stride, stride], list(pb), list(pe), [1, 1], weights_format=fmt, bias=b)
         self.arrays = {"x": RNG.standard_normal(x.shape).astype("float32"),
                        "w": RNG.standard_normal(wt.shape).astype("float32")}
-        self.want = _reference(self.arrays["x"], self.arrays["w"], fmt, pb, pe)
+        self.want = _reference(self.arrays["x"], self.arrays["w"], fmt, pb, pe, stride)
         if b is not None:
             self.arrays["b"] = RNG.standard_normal(o).astype("float32")
             self.want = self.want + self.arrays["b"]
@@ -157,7 +168,7 @@ class Case:
             self.arrays["r"] = RNG.standard_normal(y.shape).astype("float32")
             self.want = np.maximum(self.want + self.arrays["r"], 0)
         assert self.want.shape == y.shape
-        self.y, self.pads = y, (pb, pe)
+        self.y, self.pads, self.stride = y, (pb, pe), stride
         self.t = template_for(y)
         assert self.t.winograd is not None
         self.inputs = [self.arrays[a.name] for a in self.t.args[:-1]]
@@ -220,7 +231,7 @@ def test_winograd_matches_the_direct_convolution_and_numpy(name, m):
     wino, positions = winos[0]
     assert positions == [[a.name for a in case.t.args].index("w")]
     tj = case.config(m)["tile_j"]
-    assert (wino.m, wino.block, wino.weights_format) == (m, tj, case.fmt)
+    assert (wino.m, wino.block, wino.weights_format, wino.stride) == (m, tj, case.fmt, case.stride)
     assert wino.args[-1].shape in [tuple(a.shape) for a in f.main.args]
     case.check(case.run(f))
 

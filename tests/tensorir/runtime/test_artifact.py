@@ -101,7 +101,7 @@ def test_only_kernels_are_written(plain):
                                    {"kind": "sorcery", "shape": [13]},                  # no such pack
                                    {"shape": [13], "dtype": "float32", "axis": 0, "block": 4},   # no kind
                                    {"kind": "winograd_filters", "shape": [3, 3, 2, 2], "dtype": "float32",
-                                    "weights_format": "XIO", "m": 3, "block": 4}])      # no such tile size
+                                    "weights_format": "XIO", "m": 5, "block": 4}])      # no such tile size
 def test_a_prepacked_kernel_with_damaged_numpy_pack_wiring_is_refused(prepacked, entry):
     def damage(header):
         header["prepacked"]["numpy_packs"] = [entry]
