@@ -256,7 +256,7 @@ class _Lowering:
             pos = leaves.index(p.attach_ivar)
             inner = {iv.uid: (0, extents[iv.uid]) for iv in leaves[pos + 1:]}
             within = _Within(self, st, pos, glob, inner, regions, ranges)
-            reads = within.reads_of(p, p)
+            reads = within.reads_of(p)
             if not reads:
                 raise ScheduleError(f"stage {p.op.name}, axis {p.attach_ivar.name}: computed at a loop of "
                                     f"{st.op.name}, which does not read it")
@@ -276,9 +276,9 @@ class _Within:
         rounded = {a.uid for a in p.round_up}
         return _window(p.op.shape, reads, self.ranges, [ax.uid in rounded for ax in p.axis])
 
-    def reads_of(self, p, attached):
-        """(indices, ranges of the loops they use) of every read of ``p`` by its readers, each
-        over all it computes in the iteration; ``attached`` names the stage in errors."""
+    def reads_of(self, p):
+        """(indices, ranges of the loops they use) of every read of ``p`` (a stage computed at
+        a loop) by its readers, each over all it computes in the iteration."""
         reads = []
         for reader in self.lowering.readers.get(id(p.op), []):
             if reader is self.st:
@@ -287,8 +287,8 @@ class _Within:
                 context = self._span(reader)
                 if context is None:
                     raise ScheduleError(
-                        f"stage {attached.op.name}, axis {attached.attach_ivar.name}: computed at loop "
-                        f"{attached.attach_ivar.name} of {self.st.op.name}, but read by {reader.op.name}, which is "
+                        f"stage {p.op.name}, axis {p.attach_ivar.name}: computed at loop "
+                        f"{p.attach_ivar.name} of {self.st.op.name}, but read by {reader.op.name}, which is "
                         f"not computed inside that loop")
             rglob, rinner = context
             reads += [(_subst_all(n.indices, rglob), rinner) for n in walk(self.lowering.bodies[id(reader)])
@@ -309,7 +309,7 @@ class _Within:
         else:       # computed at a stage that is inside: its region spans all its readers read there
             if self._span(stage.attach_stage) is None:
                 return None
-            region = self.nested[id(stage)] = self.window(stage, self.reads_of(stage, stage))
+            region = self.nested[id(stage)] = self.window(stage, self.reads_of(stage))
         rmins, rexts = region
         rvalues, rextents, _ = _leaf_values(stage, rexts)
         rglob, rstarts = _root_values(stage, rmins, rvalues)

@@ -114,25 +114,25 @@ def schedule_winograd(s, anchor, operands, out, cfg, lanes: int) -> None:
     n, h, w, channel = stage.op.axis
     outer, inner = stage.split(channel, factor=lanes)
     stage.vectorize(inner)
+    # each stage's outer loop: in parallel over the whole image, or run per row of tiles (fused)
+    outer_loops = {tiles: _input_transform(s, tiles, lanes),
+                   products: _products(s, products, ti, tj, cfg["order"], lanes, rounds_up=channels % tj != 0),
+                   rows: _output_rows(s[rows], lanes)}
     if not cfg["winograd_fused"]:
-        _input_transform(s, tiles, lanes)
-        _products(s, products, ti, tj, cfg["order"], lanes, rounds_up=channels % tj != 0)
-        _output_rows(s[rows], lanes)
+        for producer, loop in outer_loops.items():
+            s[producer].parallel(loop)
         stage.parallel(fuse_all(stage, [n, h, w]))
         return
     row_of_tiles, _ = stage.split(h, factor=m)
     block = stage.fuse(n, row_of_tiles)
     stage.parallel(block)
-    _input_transform(s, tiles, lanes, parallel=False)
-    _products(s, products, ti, tj, cfg["order"], lanes, rounds_up=channels % tj != 0, parallel=False)
-    _output_rows(s[rows], lanes, parallel=False)
-    for producer in (tiles, products, rows):
+    for producer in outer_loops:
         s[producer].compute_at(stage, block)
 
 
-def _input_transform(s, tiles, lanes: int, parallel: bool = True) -> None:
-    """The input tiles: a tile's vector of channels per (parallel) iteration, its first
-    (row) transform computed there into a small buffer, both with their transform row
+def _input_transform(s, tiles, lanes: int):
+    """The input tiles: a tile's vector of channels per iteration of the loop returned, its
+    first (row) transform computed there into a small buffer, both with their transform row
     unrolled (so each copy has its own constant coefficients)."""
     stage = s[tiles]
     half = s[tiles.op.input_tensors[0]]
@@ -142,31 +142,29 @@ def _input_transform(s, tiles, lanes: int, parallel: bool = True) -> None:
     tile = stage.fuse(t, outer)
     stage.unroll(nu)
     stage.vectorize(inner)
-    if parallel:
-        stage.parallel(tile)
     half.compute_at(stage, tile)
     hxi, ht, hj, hch = half.op.axis
     half.reorder(ht, hxi, hj, hch)
     half.unroll(hxi)
     half.vectorize(hch)
+    return tile
 
 
-def _output_rows(stage, lanes: int, parallel: bool = True) -> None:
-    """The first half of the output transform: a tile per (parallel) iteration, the output
-    row unrolled (its selects fold to one coefficient row), the channels in vectors."""
+def _output_rows(stage, lanes: int):
+    """The first half of the output transform: a tile per iteration of the loop returned, the
+    output row unrolled (its selects fold to one coefficient row), the channels in vectors."""
     row, nu, tile, channel = stage.op.axis
     outer, inner = stage.split(channel, factor=lanes)
     stage.reorder(tile, row, nu, outer, inner)
     stage.unroll(row)
     stage.vectorize(inner)
-    if parallel:
-        stage.parallel(tile)
+    return tile
 
 
-def _products(s, products, ti: int, tj: int, order: str, lanes: int, rounds_up: bool, parallel: bool = True) -> None:
-    """The alpha^2 matrix products: ``ti`` tiles by ``tj`` output channels per register tile,
-    accumulated across the input channels in a local buffer; the tiles in parallel unless
-    the products are computed per row of tiles (fused)."""
+def _products(s, products, ti: int, tj: int, order: str, lanes: int, rounds_up: bool):
+    """The alpha^2 matrix products: ``ti`` tiles by ``tj`` output channels per register tile
+    (one per iteration of the loop returned), accumulated across the input channels in a
+    local buffer."""
     stage = s[products]
     local = s[s.cache_write(products, "local")]
     xi, nu, t, o = stage.op.axis
@@ -175,11 +173,10 @@ def _products(s, products, ti: int, tj: int, order: str, lanes: int, rounds_up: 
     tiles = [to, oo] if order == "ij" else [oo, to]
     stage.reorder(xi, nu, *tiles, tin, oin)
     outer = fuse_all(stage, [xi, nu, *tiles])
-    if parallel:
-        stage.parallel(outer)
     vectorize_by_registers(stage, oin, tj, lanes)
     local.compute_at(stage, outer, round_up=[local.axis[-1]] if rounds_up else ())
     lxi, lnu, lt, lo = local.axis
     local.reorder(lxi, lnu, *local.reduce_axis, lt, lo)
     local.unroll(lt)
     vectorize_by_registers(local, lo, tj, lanes)
+    return outer
