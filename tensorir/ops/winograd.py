@@ -46,6 +46,7 @@ from ..reduce import reduce_axis
 from ..reduce import sum as rsum
 from ..tensor import Tensor, compute
 from ._common import emin
+from .window import _out_size
 
 TILE_SIZES = (2, 3, 4)
 """The output tile sizes m with transforms here."""
@@ -167,7 +168,7 @@ def output_size(padded: int, stride: int) -> int:
         >>> output_size(58, 2), output_size(16, 1)
         (28, 14)
     """
-    return (padded - 3) // stride + 1
+    return _out_size("Winograd tiles", padded, 3, stride, 1, 0, 0)
 
 
 def input_tiles(padded: Tensor, m: int, name: str = "winograd_input", stride: int = 1) -> Tensor:
