@@ -11,10 +11,10 @@ multiplies than it counts, so its share can pass 100%). Printed:
   of the peak, and whether its tuned config is its default one;
 * the steps grouped by that: how much of the default's time tuning could change at all, and
   how close to the peak the rest already runs;
-* two ceilings of tuned/default that follow: with the steps left at their default as they are
-  and every tuned step free; and with every tuned step a Winograd one whose products alone
-  run at the FMA peak (no transforms, no memory traffic: the multiplies it must do), the
-  others as measured.
+* two ceilings of tuned/default that follow: with the steps left at their default as measured
+  and every tuned step free; and with each tuned Winograd step costing only its matrix
+  products at the FMA peak (no transforms, no memory traffic: the multiplies it cannot skip),
+  every other step as measured.
 
 Run: ``python benchmarks/bench_peak_share.py resnet50 --db tuning.db [--rounds 5]`` (a bundled
 example's name, a light model of the onnx package, or an .onnx path; the database from
@@ -54,7 +54,7 @@ def winograd_products_flop(task, config) -> int:
     says (0 when it is not): tiles x input channels x output channels per point, x2.
 
     Example:
-        >>> # winograd_products_flop(task, {"winograd": 4, ...}) -> 57802752 for 56x56x64
+        >>> # winograd_products_flop(task, Config({..., "winograd": 4})) -> 57802752 for a 56x56x64 layer
     """
     m = config.values.get("winograd") if config is not None else None
     operands = getattr(task.template, "winograd", None)
