@@ -182,7 +182,7 @@ def check_in_model(graph, db, seed: int = 0, rounds: int = ROUNDS, round_seconds
             check.checked_seconds = check.checked_default_seconds
             break
         tuned = _compile(graph, picks)
-        steps, check.spread = _time_steps({"default": default, "tuned": tuned}, feeds, rounds, round_seconds)
+        steps, check.spread = time_steps({"default": default, "tuned": tuned}, feeds, rounds, round_seconds)
         check.checked_default_seconds, check.checked_seconds = (sum(steps[name].values())
                                                                 for name in ("default", "tuned"))
         if attempt == 0:
@@ -237,10 +237,17 @@ def settle(run_once, pause: float = PAUSE, warmup: float = WARMUP) -> None:
         run_once()
 
 
-def _time_steps(engines: dict, feeds: dict, rounds: int, round_seconds: float) -> tuple[dict, float]:
-    """({engine: {step index: seconds}}, spread): each step's median over a round's runs, the
-    best round of each; the engines take turns, each after a pause and a warm-up. The spread
-    is how far a whole run's median round lies above its best one (the larger of the engines)."""
+def time_steps(engines: dict, feeds: dict, rounds: int = ROUNDS,
+               round_seconds: float = ROUND_SECONDS) -> tuple[dict, float]:
+    """({engine: {step index: seconds}}, spread) of compiled graphs ``engines`` (by name) on
+    ``feeds``: each step's median over a round's runs, the best round of each; the engines
+    take turns, each after a pause and a warm-up. The spread is how far a whole run's median
+    round lies above its best one (the larger of the engines).
+
+    Example:
+        >>> # steps, spread = time_steps({"default": compile_graph(g), "tuned": tuned}, feeds)
+        >>> # sum(steps["default"].values()) / sum(steps["tuned"].values())
+    """
     started = time.perf_counter()
     first = next(iter(engines.values()))
     first.run(feeds)

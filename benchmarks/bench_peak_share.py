@@ -2,8 +2,9 @@
 compiled with the templates' default configs and with a tuning database's picks, side by side.
 
 The FMA peak and the copy bandwidth are measured first (``machine.py``). The two compiled
-graphs are timed step by step (``CompiledGraph.step_times``), taking turns in rounds after a
-pause and a warm-up, as ``autotune bench`` does; each step keeps its best round's median. A
+graphs are timed step by step as the tuner's check in the model times them
+(``autotune.model_check.time_steps``): taking turns in rounds after a pause and a warm-up,
+each step keeping its best round's median. A
 step's flop count is its task's (the direct algorithm's: a Winograd step computes fewer
 multiplies than it counts, so its share can pass 100%). Printed:
 
@@ -25,28 +26,15 @@ from common import model_path, unset_openblas_overrides
 unset_openblas_overrides()
 
 import argparse  # noqa: E402
-import statistics  # noqa: E402
 import warnings  # noqa: E402
 
 import graph_api  # noqa: E402
 from autotune import HistoryBest  # noqa: E402
 from autotune.extract import tasks_by_workload  # noqa: E402
-from autotune.model_check import random_feeds, settle  # noqa: E402
+from autotune.model_check import random_feeds, time_steps  # noqa: E402
 from machine import copy_bandwidth_gbs, fma_peak_gflops  # noqa: E402
 from schedule.config_source import FixedConfigs  # noqa: E402
 from tensorir.ops.winograd import tile_grid, transform_matrices  # noqa: E402
-
-
-def step_seconds(engines: dict, feeds: dict, rounds: int, runs: int) -> dict:
-    """{engine: {step index: seconds}}: each step's median over ``runs`` runs, the best of
-    ``rounds`` rounds in which the engines take turns, each after a pause and a warm-up."""
-    best = {name: {} for name in engines}
-    for _ in range(rounds):
-        for name, engine in engines.items():
-            settle(lambda: engine.run(feeds))
-            for index, seconds in engine.step_times(feeds, runs).items():
-                best[name][index] = min(best[name].get(index, float("inf")), statistics.median(seconds))
-    return best
 
 
 def winograd_products_flop(task, config) -> int:
@@ -72,7 +60,6 @@ def main() -> None:
     parser.add_argument("model")
     parser.add_argument("--db", required=True, help="the tuning database of the tuned configs")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--runs", type=int, default=10, help="runs per engine and round")
     args = parser.parse_args()
 
     peak, copy = fma_peak_gflops(), copy_bandwidth_gbs()
@@ -85,7 +72,7 @@ def main() -> None:
         engines = {"default": graph_api.compile_graph(graph, configs=FixedConfigs(lambda template: None)),
                    "tuned": graph_api.compile_graph(graph, configs=HistoryBest(args.db))}
     feeds = random_feeds(engines["default"].input_ports)
-    times = step_seconds(engines, feeds, args.rounds, args.runs)
+    times, _ = time_steps(engines, feeds, args.rounds)
     tuned_steps = {step.index: step for step in engines["tuned"].steps}
 
     def share(flop, seconds):

@@ -82,7 +82,7 @@ def test_no_tuned_pick_checks_nothing(tmp_path):
 
 
 class FakeClock:
-    """Step times by pass: {engine: {partition index: seconds}} per call of _time_steps."""
+    """Step times by pass: {engine: {partition index: seconds}} per call of time_steps."""
 
     def __init__(self, passes):
         self.passes, self.calls = list(passes), 0
@@ -110,7 +110,7 @@ def tuned_pair():
 def test_picks_faster_in_the_model_are_kept(tuned_pair, monkeypatch):
     graph, db, (first, second), configs, (a, b) = tuned_pair
     clock = FakeClock([{"default": {a: 10e-6, b: 10e-6}, "tuned": {a: 8e-6, b: 9e-6}}])
-    monkeypatch.setattr(model_check, "_time_steps", clock)
+    monkeypatch.setattr(model_check, "time_steps", clock)
     check = check_in_model(graph, db)
     assert clock.calls == 1 and check.dropped == []
     assert [w.speedup for w in check.workloads] == pytest.approx([1.25, 10 / 9])
@@ -122,7 +122,7 @@ def test_a_pick_slower_there_is_dropped_and_the_rest_measured_again(tuned_pair, 
     graph, db, (first, second), configs, (a, b) = tuned_pair
     clock = FakeClock([{"default": {a: 10e-6, b: 10e-6}, "tuned": {a: 10.05e-6, b: 10.2e-6}},   # b: 2% slower
                        {"default": {a: 10e-6, b: 10e-6}, "tuned": {a: 8e-6, b: 10e-6}}])
-    monkeypatch.setattr(model_check, "_time_steps", clock)
+    monkeypatch.setattr(model_check, "time_steps", clock)
     check = check_in_model(graph, db)
     assert clock.calls == 2
     assert [(w.key, w.kept) for w in check.workloads] == [(first.key, True), (second.key, False)]
@@ -139,7 +139,7 @@ def test_each_pass_reports_the_default_it_measured_beside_the_picks(tuned_pair, 
     graph, db, (first, second), configs, (a, b) = tuned_pair
     clock = FakeClock([{"default": {a: 10e-6, b: 10e-6}, "tuned": {a: 10.5e-6, b: 8e-6}},
                        {"default": {a: 12e-6, b: 12e-6}, "tuned": {a: 12e-6, b: 9.6e-6}}])
-    monkeypatch.setattr(model_check, "_time_steps", clock)
+    monkeypatch.setattr(model_check, "time_steps", clock)
     check = check_in_model(graph, db)
     assert (check.default_seconds, check.tuned_seconds) == pytest.approx((20e-6, 18.5e-6))
     assert (check.checked_default_seconds, check.checked_seconds) == pytest.approx((24e-6, 21.6e-6))
@@ -150,7 +150,7 @@ def test_picks_that_win_alone_but_lose_together_are_all_dropped(tuned_pair, monk
     graph, db, (first, second), configs, (a, b) = tuned_pair
     other = 99      # a step of neither workload (one the picks slow down: their neighbour)
     steps = {"default": {a: 10e-6, b: 10e-6, other: 1e-6}, "tuned": {a: 9e-6, b: 9e-6, other: 5e-6}}
-    monkeypatch.setattr(model_check, "_time_steps", FakeClock([steps]))
+    monkeypatch.setattr(model_check, "time_steps", FakeClock([steps]))
     check = check_in_model(graph, db)
     assert [w.kept for w in check.workloads] == [False, False]
     assert check.checked_seconds == check.default_seconds == pytest.approx(21e-6)
@@ -164,7 +164,7 @@ def test_the_check_stops_after_its_passes(tuned_pair, monkeypatch):
     monkeypatch.setattr(model_check, "PASSES", 1)
     clock = FakeClock([{"default": {a: 10e-6, b: 10e-6}, "tuned": {a: 11e-6, b: 8e-6}},
                        {"default": {a: 10e-6, b: 10e-6, 99: 2e-6}, "tuned": {a: 10e-6, b: 10.2e-6, 99: 1e-6}}])
-    monkeypatch.setattr(model_check, "_time_steps", clock)
+    monkeypatch.setattr(model_check, "time_steps", clock)
     check = check_in_model(graph, db)
     assert clock.calls == 2     # the last pass keeps what it measured, b 2% slower, as the whole run wins
     assert [(w.key, w.kept) for w in check.workloads] == [(first.key, False), (second.key, True)]
