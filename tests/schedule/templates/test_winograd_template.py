@@ -104,9 +104,10 @@ def test_the_starting_points_are_winograd_at_each_tile_size_and_allowed_by_the_r
     assert [(p["winograd"], p["winograd_fused"]) for p in points] == [(2, False), (2, True), (3, False), (3, True),
                                                                       (4, False), (4, True)]
     for p in points:
-        assert t.space.searchable(t.space.index_of(p)) and not p["pack"]
-        assert {k: v for k, v in p.values.items() if k not in ("winograd", "pack", "winograd_fused", "tile_i")} == \
-            {k: v for k, v in default.values.items() if k not in ("winograd", "pack", "winograd_fused", "tile_i")}
+        assert t.space.searchable(t.space.index_of(p)) and not p["pack"] and p["unroll_k"] == 1
+        own = ("winograd", "pack", "winograd_fused", "tile_i", "unroll_k")
+        assert {k: v for k, v in p.values.items() if k not in own} == \
+            {k: v for k, v in default.values.items() if k not in own}
     # rows of 4, 3 and 2 tiles
     assert [p["tile_i"] for p in points] == [default["tile_i"], 4, default["tile_i"], 1, default["tile_i"], 2]
     strided = template_for(_conv((1, 16, 16, 4), (3, 3, 4, 6), strides=(2, 2)))      # an 8 x 8 output
@@ -176,7 +177,7 @@ class Case:
         self._builds = {}
 
     def config(self, m, **knobs):
-        return Config({**self.t.default_config().values, **knobs, "winograd": m})
+        return Config({**self.t.default_config().values, "unroll_k": 1, **knobs, "winograd": m})
 
     def build(self, m, **knobs):
         return self.t.build(self.config(m, **knobs))
