@@ -149,9 +149,11 @@ def test_unroll_k_unrolls_the_innermost_reduce_axis_that_loops():
     assert len(one.space) >= 10_000 and len(three.space) >= 10_000
     # the default copies the tile up to 4 times: 4 input-channel steps, or the 3 filter columns
     assert one.default_config()["unroll_k"] == 4 and three.default_config()["unroll_k"] == 3
-    odd = template_for(ops.conv(placeholder((1, 14, 14, 6), name="x6"),
-                                placeholder((1, 1, 6, 32), name="w6", constant=True), [1, 1], [0, 0], [0, 0], [1, 1]))
-    assert odd.space.knobs["unroll_k"].candidates == (1, 2, 6) and odd.default_config()["unroll_k"] == 2
+    six_channels = template_for(ops.conv(placeholder((1, 14, 14, 6), name="x6"),
+                                         placeholder((1, 1, 6, 32), name="w6", constant=True), [1, 1], [0, 0], [0, 0],
+                                         [1, 1]))
+    assert six_channels.space.knobs["unroll_k"].candidates == (1, 2, 6)       # 6: whole, but over 4
+    assert six_channels.default_config()["unroll_k"] == 2
 
 
 def test_a_padded_input_whose_pixels_share_l1_sets_gets_a_line_of_padding_per_pixel():
