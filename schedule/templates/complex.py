@@ -7,7 +7,12 @@ its reduce loops outside and the tile unrolled over i and vectorized over j, so 
 accumulator lives in vector registers for the whole reduction. The epilogue is inlined into
 the output, which is written once per tile, vectorized. A constant operand read along j is
 repacked into tile_j-wide panels (pack) so the reduction reads it contiguously. The outer
-tile loops (in the order of the "order" knob) and any leading axes are fused and parallel.
+tile loops and any leading axes (batch, an image's rows) are fused and parallel, in the order
+of the "order" knob: "ij" runs the leading axes, the row tiles, then the column tiles (a row
+tile meets every weight panel in turn); "ji" runs the column tiles outermost, so each weight
+panel is read from memory once and serves every row of the output before the next one (on
+resnet50's 7x7 layers, whose 4-8 MiB of weights the old order swept once per image row, the
+1x1 convolutions ran 1.8-2.2x faster, the whole model 1.3x).
 
 A convolution in NCHW has a second layout ("layout" knob): its tile rows run along the
 image's width and its vectors along the output channels, the axis only the weights are read
@@ -236,16 +241,21 @@ class ComplexTemplate(Template):
         (every parallel iteration then has whole blocks and no guard: a block that does not
         divide them leaves a last block short, whose loop's guard doubles the code for no
         gain, and a block past the last tile computes the kernel of the one that ends there),
-        and whether the order knob orders two loops (else "ji" computes the kernel of "ij")."""
+        and whether the order knob orders two loops: more than one block of column tiles and
+        more than one of row tiles or of the leading axes, or blocks of both (else "ji"
+        computes the kernel of "ij")."""
         if values.get("winograd"):      # its products tile other axes: the order knob orders them
             return True
-        axes = self._axes(values.get("layout", "rows"))
+        layout = values.get("layout", "rows")
+        axes = self._axes(layout)
         blocks = (values["block_i"], values["block_j"])
         tiles = [-(-axis.dom_extent // tile) if axis is not None else 1
                  for axis, tile in zip(axes, (values["tile_i"], values["tile_j"]))]
         if any(t % b for t, b in zip(tiles, blocks)):
             return False
-        ordered = all(t // b > 1 for t, b in zip(tiles, blocks)) or all(b > 1 for b in blocks)
+        lead = extent([a.dom_extent for d, a in enumerate(self.out.axis) if d not in self.layouts[layout]])
+        outer_i, outer_j = (t // b for t, b in zip(tiles, blocks))
+        ordered = (outer_j > 1 and outer_i * lead > 1) or all(b > 1 for b in blocks)
         return ordered or values["order"] == "ij"
 
     def default(self):
@@ -280,7 +290,8 @@ class ComplexTemplate(Template):
           more channel vectors than leave the 16
           accumulators half the registers (the rest hold the weights' vectors and the pixel);
         * order: "ij" (each row tile meets every weight panel while its inputs are in L1) when
-          the packed weights fit in ``WEIGHTS_IN_L2`` bytes, else "ji";
+          the packed weights fit in ``WEIGHTS_IN_L2`` bytes, else "ji" (each panel read from
+          memory once, for every row of the output);
         * unroll_k: 4 copies of the register tile per trip of the innermost looping reduce
           loop, or as many as divide it up to 4 (3 for a 3x3 convolution's filter columns):
           one trip of 14 FMAs and 9 loads plus the loop's own 3 instructions nearly fills the
@@ -406,8 +417,11 @@ class ComplexTemplate(Template):
                 loop, inside = out.split(loop, factor=cfg["block_" + name])
                 in_block.append(inside)
             blocks.append(loop)
-        out.reorder(*lead, *blocks, *in_block, *([ii] if ii is not None else []), ji)
-        outer = fuse_all(out, lead + blocks)
+        # "ji": the weight panels outermost, so each is read from memory once and reused by
+        # every row (the leading axes' too: an image's rows); "ij": a row tile meets every panel
+        outers = blocks[:1] + lead + blocks[1:] if cfg["order"] == "ji" else lead + blocks
+        out.reorder(*outers, *in_block, *([ii] if ii is not None else []), ji)
+        outer = fuse_all(out, outers)
         out.parallel(outer)
         vectorize_by_registers(out, ji, tj, lanes)
         rounded = cfg["pack"] and self.rounds_up(layout)

@@ -125,6 +125,32 @@ def test_blocks_run_their_tiles_in_turn_inside_one_parallel_iteration_and_unroll
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_ji_reads_each_weight_panel_once_for_every_row_of_the_image():
+    from schedule.space import Config
+    from tensorir import ops
+    # a 7x7 image: one row tile per image row, 3 panels of 16 channels (the last one partial)
+    x, w = placeholder((1, 7, 7, 24), name="x"), placeholder((1, 1, 24, 40), name="w", constant=True)
+    t = template_for(ops.conv(x, w, [1, 1], [0, 0], [0, 0], [1, 1]))
+    base = dict(t.default_config().values, tile_i=7, tile_j=16, pack=True, block_i=1, block_j=1, unroll_k=1)
+    ij, ji = Config(dict(base, order="ij")), Config(dict(base, order="ji"))
+    assert t.space.searchable(t.space.index_of(ji))      # one tile per row, yet the rows order it
+    texts = {c["order"]: str(lower(t.apply(c), t.args)) for c in (ij, ji)}
+    # the fused parallel loop's outermost part: the image's rows, or the panels
+    assert "parallel (ax0.ax1.ax2.outer.ax3.outer.fused, 0, 21)" in texts["ij"]
+    assert "parallel (ax3.outer.ax0.ax1.ax2.outer.fused, 0, 21)" in texts["ji"]
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((1, 7, 7, 24)).astype(np.float32), rng.standard_normal((1, 1, 24, 40)).astype(np.float32)
+    for cfg in (ij, ji):
+        out = np.full((1, 7, 7, 40), np.nan, np.float32)
+        t.build(cfg)(a, b, out)
+        np.testing.assert_allclose(out, np.einsum("nhwc,cf->nhwf", a, b[0, 0]), rtol=1e-4, atol=1e-4)
+    # with a single row, "ji" would compute the kernel of "ij": not searched
+    one_row = template_for(ops.conv(placeholder((1, 1, 7, 24), name="x1"), w, [1, 1], [0, 0], [0, 0], [1, 1]))
+    row_base = dict(one_row.default_config().values, tile_i=7, tile_j=16, block_i=1, block_j=1)
+    assert not one_row.space.searchable(one_row.space.index_of(Config(dict(row_base, order="ji"))))
+    assert one_row.space.searchable(one_row.space.index_of(Config(dict(row_base, order="ij"))))
+
+
 def test_only_blocks_that_divide_the_tiles_are_searched():
     t = template_for(matmul(29, 45, 83))               # tile_i 4: 8 row tiles; tile_j 16: 6 column tiles
     space = t.space
