@@ -1,5 +1,7 @@
 """Every template config in a sample of 200 of the points tuners search (here: each whole space
-that is smaller) gives numpy's answer on shapes that do not divide the tile sizes."""
+that is smaller) gives numpy's answer on shapes that do not divide the tile sizes. The large
+samples are checked in ``PARTS`` tests of their own (every ``PARTS``-th config from a different
+start), so the suite's workers share them."""
 import numpy as np
 import pytest
 
@@ -16,9 +18,14 @@ from host_vectors import HOST, LANES
 
 RNG = np.random.default_rng(3)
 SAMPLE = 200
+PARTS = 4
+in_parts = pytest.mark.parametrize("part", range(PARTS))
 
 
-def check_all_configs(outputs, reference, expected_template, rtol=1e-5, atol=1e-5):
+def check_all_configs(outputs, reference, expected_template, rtol=1e-5, atol=1e-5, part=0, parts=1):
+    """The template of ``outputs`` (asserted to be ``expected_template``), after checking its
+    default config and a sample of its searchable ones against ``reference`` on random inputs:
+    the ``part``-th of ``parts`` equal shares of them (every ``parts``-th, from ``part``)."""
     t = template_for(outputs)
     assert t.name == expected_template
     inputs = [RNG.standard_normal(p.shape).astype(p.dtype) for p in t.dag.placeholders]
@@ -28,7 +35,7 @@ def check_all_configs(outputs, reference, expected_template, rtol=1e-5, atol=1e-
     picked = np.random.default_rng(0).choice(searchable, min(SAMPLE, len(searchable)), replace=False)
     configs = [t.default_config()] + [t.space.get(int(i)) for i in picked if t.space.get(int(i)) != t.default_config()]
     expected = expected if isinstance(expected, tuple) else (expected,)
-    for cfg in configs:
+    for cfg in configs[part::parts]:
         outs = [np.full(o.shape, np.nan, o.dtype) for o in t.outputs]
         t.build(cfg)(*inputs, *outs)
         for out, want in zip(outs, expected):
@@ -87,7 +94,8 @@ def test_reduction_then_reshape_global_pooling():
     check_all_configs(F, lambda x: x.mean(axis=(2, 3)), "reduction", rtol=1e-4, atol=1e-5)
 
 
-def test_reduction_softmax():
+@in_parts
+def test_reduction_softmax(part):
     X = placeholder((9, 77), name="X")
     rm, rs = reduce_axis((0, 77), name="rm"), reduce_axis((0, 77), name="rs")
     M = compute((9,), lambda i: rmax(X[i, rm], axis=rm), name="M")
@@ -98,7 +106,7 @@ def test_reduction_softmax():
     def softmax(x):
         e = np.exp(x - x.max(1, keepdims=True))
         return e / e.sum(1, keepdims=True)
-    check_all_configs(Y, softmax, "reduction")
+    check_all_configs(Y, softmax, "reduction", part=part, parts=PARTS)
 
 
 def test_reduction_softmax_over_a_middle_axis_reduces_columns():
@@ -152,33 +160,38 @@ def test_reduction_layernorm():
                       "reduction", rtol=1e-4, atol=1e-4)
 
 
-def test_complex_matmul():
+@in_parts
+def test_complex_matmul(part):
     n, k, m = 29, 45, 83
     A, B = placeholder((n, k), name="A"), placeholder((k, m), name="B")
     r = reduce_axis((0, k), name="r")
     C = compute((n, m), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
-    check_all_configs(C, lambda a, b: a @ b, "complex", rtol=1e-4, atol=1e-4)
+    check_all_configs(C, lambda a, b: a @ b, "complex", rtol=1e-4, atol=1e-4, part=part, parts=PARTS)
 
 
-def test_complex_dense_bias_relu_epilogue():
+@in_parts
+def test_complex_dense_bias_relu_epilogue(part):
     n, k, m = 13, 30, 70
     X, W, bias = placeholder((n, k), name="X"), placeholder((m, k), name="W"), placeholder((m,), name="bias")
     r = reduce_axis((0, k), name="r")
     D = compute((n, m), lambda i, j: rsum(X[i, r] * W[j, r], axis=r), name="D")
     B = compute((n, m), lambda i, j: D[i, j] + bias[j], name="B")
     Y = compute((n, m), lambda i, j: if_then_else(B[i, j] > 0.0, B[i, j], 0.0), name="Y")
-    check_all_configs(Y, lambda x, w, b: np.maximum(x @ w.T + b, 0), "complex", rtol=1e-4, atol=1e-4)
+    check_all_configs(Y, lambda x, w, b: np.maximum(x @ w.T + b, 0), "complex", rtol=1e-4, atol=1e-4,
+                      part=part, parts=PARTS)
 
 
-def test_complex_batch_matmul():
+@in_parts
+def test_complex_batch_matmul(part):
     b, n, k, m = 3, 10, 7, 19
     A, B = placeholder((b, n, k), name="A"), placeholder((b, k, m), name="B")
     r = reduce_axis((0, k), name="r")
     C = compute((b, n, m), lambda z, i, j: rsum(A[z, i, r] * B[z, r, j], axis=r), name="C")
-    check_all_configs(C, lambda a, bb: a @ bb, "complex", rtol=1e-4, atol=1e-4)
+    check_all_configs(C, lambda a, bb: a @ bb, "complex", rtol=1e-4, atol=1e-4, part=part, parts=PARTS)
 
 
-def test_complex_conv2d_with_padding():
+@in_parts
+def test_complex_conv2d_with_padding(part):
     ci, h, w, co = 3, 9, 11, 5
     I, W = placeholder((1, ci, h, w), name="I"), placeholder((co, ci, 3, 3), name="W")
     P = compute((1, ci, h + 2, w + 2), lambda n, c, y, x: if_then_else(
@@ -194,7 +207,7 @@ def test_complex_conv2d_with_padding():
             for dx in range(3):
                 out += np.einsum("nchw,fc->nfhw", p[:, :, dy:dy + h, dx:dx + w], wt[:, :, dy, dx])
         return out
-    check_all_configs(O, conv, "complex", rtol=1e-4, atol=1e-4)
+    check_all_configs(O, conv, "complex", rtol=1e-4, atol=1e-4, part=part, parts=PARTS)
 
 
 def test_opaque_default_is_correct():
@@ -215,7 +228,8 @@ def _conv1x1_ref(x, wt):
     return np.einsum("nrhw,cr->nchw", x, wt)
 
 
-def test_complex_conv_with_a_channel_shuffle_epilogue():
+@in_parts
+def test_complex_conv_with_a_channel_shuffle_epilogue(part):
     # ShuffleNet's block: 1x1 conv, relu, then reshape/transpose/reshape across channel groups
     c, g, h, w = 12, 3, 5, 19
     X, W, C = _conv1x1(7, c, h, w)
@@ -225,7 +239,7 @@ def test_complex_conv_with_a_channel_shuffle_epilogue():
 
     def shuffled(x, wt):
         return np.tanh(_conv1x1_ref(x, wt)).reshape(1, g, c // g, h, w).transpose(0, 2, 1, 3, 4).reshape(1, c, h, w)
-    t = check_all_configs(S, shuffled, "complex", rtol=1e-4, atol=1e-4)
+    t = check_all_configs(S, shuffled, "complex", rtol=1e-4, atol=1e-4, part=part, parts=PARTS)
     # the shuffle's index arithmetic folds back to the channel: the accumulator is one tile
     # (cut to the row's width when the tile is wider)
     cfg = t.default_config()
@@ -234,7 +248,8 @@ def test_complex_conv_with_a_channel_shuffle_epilogue():
     assert [b.shape for b in local] == [(1, 1, cfg["tile_i"], min(cfg["tile_j"], w))]
 
 
-def test_complex_with_two_outputs_computes_the_anchor_once():
+@in_parts
+def test_complex_with_two_outputs_computes_the_anchor_once(part):
     # zfnet's conv + relu feeding local response normalization: relu, and relu squared reshaped
     X, W, C = _conv1x1(6, 10, 7, 13)
     R = compute(C.shape, lambda *i: tmaximum(C[i], 0.0), name="R")
@@ -243,7 +258,7 @@ def test_complex_with_two_outputs_computes_the_anchor_once():
     def both(x, wt):
         r = np.maximum(_conv1x1_ref(x, wt), 0)
         return r, (r * r).reshape(1, 1, 10, 91)
-    t = check_all_configs([R, Q], both, "complex", rtol=1e-4, atol=1e-4)
+    t = check_all_configs([R, Q], both, "complex", rtol=1e-4, atol=1e-4, part=part, parts=PARTS)
     assert t.out is R.op
     body = lower(t.apply(t.default_config()), t.args).body
     assert sum(1 for n in walk(body) if isinstance(n, BufferStore) and n.buffer.name.startswith("conv")) == 2  # init, update
