@@ -116,3 +116,29 @@ def children(node: Node):
             for v in value:
                 if isinstance(v, Node):
                     yield v
+
+
+class IdentityMemo:
+    """A pure function of immutable nodes whose results are remembered by the identity of its
+    arguments. The memo keeps each argument, so no id is reused while it lives: make one per
+    pass or code generator, not one for the life of the process.
+
+    Example:
+        >>> from tensorir.expr import const
+        >>> calls = []
+        >>> count_children = IdentityMemo(lambda n: calls.append(n) or len(list(children(n))))
+        >>> e = const(1) + 2
+        >>> count_children(e), count_children(e), len(calls)
+        (2, 2, 1)
+    """
+
+    def __init__(self, fn):
+        self.fn = fn
+        self._results: dict = {}     # ids of the arguments -> (the arguments, the result)
+
+    def __call__(self, *args):
+        key = tuple(map(id, args))
+        hit = self._results.get(key)
+        if hit is None:
+            hit = self._results[key] = (args, self.fn(*args))
+        return hit[1]

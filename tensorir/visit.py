@@ -1,7 +1,7 @@
 """Generic traversals over IR nodes: walk, rewrite, substitute, free variables."""
 from __future__ import annotations
 
-from .expr import Var
+from .expr import Expr, Var
 from .node import Node, children, map_children
 
 
@@ -18,6 +18,25 @@ def walk(node: Node):
         n = stack.pop()
         yield n
         stack.extend(reversed(list(children(n))))
+
+
+def statements(node: Node):
+    """Yield ``node`` and every statement below it, parents before children, without entering
+    expressions (which hold no statements).
+
+    Example:
+        >>> from tensorir.expr import Buffer, const
+        >>> from tensorir.stmt import BufferStore, SeqStmt
+        >>> A = Buffer("A", (2,), "float32")
+        >>> seq = SeqStmt((BufferStore(A, const(1.0), (const(0),)), BufferStore(A, const(2.0), (const(1),))))
+        >>> [type(s).__name__ for s in statements(seq)]
+        ['SeqStmt', 'BufferStore', 'BufferStore']
+    """
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed([c for c in children(n) if not isinstance(c, Expr)]))
 
 
 def rewrite(node: Node, fn) -> Node:

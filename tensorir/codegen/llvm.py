@@ -33,9 +33,9 @@ from .. import stmt as S
 from ..simplify import Linear, linear_coefficient, simplify
 from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARALLEL_FOR, PARAM_ALIGN, STATUS_BAD_ARGUMENT,
                            STATUS_NO_MEMORY, STATUS_OK)
-from ..node import same
+from ..node import IdentityMemo, same
 from ..runtime.scratch import SCRATCH
-from ..visit import substitute, walk
+from ..visit import statements, substitute, walk
 from ..visitor import Visitor
 from ..errors import TilefuseError
 
@@ -117,6 +117,9 @@ class CodeGen(Visitor):
         self.module.data_layout = data_layout
         self._outlined = itertools.count()
         self._alloca_builders: dict[str, ir.IRBuilder] = {}
+        self._flat_index = IdentityMemo(flat_index)     # accesses repeat (unrolled copies)
+        self._var_uids = IdentityMemo(var_uids)
+        self._linear_coefficient = IdentityMemo(linear_coefficient)
         self._emit_entry()
 
     # ------------------------------------------------------------------ functions
@@ -266,7 +269,7 @@ class CodeGen(Visitor):
         lines = 1
         if isinstance(offset.type, ir.VectorType):
             offset = b.extract_element(offset, ir.Constant(I32, 0))
-            lin = linear_coefficient(flat, ctx.lane_var)
+            lin = self._linear_coefficient(flat, ctx.lane_var)
             if lin is not None and lin[0] == 1:
                 lines = -(-ctx.lanes * dt.itemsize(s.buffer.dtype) // CACHE_LINE)
         first = b.gep(base, [offset], source_etype=memory_type(s.buffer.dtype))   # not inbounds: may lie outside
@@ -404,14 +407,6 @@ class CodeGen(Visitor):
         b.call(launch, [task, closure, self.visit(s.extent, ctx)])
 
     # ------------------------------------------------------------------ memory
-    def _flat_index(self, buf: E.Buffer, indices) -> E.Expr:
-        flat = None
-        for index, stride in zip(indices, buf.strides()):
-            index = index if index.dtype == "int64" else E.Cast(index, "int64")
-            term = index * stride if stride != 1 else index
-            flat = term if flat is None else flat + term
-        return simplify(flat if flat is not None else E.Const(0, "int64"))
-
     def _access(self, buf, indices, ctx):
         """('scalar', ptr) | ('contiguous', ptr) | ('pattern', (ptr, offsets)) | ('gather',
         <L x ptr>) for an access; a pattern's lanes are at ``ptr + offsets[k]``, offsets known
@@ -422,7 +417,7 @@ class CodeGen(Visitor):
         elem = memory_type(buf.dtype)
         flat = self._flat_index(buf, indices)
         if ctx.lanes is not None and self._lane_dependent(flat, ctx):
-            lin = linear_coefficient(flat, ctx.lane_var)
+            lin = self._linear_coefficient(flat, ctx.lane_var)
             if lin is not None and lin[0] == 1 and not self._lane_dependent(lin[1], ctx):
                 base_offset = self.visit(lin[1], ctx)     # may branch (a masked load): first
                 lane_min = ctx.env[ctx.lane_var.uid]
@@ -494,7 +489,7 @@ class CodeGen(Visitor):
         return ptrs
 
     def _lane_dependent(self, e: E.Expr, ctx) -> bool:
-        return any(isinstance(n, E.Var) and n.uid in ctx.vector_vars for n in walk(e))
+        return not self._var_uids(e).isdisjoint(ctx.vector_vars)
 
     def _load(self, e: E.BufferLoad, ctx):
         buf = e.buffer
@@ -821,7 +816,36 @@ def written_buffer_uids(func: S.PrimFunc) -> set[int]:
         >>> written_buffer_uids(PrimFunc("f", (A,), BufferStore(A, const(0.0), (const(0),)))) == {A.uid}
         True
     """
-    return {n.buffer.uid for n in walk(func.body) if isinstance(n, S.BufferStore)}
+    return {n.buffer.uid for n in statements(func.body) if isinstance(n, S.BufferStore)}
+
+
+def flat_index(buf: E.Buffer, indices) -> E.Expr:
+    """The row-major element offset of ``buf[indices]``: a simplified int64 expression.
+
+    Example:
+        >>> from tensorir.expr import Buffer, var
+        >>> i, j = var("i"), var("j")
+        >>> str(flat_index(Buffer("A", (4, 8), "float32"), (i, j)))
+        'i * 8 + j'
+    """
+    flat = None
+    for index, stride in zip(indices, buf.strides()):
+        index = index if index.dtype == "int64" else E.Cast(index, "int64")
+        term = index * stride if stride != 1 else index
+        flat = term if flat is None else flat + term
+    return simplify(flat if flat is not None else E.Const(0, "int64"))
+
+
+def var_uids(e: E.Expr) -> frozenset:
+    """The uids of the variables ``e`` reads.
+
+    Example:
+        >>> from tensorir.expr import var
+        >>> i = var("i")
+        >>> var_uids(i * 2 + i) == {i.uid}
+        True
+    """
+    return frozenset(n.uid for n in walk(e) if isinstance(n, E.Var))
 
 
 def _const(t: ir.Type, value) -> ir.Constant:
