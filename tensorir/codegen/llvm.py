@@ -23,6 +23,7 @@
 """
 from __future__ import annotations
 
+import functools
 import itertools
 
 import llvmlite.ir as ir
@@ -142,7 +143,7 @@ class CodeGen(Visitor):
         ctx = _Ctx(fn, builder, env, buffers)
         self._scratch_bytes, self._scratch_slot = 0, None
         self.visit(self.prim.body, ctx)
-        ctx.builder.ret(ir.Constant(I32, STATUS_OK))
+        ctx.builder.ret(constant(I32, STATUS_OK))
         self._take_scratch(fn)
         self._end_function(fn)
         self._emit_array_entry(fn)
@@ -155,7 +156,7 @@ class CodeGen(Visitor):
             self._scratch_slot = self._entry_alloca(ctx.func, PTR, "scratch", 8)
         offset, self._scratch_bytes = self._scratch_bytes, self._scratch_bytes + -(-nbytes // ALLOC_ALIGN) * ALLOC_ALIGN
         base = ctx.builder.load(self._scratch_slot, typ=PTR)
-        return ctx.builder.gep(base, [ir.Constant(I64, offset)], name=name, source_etype=I8)
+        return ctx.builder.gep(base, [constant(I64, offset)], name=name, source_etype=I8)
 
     def _take_scratch(self, fn: ir.Function) -> None:
         """In the entry block, once the body has placed its large buffers: ask for a scratch
@@ -164,11 +165,11 @@ class CodeGen(Visitor):
         if self._scratch_slot is None:
             return
         entry = self._alloca_builders[fn.name]
-        base = entry.call(self._declare(SCRATCH, PTR, [I64]), [ir.Constant(I64, self._scratch_bytes)], name="scratch")
+        base = entry.call(self._declare(SCRATCH, PTR, [I64]), [constant(I64, self._scratch_bytes)], name="scratch")
         entry.store(base, self._scratch_slot)
-        failed = entry.icmp_unsigned("==", base, ir.Constant(PTR, None))
+        failed = entry.icmp_unsigned("==", base, constant(PTR, None))
         no_memory = fn.append_basic_block("no_memory")
-        ir.IRBuilder(no_memory).ret(ir.Constant(I32, STATUS_NO_MEMORY))
+        ir.IRBuilder(no_memory).ret(constant(I32, STATUS_NO_MEMORY))
         entry.cbranch(failed, no_memory, fn.blocks[1])
         self._alloca_builders[fn.name] = None        # terminated: _end_function adds no branch
 
@@ -186,16 +187,16 @@ class CodeGen(Visitor):
             if not isinstance(p, E.Buffer):
                 args.append(arg)
                 continue
-            field = b.gep(arg, [ir.Constant(I64, ARRAY_DATA_OFFSET)], source_etype=I8)
+            field = b.gep(arg, [constant(I64, ARRAY_DATA_OFFSET)], source_etype=I8)
             data = b.load(field, typ=PTR)
             args.append(data)
             nbytes = p.size * dt.itemsize(p.dtype)
             if nbytes:
                 lo = b.ptrtoint(data, I64)
-                misaligned = b.icmp_unsigned("!=", b.and_(lo, ir.Constant(I64, PARAM_ALIGN - 1)), ir.Constant(I64, 0))
+                misaligned = b.icmp_unsigned("!=", b.and_(lo, constant(I64, PARAM_ALIGN - 1)), constant(I64, 0))
                 with b.if_then(misaligned, likely=False):
-                    b.ret(ir.Constant(I32, STATUS_BAD_ARGUMENT))
-                spans.append((p, lo, b.add(lo, ir.Constant(I64, nbytes))))
+                    b.ret(constant(I32, STATUS_BAD_ARGUMENT))
+                spans.append((p, lo, b.add(lo, constant(I64, nbytes))))
         for w, w_lo, w_hi in spans:
             if w.uid not in written:
                 continue
@@ -204,7 +205,7 @@ class CodeGen(Visitor):
                     continue
                 overlap = b.and_(b.icmp_unsigned("<", o_lo, w_hi), b.icmp_unsigned("<", w_lo, o_hi))
                 with b.if_then(overlap, likely=False):
-                    b.ret(ir.Constant(I32, STATUS_BAD_ARGUMENT))
+                    b.ret(constant(I32, STATUS_BAD_ARGUMENT))
         b.ret(b.call(entry, args))
 
     def _begin_function(self, fn: ir.Function) -> ir.IRBuilder:
@@ -268,15 +269,15 @@ class CodeGen(Visitor):
         offset = self.visit(flat, ctx)
         lines = 1
         if isinstance(offset.type, ir.VectorType):
-            offset = b.extract_element(offset, ir.Constant(I32, 0))
+            offset = b.extract_element(offset, constant(I32, 0))
             lin = self._linear_coefficient(flat, ctx.lane_var)
             if lin is not None and lin[0] == 1:
                 lines = -(-ctx.lanes * dt.itemsize(s.buffer.dtype) // CACHE_LINE)
         first = b.gep(base, [offset], source_etype=memory_type(s.buffer.dtype))   # not inbounds: may lie outside
         fn = self._declare("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
         for k in range(lines):
-            ptr = first if k == 0 else b.gep(first, [ir.Constant(I64, k * CACHE_LINE)], source_etype=I8)
-            b.call(fn, [ptr, ir.Constant(I32, int(s.write)), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+            ptr = first if k == 0 else b.gep(first, [constant(I64, k * CACHE_LINE)], source_etype=I8)
+            b.call(fn, [ptr, constant(I32, int(s.write)), constant(I32, 3), constant(I32, 1)])
 
     def visit_IfThenElse(self, s, ctx):
         cond = self.visit(s.cond, ctx)
@@ -285,7 +286,7 @@ class CodeGen(Visitor):
             self.visit(s.then_body, then_ctx)
             ctx.builder = then_ctx.builder
             if s.else_body is not None:
-                inverted = ctx.builder.xor(cond, ir.Constant(cond.type, [1] * ctx.lanes))
+                inverted = ctx.builder.xor(cond, constant(cond.type, (1,) * ctx.lanes))
                 else_ctx = ctx.child(mask=self._and_mask(ctx, inverted))
                 self.visit(s.else_body, else_ctx)
                 ctx.builder = else_ctx.builder
@@ -316,7 +317,7 @@ class CodeGen(Visitor):
         else:
             alloc = self._declare("aligned_alloc", PTR, [I64, I64])
             rounded = (max(nbytes, 1) + ALLOC_ALIGN - 1) // ALLOC_ALIGN * ALLOC_ALIGN
-            ptr = heap = ctx.builder.call(alloc, [ir.Constant(I64, ALLOC_ALIGN), ir.Constant(I64, rounded)],
+            ptr = heap = ctx.builder.call(alloc, [constant(I64, ALLOC_ALIGN), constant(I64, rounded)],
                                           name=buf.name)
         inner.buffers = {**ctx.buffers, buf.uid: ptr}
         self.visit(s.body, inner)
@@ -350,7 +351,7 @@ class CodeGen(Visitor):
         inner = ctx.child(builder=ir.IRBuilder(body_bb))
         inner.env[var.uid] = phi
         self.visit(body, inner)
-        nxt = inner.builder.add(phi, ir.Constant(I64, 1), flags=["nsw"])
+        nxt = inner.builder.add(phi, constant(I64, 1), flags=["nsw"])
         phi.add_incoming(nxt, inner.builder.block)
         inner.builder.branch(header)
         ctx.builder = ir.IRBuilder(exit_bb)
@@ -390,7 +391,7 @@ class CodeGen(Visitor):
         tb = ir.IRBuilder(task.append_basic_block("entry"))
         unpacked = []
         for idx, ftype in enumerate(closure_type.elements):
-            field = tb.gep(task.args[2], [ir.Constant(I32, 0), ir.Constant(I32, idx)],
+            field = tb.gep(task.args[2], [constant(I32, 0), constant(I32, idx)],
                            inbounds=True, source_etype=closure_type)
             unpacked.append(tb.load(field, typ=ftype))
         tb.call(impl, unpacked + [task.args[0], task.args[1]])
@@ -400,7 +401,7 @@ class CodeGen(Visitor):
         closure = self._entry_alloca(ctx.func, closure_type, f"closure{k}", 8)
         fields = [ctx.buffers[buf.uid] for buf in captured_bufs] + values
         for idx, val in enumerate(fields):
-            ptr = b.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, idx)], inbounds=True,
+            ptr = b.gep(closure, [constant(I32, 0), constant(I32, idx)], inbounds=True,
                         source_etype=closure_type)
             b.store(val, ptr)
         launch = self._declare(PARALLEL_FOR, ir.VoidType(), [PTR, PTR, I64])
@@ -421,7 +422,7 @@ class CodeGen(Visitor):
             if lin is not None and lin[0] == 1 and not self._lane_dependent(lin[1], ctx):
                 base_offset = self.visit(lin[1], ctx)     # may branch (a masked load): first
                 lane_min = ctx.env[ctx.lane_var.uid]
-                first = ctx.builder.extract_element(lane_min, ir.Constant(I32, 0))
+                first = ctx.builder.extract_element(lane_min, constant(I32, 0))
                 offset = ctx.builder.add(base_offset, first)
                 return "contiguous", ctx.builder.gep(base, [offset], inbounds=True, source_etype=elem)
             pattern = self._lane_pattern(flat, ctx)
@@ -474,16 +475,16 @@ class CodeGen(Visitor):
         vtype = ir.VectorType(elem, width)
         first = b.load(start, typ=vtype, align=align)
         if width == span:
-            second, picks = ir.Constant(vtype, None), offsets
+            second, picks = constant(vtype, None), offsets
         else:
-            tail = b.gep(start, [ir.Constant(I64, span - width)], inbounds=True, source_etype=elem)
+            tail = b.gep(start, [constant(I64, span - width)], inbounds=True, source_etype=elem)
             second = b.load(tail, typ=vtype, align=align)
             picks = [o if o < width else width + o - (span - width) for o in offsets]
-        return b.shuffle_vector(first, second, ir.Constant(ir.VectorType(I32, ctx.lanes), picks))
+        return b.shuffle_vector(first, second, constant(ir.VectorType(I32, ctx.lanes), tuple(picks)))
 
     def _pattern_pointers(self, start, offsets, elem, ctx):
         """<L x ptr>: ``start + offsets[k]`` for each lane k."""
-        steps = ir.Constant(ir.VectorType(I64, ctx.lanes), offsets)
+        steps = constant(ir.VectorType(I64, ctx.lanes), tuple(offsets))
         ptrs = ctx.builder.gep(start, [steps], inbounds=True, source_etype=elem)
         ptrs.type = ir.VectorType(PTR, ctx.lanes)   # llvmlite does not type vector GEPs
         return ptrs
@@ -514,18 +515,18 @@ class CodeGen(Visitor):
                 value = b.load(ptr, typ=vtype, align=align)
             elif kind == "contiguous":
                 fn = self._declare(f"llvm.masked.load.{_vname(vtype)}.p0", vtype, [PTR, I32, mask.type, vtype])
-                value = b.call(fn, [ptr, ir.Constant(I32, align), mask, ir.Constant(vtype, None)])
+                value = b.call(fn, [ptr, constant(I32, align), mask, constant(vtype, None)])
             else:
                 mask = mask if mask is not None else self._all_true(ctx.lanes)
                 ptrs_t = ir.VectorType(PTR, ctx.lanes)
                 fn = self._declare(f"llvm.masked.gather.{_vname(vtype)}.v{ctx.lanes}p0", vtype,
                                    [ptrs_t, I32, mask.type, vtype])
-                value = b.call(fn, [ptr, ir.Constant(I32, align), mask, ir.Constant(vtype, None)])
+                value = b.call(fn, [ptr, constant(I32, align), mask, constant(vtype, None)])
         return self._from_memory(value, buf.dtype, b)
 
     def _from_memory(self, value, dtype, b):
         if dtype == "bool":
-            value = b.icmp_unsigned("!=", value, ir.Constant(value.type, None))
+            value = b.icmp_unsigned("!=", value, constant(value.type, None))
         return value
 
     def _guarded_scalar_load(self, ptr, elem, align, ctx):
@@ -543,7 +544,7 @@ class CodeGen(Visitor):
         eb = ir.IRBuilder(end_bb)
         phi = eb.phi(elem)
         phi.add_incoming(loaded, load_bb)
-        phi.add_incoming(ir.Constant(elem, None), pre)
+        phi.add_incoming(constant(elem, None), pre)
         ctx.builder = eb
         return phi
 
@@ -572,13 +573,13 @@ class CodeGen(Visitor):
             b.store(value, ptr, align=align)
         elif kind == "contiguous":
             fn = self._declare(f"llvm.masked.store.{_vname(vtype)}.p0", ir.VoidType(), [vtype, PTR, I32, ctx.mask.type])
-            b.call(fn, [value, ptr, ir.Constant(I32, align), ctx.mask])
+            b.call(fn, [value, ptr, constant(I32, align), ctx.mask])
         else:
             mask = ctx.mask if ctx.mask is not None else self._all_true(ctx.lanes)
             ptrs_t = ir.VectorType(PTR, ctx.lanes)
             fn = self._declare(f"llvm.masked.scatter.{_vname(vtype)}.v{ctx.lanes}p0", ir.VoidType(),
                                [vtype, ptrs_t, I32, mask.type])
-            b.call(fn, [value, ptr, ir.Constant(I32, align), mask])
+            b.call(fn, [value, ptr, constant(I32, align), mask])
 
     def _to_memory(self, value, dtype, b):
         if dtype != "bool":
@@ -589,8 +590,8 @@ class CodeGen(Visitor):
     # ------------------------------------------------------------------ vectors
     def _splat(self, value, lanes, b):
         vtype = ir.VectorType(value.type, lanes)
-        one = b.insert_element(ir.Constant(vtype, None), value, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, ir.Constant(vtype, None), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+        one = b.insert_element(constant(vtype, None), value, constant(I32, 0))
+        return b.shuffle_vector(one, constant(vtype, None), constant(ir.VectorType(I32, lanes), (0,) * lanes))
 
     def _widen(self, value, ctx):
         if ctx.lanes is None or isinstance(value.type, ir.VectorType):
@@ -598,7 +599,7 @@ class CodeGen(Visitor):
         return self._splat(value, ctx.lanes, ctx.builder)
 
     def _all_true(self, lanes):
-        return ir.Constant(ir.VectorType(I1, lanes), [1] * lanes)
+        return constant(ir.VectorType(I1, lanes), (1,) * lanes)
 
     def _and_mask(self, ctx, cond):
         return cond if ctx.mask is None else ctx.builder.and_(ctx.mask, cond)
@@ -612,10 +613,10 @@ class CodeGen(Visitor):
     def visit_Const(self, e, ctx):
         t = llvm_type(e.dtype)
         if e.dtype == "bool":
-            return ir.Constant(t, int(bool(e.value)))
+            return constant(t, int(bool(e.value)))
         if dt.is_float(e.dtype):
             return ir.Constant(t, float(e.value))
-        return ir.Constant(t, int(e.value) & ((1 << t.width) - 1))
+        return constant(t, int(e.value) & ((1 << t.width) - 1))
 
     def visit_Var(self, e, ctx):
         try:
@@ -631,7 +632,7 @@ class CodeGen(Visitor):
     def visit_Ramp(self, e, ctx):
         start = self.visit(e.base, ctx)
         base = self._splat(start, e.lanes, ctx.builder)
-        steps = ir.Constant(ir.VectorType(start.type, e.lanes), [k * e.stride for k in range(e.lanes)])
+        steps = constant(ir.VectorType(start.type, e.lanes), tuple(k * e.stride for k in range(e.lanes)))
         return ctx.builder.add(base, steps)
 
     def _binary(self, e, ctx):
@@ -668,7 +669,7 @@ class CodeGen(Visitor):
     def _int_divmod(self, cls, a, b, divisor_expr, signed, bld):
         const_ok = isinstance(divisor_expr, E.Const) and divisor_expr.value not in (0, -1)
         t = a.type
-        zero, one = ir.Constant(t, None), _const(t, 1)
+        zero, one = constant(t, None), _const(t, 1)
         if not const_ok:  # x // 0 and x % 0 give 0, and INT_MIN // -1 wraps, instead of trapping
             is_zero = bld.icmp_signed("==", b, zero)
             is_neg_one = bld.icmp_signed("==", b, _const(t, -1)) if signed else None
@@ -711,15 +712,15 @@ class CodeGen(Visitor):
 
     def visit_Not(self, e, ctx):
         a = self.visit(e.a, ctx)
-        return ctx.builder.xor(a, ir.Constant(a.type, [1] * a.type.count) if isinstance(a.type, ir.VectorType)
-                               else ir.Constant(I1, 1))
+        return ctx.builder.xor(a, constant(a.type, (1,) * a.type.count) if isinstance(a.type, ir.VectorType)
+                               else constant(I1, 1))
 
     def visit_Select(self, e, ctx):
         cond = self.visit(e.cond, ctx)
         b = ctx.builder
         has_load = any(isinstance(n, E.BufferLoad) for side in (e.true_value, e.false_value) for n in walk(side))
         if isinstance(cond.type, ir.VectorType):
-            inverted = b.xor(cond, ir.Constant(cond.type, [1] * ctx.lanes))
+            inverted = b.xor(cond, constant(cond.type, (1,) * ctx.lanes))
             values = []
             read = [n for n in walk(e.cond) if isinstance(n, E.BufferLoad)]
             for side, side_mask in ((e.true_value, cond), (e.false_value, inverted)):
@@ -768,7 +769,7 @@ class CodeGen(Visitor):
         if src == dst:
             return v
         if dst == "bool":
-            zero = ir.Constant(v.type, None)
+            zero = constant(v.type, None)
             return b.fcmp_unordered("!=", v, zero) if dt.is_float(src) else b.icmp_unsigned("!=", v, zero)
         if src == "bool":
             return b.uitofp(v, to) if dt.is_float(dst) else b.zext(v, to)
@@ -795,7 +796,7 @@ class CodeGen(Visitor):
             if not dt.is_signed(e.dtype):
                 return v
             fn = self._declare(f"llvm.abs.{_vname(v.type)}", v.type, [v.type, I1])
-            return ctx.builder.call(fn, [v, ir.Constant(I1, 0)])
+            return ctx.builder.call(fn, [v, constant(I1, 0)])
         from .mathlib import emit_intrinsic
         return emit_intrinsic(ctx.builder, e.name, args, self.flags)
 
@@ -848,11 +849,25 @@ def var_uids(e: E.Expr) -> frozenset:
     return frozenset(n.uid for n in walk(e) if isinstance(n, E.Var))
 
 
+@functools.lru_cache(maxsize=4096)
+def constant(typ: ir.Type, value) -> ir.Constant:
+    """The integer constant ``value`` of ``typ`` (a tuple of lane values for a vector type; None
+    is zero), one object for every use of the same type and value, so that llvmlite formats its
+    text once however often a build reads it (shuffle masks, lane steps, splat indices).
+
+    Example:
+        >>> v4 = ir.VectorType(I32, 4)
+        >>> constant(v4, (0, 1, 2, 3)) is constant(v4, (0, 1, 2, 3)), str(constant(v4, (0, 0, 0, 0)))
+        (True, '<4 x i32> <i32 0, i32 0, i32 0, i32 0>')
+    """
+    return ir.Constant(typ, value)
+
+
 def _const(t: ir.Type, value) -> ir.Constant:
     """A constant of scalar or vector type ``t`` with every lane equal to ``value``."""
     if isinstance(t, ir.VectorType):
-        return ir.Constant(t, [value] * t.count)
-    return ir.Constant(t, value)
+        return constant(t, (value,) * t.count)
+    return constant(t, value)
 
 
 def _vname(t: ir.Type) -> str:
