@@ -82,40 +82,43 @@ def map_children(node: Node, fn) -> Node:
         >>> str(map_children(e, lambda c: const(5)))
         '5 + 5'
     """
-    changes = {}
-    for f in child_fields(type(node)):
+    cls = type(node)
+    changes = None
+    for f in child_fields(cls):
         value = getattr(node, f)
         if isinstance(value, Node):
             new = fn(value)
-        elif isinstance(value, tuple) and value and any(isinstance(v, Node) for v in value):
-            new = tuple(fn(v) if isinstance(v, Node) else v for v in value)
+        elif isinstance(value, tuple) and value:
+            new = tuple([fn(v) if isinstance(v, Node) else v for v in value])
             if all(x is y for x, y in zip(new, value)):
-                new = value
+                continue
         else:
             continue
         if new is not value:
+            if changes is None:
+                changes = {}
             changes[f] = new
-    if not changes:
+    if changes is None:
         return node
-    return dataclasses.replace(node, **changes)
+    return cls(*[changes[f] if f in changes else getattr(node, f) for f in field_names(cls)])
 
 
-def children(node: Node):
-    """Iterate the child nodes of ``node`` in field order.
+def children(node: Node) -> list:
+    """The child nodes of ``node`` in field order.
 
     Example:
         >>> from tensorir.expr import const
         >>> [str(c) for c in children(const(1) + 2)]
         ['1', '2']
     """
+    found = []
     for f in child_fields(type(node)):
         value = getattr(node, f)
         if isinstance(value, Node):
-            yield value
+            found.append(value)
         elif isinstance(value, tuple):
-            for v in value:
-                if isinstance(v, Node):
-                    yield v
+            found += [v for v in value if isinstance(v, Node)]
+    return found
 
 
 class IdentityMemo:

@@ -17,7 +17,10 @@ def walk(node: Node):
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(reversed(list(children(n))))
+        below = children(n)
+        if below:
+            below.reverse()
+            stack += below
 
 
 def statements(node: Node):
@@ -36,7 +39,9 @@ def statements(node: Node):
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(reversed([c for c in children(n) if not isinstance(c, Expr)]))
+        below = [c for c in children(n) if not isinstance(c, Expr)]
+        below.reverse()
+        stack += below
 
 
 def rewrite(node: Node, fn) -> Node:

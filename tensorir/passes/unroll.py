@@ -50,9 +50,11 @@ class _Unroll(Mutator):
         if not isinstance(loop.extent, E.Const):
             raise LoweringError(f"loop {loop.var.name} is {'unrolled' if loop.kind == 'unrolled' else 'vectorized'}"
                                 f" but its extent {loop.extent} is not a constant")
-        return S.seq(*[S.LetStmt(loop.var, E.Add(loop.min, E.Const(k, "int64"), "int64"),
-                                 _fold_selects(loop.body, loop.var, loop.min, k))
-                       for k in range(int(loop.extent.value))]) or S.SeqStmt(())
+        copies = range(int(loop.extent.value))
+        bodies = [_fold_selects(loop.body, loop.var, loop.min, k) for k in copies] \
+            if _selects_on(loop.body, loop.var) else [loop.body] * len(copies)
+        return S.seq(*[S.LetStmt(loop.var, E.Add(loop.min, E.Const(k, "int64"), "int64"), body)
+                       for k, body in zip(copies, bodies)]) or S.SeqStmt(())
 
 
 def _fold_selects(body: S.Stmt, var: E.Var, start: E.Expr, k: int) -> S.Stmt:
@@ -64,9 +66,28 @@ def _fold_selects(body: S.Stmt, var: E.Var, start: E.Expr, k: int) -> S.Stmt:
     value = E.Const(int(start.value) + k, var.dtype)
 
     def fold(node):
-        if isinstance(node, E.Select) and any(isinstance(n, E.Var) and n.uid == var.uid for n in walk(node.cond)):
+        if isinstance(node, E.Select) and _reads(node.cond, var):
             decided = simplify(substitute(node.cond, {var: value}))
             if isinstance(decided, E.Const):
                 return node.true_value if decided.value else node.false_value
         return node
     return rewrite(body, fold)
+
+
+def _reads(e: E.Expr, var: E.Var) -> bool:
+    """Whether ``e`` reads ``var``."""
+    return any(isinstance(n, E.Var) and n.uid == var.uid for n in walk(e))
+
+
+def _selects_on(body: S.Stmt, var: E.Var) -> bool:
+    """Whether some select in ``body`` has a condition that reads ``var``.
+
+    Example:
+        >>> from tensorir.expr import Buffer, const, var
+        >>> from tensorir.intrinsics import if_then_else
+        >>> A = Buffer("A", (2,), "float32"); i = var("i")
+        >>> _selects_on(S.BufferStore(A, if_then_else(i < 1, 1.0, 2.0), (i,)), i), \\
+        ...     _selects_on(S.BufferStore(A, const(0.0), (i,)), i)
+        (True, False)
+    """
+    return any(isinstance(n, E.Select) and _reads(n.cond, var) for n in walk(body))
