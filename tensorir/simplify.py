@@ -326,6 +326,8 @@ class _Simplifier(Mutator):
         self.ranges = ranges
 
     def visit(self, e: E.Expr) -> E.Expr:
+        if isinstance(e, (E.Const, E.Var)):      # leaves: nothing to simplify
+            return e
         return super().visit(map_children(e, self.visit))
 
     def generic_visit(self, e: E.Expr) -> E.Expr:

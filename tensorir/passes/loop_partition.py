@@ -18,7 +18,7 @@ from .. import expr as E
 from .. import stmt as S
 from ..node import map_children, same
 from ..simplify import Linear, bound, linear_coefficient, simplify
-from ..visit import rewrite, walk
+from ..visit import rewrite, statements, walk
 from ..visitor import Mutator
 from .simplify_stmt import simplify_stmt
 
@@ -73,7 +73,7 @@ class _Partition(Mutator):
 
 def _inner_ranges(body: S.Stmt, ranges: dict) -> dict:
     out = dict(ranges)
-    for n in walk(body):
+    for n in statements(body):
         if isinstance(n, S.For) and isinstance(n.min, E.Const) and isinstance(n.extent, E.Const):
             out[n.var.uid] = (n.min.value, n.extent.value)
     return out
