@@ -849,17 +849,25 @@ def var_uids(e: E.Expr) -> frozenset:
     return frozenset(n.uid for n in walk(e) if isinstance(n, E.Var))
 
 
-@functools.lru_cache(maxsize=4096)
 def constant(typ: ir.Type, value) -> ir.Constant:
     """The integer constant ``value`` of ``typ`` (a tuple of lane values for a vector type; None
     is zero), one object for every use of the same type and value, so that llvmlite formats its
-    text once however often a build reads it (shuffle masks, lane steps, splat indices).
+    text once however often a build reads it (shuffle masks, lane steps, splat indices). Values
+    that compare equal but are spelled apart (``True`` and ``1``, ``-0.0`` and ``0.0``) get
+    objects of their own.
 
     Example:
         >>> v4 = ir.VectorType(I32, 4)
         >>> constant(v4, (0, 1, 2, 3)) is constant(v4, (0, 1, 2, 3)), str(constant(v4, (0, 0, 0, 0)))
         (True, '<4 x i32> <i32 0, i32 0, i32 0, i32 0>')
+        >>> constant(ir.FloatType(), -0.0) is constant(ir.FloatType(), 0.0), constant(I1, True) is constant(I1, 1)
+        (False, False)
     """
+    return _shared_constant(typ, value, repr(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _shared_constant(typ: ir.Type, value, spelling: str) -> ir.Constant:
     return ir.Constant(typ, value)
 
 
