@@ -20,6 +20,7 @@ import numpy as np
 from . import dtype as dt
 from . import expr as E
 from .node import map_children, same
+from .visit import reads_var
 from .visitor import Mutator
 
 INF = math.inf
@@ -201,7 +202,7 @@ def linear_coefficient(e: E.Expr, v: E.Var):
     for atom, c in lin.terms.items():
         if isinstance(atom, E.Var) and atom.uid == v.uid:
             coeff += c
-        elif _contains_var(atom, v):
+        elif reads_var(atom, v):
             return None
         else:
             rest[atom] = c
@@ -214,11 +215,6 @@ def _is_index(e: E.Expr) -> bool:
     it; data of small or loaded integers wraps like numpy and is left alone."""
     from .visit import walk
     return e.dtype == dt.INDEX_DTYPE and not any(isinstance(n, (E.BufferLoad, E.TensorLoad)) for n in walk(e))
-
-
-def _contains_var(e: E.Expr, v: E.Var) -> bool:
-    from .visit import walk
-    return any(isinstance(n, E.Var) and n.uid == v.uid for n in walk(e))
 
 
 # ---------------------------------------------------------------------------- bounds

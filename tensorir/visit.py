@@ -78,6 +78,17 @@ def substitute(node: Node, mapping: dict) -> Node:
     return rewrite(node, replace)
 
 
+def reads_var(node: Node, var: Var) -> bool:
+    """Whether ``var`` occurs anywhere in ``node``.
+
+    Example:
+        >>> from tensorir.expr import var
+        >>> i, j = var("i"), var("j")
+        >>> reads_var(i * 2 + 1, i), reads_var(i * 2 + 1, j)
+        (True, False)
+    """
+    return any(isinstance(n, Var) and n.uid == var.uid for n in walk(node))
+
 def free_vars(node: Node) -> list[Var]:
     """Variables used in ``node`` and not bound inside it (by a loop, a let or a reducer), in
     order of first use.

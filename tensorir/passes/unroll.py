@@ -18,7 +18,7 @@ from .. import expr as E
 from .. import stmt as S
 from ..errors import LoweringError
 from ..simplify import simplify
-from ..visit import rewrite, substitute, walk
+from ..visit import reads_var, rewrite, substitute, walk
 from ..visitor import Mutator
 
 
@@ -66,17 +66,12 @@ def _fold_selects(body: S.Stmt, var: E.Var, start: E.Expr, k: int) -> S.Stmt:
     value = E.Const(int(start.value) + k, var.dtype)
 
     def fold(node):
-        if isinstance(node, E.Select) and _reads(node.cond, var):
+        if isinstance(node, E.Select) and reads_var(node.cond, var):
             decided = simplify(substitute(node.cond, {var: value}))
             if isinstance(decided, E.Const):
                 return node.true_value if decided.value else node.false_value
         return node
     return rewrite(body, fold)
-
-
-def _reads(e: E.Expr, var: E.Var) -> bool:
-    """Whether ``e`` reads ``var``."""
-    return any(isinstance(n, E.Var) and n.uid == var.uid for n in walk(e))
 
 
 def _selects_on(body: S.Stmt, var: E.Var) -> bool:
@@ -90,4 +85,4 @@ def _selects_on(body: S.Stmt, var: E.Var) -> bool:
         ...     _selects_on(S.BufferStore(A, const(0.0), (i,)), i)
         (True, False)
     """
-    return any(isinstance(n, E.Select) and _reads(n.cond, var) for n in walk(body))
+    return any(isinstance(n, E.Select) and reads_var(n.cond, var) for n in walk(body))
