@@ -411,13 +411,18 @@ class _Step:
 
 def _plan(steps: list, in_place: list, outputs: set) -> MemoryPlan:
     """The memory plan of the steps a run takes: what compiled steps write (not constants kept
-    between runs), each in-place concat as one tensor its slices are views of."""
+    between runs), each in-place concat as one tensor its slices are views of, an output its
+    kernel may compute over an input in that input's block when it is the input's last reader."""
     views = {tid: plan.output for _, plan in in_place for tid, _ in plan.slices}
     views.update({step.view[1]: step.view[0] for step in steps if step.view is not None})
     wholes = {plan.output: (plan.shape, plan.dtype) for _, plan in in_place}
     order = [(step.input_ids, step.outputs if step.kernel is not None and not step.constant else [])
              for step in steps]
-    return plan_memory(order, views, outputs, wholes)
+    over = {}               # the inputs a step's kernel may compute an output over
+    for k, step in enumerate(steps):
+        for w, i in (step.kernel.in_place if step.kernel is not None and not step.constant else ()):
+            over.setdefault((k, step.args[w][1]), []).append(step.args[i][1])
+    return plan_memory(order, views, outputs, wholes, over)
 
 
 def _settle_constants(steps: list, bound: dict, outputs) -> tuple[list, dict]:

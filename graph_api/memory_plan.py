@@ -61,16 +61,22 @@ class MemoryPlan:
         return arrays
 
 
-def plan_memory(steps, views: dict, keep: set, wholes: dict | None = None) -> MemoryPlan:
+def plan_memory(steps, views: dict, keep: set, wholes: dict | None = None, in_place: dict | None = None) -> MemoryPlan:
     """The plan of ``steps`` run in order, each (ids of the tensors it reads, (id, shape, dtype)
     of the tensors it writes that may be planned); ``views`` maps a tensor id to the id of the
     tensor it is a view of (a concat's slice to the concat), and ``wholes`` gives (shape, dtype)
     of the tensors views are of that no step writes whole (concats computed in place); ``keep``:
-    ids never planned (graph outputs).
+    ids never planned (graph outputs). ``in_place`` maps (step index, id written) to the ids of
+    tensors the step reads that its kernel may write that output over (``Kernel.in_place``):
+    the output takes the first one's block when that one is planned, has the output's shape
+    and dtype, is no view and is read for the last time there.
 
     Example:
-        >>> plan_memory([([], [(1, (2,), "float32")])], views={}, keep={1}).tensors
-        {}
+        >>> f32 = "float32"        # 2 may be computed over 1, 1's last reader: they share a block
+        >>> plan = plan_memory([([], [(1, (4,), f32)]), ([1], [(2, (4,), f32)])], views={}, keep=set(),
+        ...                    in_place={(1, 2): (1,)})
+        >>> plan.block_sizes, {tid: block for tid, (block, _, _) in plan.tensors.items()}
+        ((64,), {1: 0, 2: 0})
     """
     def root(tid):
         while tid in views:
@@ -95,6 +101,12 @@ def plan_memory(steps, views: dict, keep: set, wholes: dict | None = None) -> Me
     for k in range(len(steps)):
         for r in (r for r in planned if first[r] == k):
             shape, dtype = specs[r]
+            over = next((t for t in (in_place or {}).get((k, r), ()) if t in tensors and t not in views
+                         and last.get(t) == k and specs[t] == specs[r]), None)
+            if over is not None:            # computed over a tensor read for the last time: its block
+                tensors[r] = (tensors[over][0], shape, dtype)
+                ending[k].remove(over)      # now the block of r, freed after r's last reader
+                continue
             need = max(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, 1)
             fitting = [b for b in free if sizes[b] >= need]
             if fitting:

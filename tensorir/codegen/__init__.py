@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import expr as E
 from .. import stmt as S
+from ..in_place import in_place_inputs
 from ..pipeline import CODEGEN_PASSES, run_passes
 from ..runtime.kernel import ArgSpec, Kernel, compile_llvm
 from ..runtime.target import Target, cached_target_machine
@@ -21,11 +22,13 @@ def build_prim_func(func: S.PrimFunc, fast_math: bool = False, target: Target | 
     """
     target = target or Target.host()
     tm = cached_target_machine(target)
+    shares = in_place_inputs(func)
     func = S.PrimFunc(func.name, func.params, run_passes(func.body, CODEGEN_PASSES))
-    module = CodeGen(func, fast_math=fast_math, triple=tm.triple, data_layout=str(tm.target_data)).module
+    module = CodeGen(func, fast_math=fast_math, triple=tm.triple, data_layout=str(tm.target_data),
+                     shares=shares).module
     written = written_buffer_uids(func)
-    args = [ArgSpec(p.name, p.dtype, tuple(p.shape), p.uid in written) if isinstance(p, E.Buffer)
-            else ArgSpec(p.name, p.dtype, None) for p in func.params]
+    args = [ArgSpec(p.name, p.dtype, tuple(p.shape), p.uid in written, shares.get(k, ())) if isinstance(p, E.Buffer)
+            else ArgSpec(p.name, p.dtype, None) for k, p in enumerate(func.params)]
     return compile_llvm(func.name, args, str(module), target)
 
 

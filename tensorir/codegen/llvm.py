@@ -1,6 +1,7 @@
 """Loop IR -> LLVM IR (llvmlite).
 
-* Buffers become ``noalias`` pointer parameters with a known alignment; bool is one byte in
+* Buffers become ``noalias`` pointer parameters with a known alignment (not an output that may
+  be passed as one of its inputs, ``tensorir.in_place``, nor those inputs); bool is one byte in
   memory and ``i1`` in registers.
 * ``let v = ramp(min, 1, L)`` (a vectorized loop, ``passes.vectorize_loops``) opens a vector
   region: ``v`` is the vector ``<min, min+1, ..., min+L-1>`` and every expression that depends
@@ -109,9 +110,14 @@ class CodeGen(Visitor):
         True
     """
 
-    def __init__(self, func: S.PrimFunc, fast_math: bool = False, triple: str = "", data_layout: str = ""):
+    def __init__(self, func: S.PrimFunc, fast_math: bool = False, triple: str = "", data_layout: str = "",
+                 shares: dict | None = None):
         super().__init__()
         self.prim = func
+        # outputs that may be passed as the very array of some inputs (tensorir.in_place): their
+        # pointers, and those inputs', are not noalias, and the array entry lets each pair coincide
+        self.shares = dict(shares or {})
+        self._aliased = {func.params[k].uid for out, ins in self.shares.items() for k in (out, *ins)}
         self.flags = ("fast",) if fast_math else ("contract",)
         self.module = ir.Module(name=func.name)
         self.module.triple = triple
@@ -133,7 +139,8 @@ class CodeGen(Visitor):
         for p, arg in zip(params, fn.args):
             arg.name = p.name
             if isinstance(p, E.Buffer):
-                arg.add_attribute("noalias")
+                if p.uid not in self._aliased:
+                    arg.add_attribute("noalias")
                 arg.attributes.align = PARAM_ALIGN
                 buffers[p.uid] = arg
         builder = self._begin_function(fn)
@@ -176,13 +183,15 @@ class CodeGen(Visitor):
     def _emit_array_entry(self, entry: ir.Function) -> None:
         """``i32 <name>.arrays(PyArrayObject *..., scalars...)``: read each array's data pointer
         (at ``ARRAY_DATA_OFFSET``), check alignment and that no output overlaps another
-        argument, then call the entry. Lets the runtime skip per-array pointer lookups."""
+        argument (an input it may be computed over in place only as the very same array), then
+        call the entry. Lets the runtime skip per-array pointer lookups."""
         params = self.prim.params
         fn = ir.Function(self.module, entry.function_type, name=self.prim.name + ARRAY_ENTRY_SUFFIX)
         fn.attributes.add("nounwind")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         args, spans = [], []
         written = written_buffer_uids(self.prim)
+        coinciding = {(params[out].uid, params[k].uid) for out, ins in self.shares.items() for k in ins}
         for p, arg in zip(params, fn.args):
             if not isinstance(p, E.Buffer):
                 args.append(arg)
@@ -204,6 +213,8 @@ class CodeGen(Visitor):
                 if o is w:
                     continue
                 overlap = b.and_(b.icmp_unsigned("<", o_lo, w_hi), b.icmp_unsigned("<", w_lo, o_hi))
+                if (w.uid, o.uid) in coinciding:         # the same array (same size: same shape and dtype) is fine
+                    overlap = b.and_(overlap, b.icmp_unsigned("!=", o_lo, w_lo))
                 with b.if_then(overlap, likely=False):
                     b.ret(constant(I32, STATUS_BAD_ARGUMENT))
         b.ret(b.call(entry, args))
@@ -374,7 +385,8 @@ class CodeGen(Visitor):
         ib = self._begin_function(impl)
         env, buffers = dict(), dict()
         for buf, arg in zip(captured_bufs, impl.args):
-            arg.add_attribute("noalias")
+            if buf.uid not in self._aliased:
+                arg.add_attribute("noalias")
             buffers[buf.uid] = arg
         for v, arg in zip(captured_vars, impl.args[len(captured_bufs):]):
             env[v.uid] = arg

@@ -99,7 +99,8 @@ def loads(data: bytes, source: str = "kernel artifact"):
     for spec in specs:
         code = body[at:at + spec["size"]]
         at += spec["size"]
-        args = [ArgSpec(a["name"], a["dtype"], None if a["shape"] is None else tuple(a["shape"]), a["written"])
+        args = [ArgSpec(a["name"], a["dtype"], None if a["shape"] is None else tuple(a["shape"]), a["written"],
+                        tuple(a.get("shares", ())))      # artifacts from before in-place outputs: none
                 for a in spec["args"]]
         kernels.append(Kernel(spec["name"], args, spec["llvm_ir"], code))
     if wiring is None:

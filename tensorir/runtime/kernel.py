@@ -29,6 +29,7 @@ class ArgSpec:
     dtype: str
     shape: tuple | None  # None for a scalar
     written: bool = False
+    shares: tuple = ()   # an output's: positions of inputs it may be the very array of (tensorir.in_place)
 
     @property
     def is_buffer(self) -> bool:
@@ -133,11 +134,22 @@ class Kernel:
                 continue
             lo, hi = a.ctypes.data, a.ctypes.data + a.nbytes
             for olo, ohi, i in spans:
-                if i != w and olo < hi and lo < ohi:
+                if i != w and olo < hi and lo < ohi and not (i in self.args[w].shares and (olo, ohi) == (lo, hi)):
                     raise ValueError(f"kernel {self.name}: output {self.args[w].name} overlaps argument "
-                                     f"{self.args[i].name}; outputs must not share memory with other arguments")
+                                     f"{self.args[i].name}; outputs must not share memory with other arguments (but "
+                                     f"an output may be the very array of an input in its ArgSpec.shares)")
 
     # ------------------------------------------------------------------ inspection
+    @property
+    def in_place(self) -> list[tuple[int, int]]:
+        """(output position, input position) of each input the output may be the very array of
+        (``tensorir.in_place``): a caller that no longer needs the input may pass it as the output.
+
+        Example:
+            >>> # add = build(s, [A, B, C]); add.in_place -> [(2, 0), (2, 1)]; add(a, b, a)
+        """
+        return [(w, i) for w, spec in enumerate(self.args) for i in spec.shares]
+
     def source(self, kind: str = "llvm") -> str:
         """The optimised LLVM IR (``"llvm"``) or host assembly (``"asm"``) of the kernel.
 

@@ -69,6 +69,17 @@ class PrepackedKernel:
         return packed
 
     @property
+    def in_place(self) -> list[tuple[int, int]]:
+        """The main kernel's ``in_place`` pairs between arguments of the call (not packed ones).
+
+        Example:
+            >>> # f.in_place -> [(3, 2)]: the output (argument 3) may be the residual (argument 2)
+        """
+        roles = self.main_args
+        return [(roles[w][1], roles[i][1]) for w, i in self.main.in_place
+                if roles[w][0] == "arg" and roles[i][0] == "arg"]
+
+    @property
     def name(self) -> str:
         return self.main.name
 

@@ -60,6 +60,48 @@ def test_an_in_place_concat_is_one_tensor_its_slices_are_views_of():
     assert_no_two_live_tensors_share_a_block(plan, steps, views={1: 3, 2: 3})
 
 
+def test_an_output_takes_the_block_of_an_input_read_there_for_the_last_time():
+    # step 2 may compute 3 over 1 or over 2: 1 is read again at step 3, 2 is not
+    steps = [([0], [(1, (4, 4), F32)]), ([1], [(2, (4, 4), F32)]), ([1, 2], [(3, (4, 4), F32)]), ([1, 3], [])]
+    plan = plan_memory(steps, {}, keep=set(), in_place={(2, 3): (1, 2)})
+    assert plan.tensors[3][0] == plan.tensors[2][0] != plan.tensors[1][0]
+    assert len(plan.block_sizes) == 2
+    assert_no_two_live_tensors_share_a_block(plan, steps[:2] + [([1], [(3, (4, 4), F32)]), steps[3]])
+    # never over a graph input (not planned), a view, or a tensor of another shape: a block of its own
+    plan = plan_memory(steps, {}, keep=set(), in_place={(2, 3): (0,)})
+    assert len(plan.block_sizes) == 3
+    viewed = [([0], [(1, (4, 4), F32)]), ([5], [(3, (4, 4), F32)]), ([3], [])]      # 5: a view of 1
+    plan = plan_memory(viewed, {5: 1}, keep=set(), in_place={(1, 3): (5,)})
+    assert plan.tensors[3][0] != plan.tensors[1][0]
+    reshaped = [([0], [(1, (4, 4), F32)]), ([1], [(2, (16,), F32)]), ([2], [])]
+    plan = plan_memory(reshaped, {}, keep=set(), in_place={(1, 2): (1,)})
+    assert plan.tensors[2][0] != plan.tensors[1][0]
+
+
+def test_a_residual_add_is_computed_over_the_residual():
+    # conv -> relu -> conv -> add(x) -> relu, x the output of a first conv: the block's last
+    # kernel (conv, add, relu) writes its output over x, which nothing reads afterwards
+    b = Builder()
+    attrs = dict(strides=[1, 1], pads_begin=[1, 1], pads_end=[1, 1], dilations=[1, 1],
+                 data_format="NXC", weights_format="XIO")
+    x = b.op("Convolution", [b.input((1, 11, 13, 24)), b.input((3, 3, 24, 24), constant=True)], **attrs)
+    y = b.op("ReLU", [b.op("Convolution", [x, b.input((3, 3, 24, 24), constant=True)], **attrs)])
+    y = b.op("Convolution", [y, b.input((3, 3, 24, 24), constant=True)], **attrs)
+    out = b.op("ReLU", [b.op("Add", [y, x])])
+    b.op("Convolution", [out, b.input((3, 3, 24, 24), constant=True)], **attrs)     # so out is planned too
+    g = b.finalize()
+    compiled = compile_graph(g)
+    last = next(s for s in compiled._run_steps if s.kernel is not None and s.kernel.in_place)
+    (written, read), = last.kernel.in_place
+    blocks = {tid: block for tid, (block, _, _) in compiled.memory.tensors.items()}
+    assert blocks[last.args[written][1]] == blocks[last.args[read][1]] == blocks[x.id]
+    want = reference.run(g, b.feeds())
+    for _ in range(2):
+        got = compiled.run(b.feeds())
+        for tid in want:        # four convolutions: values of 1e4 and some near 0 (float32's cancellation)
+            np.testing.assert_allclose(got[tid], want[tid], rtol=1e-3, atol=1e-5 * np.abs(want[tid]).max())
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_random_step_lists_never_share_a_block_between_live_tensors(seed):
     rng = np.random.default_rng(seed)
