@@ -199,12 +199,13 @@ class CompiledGraph:
             if type(instruction) is not tuple:      # a step run as it is (timed or not)
                 values.update(instruction.run(values, slices, state.arena))
                 continue
-            kernel, args, reads, writes = instruction
+            entry, args, reads, writes, kernel = instruction
             for position, key in reads:
                 args[position] = values[key]
             for position, key, shape, dtype in writes:
                 values[key] = args[position] = np.empty(shape, dtype)
-            kernel(*args)
+            if entry(*args):            # the unchecked entry refused them: the kernel explains
+                kernel(*args)
         return {tid: values[tid] for tid in self.output_ids}
 
     def _checked_values(self, feeds) -> dict:
@@ -279,6 +280,10 @@ class _RunState:
             self.slices = graph._concat_slices(self.values, self.arena)
             self.values.update(self.slices)
         static = {**graph.bound, **self.values}
+        # what arrays a run puts in values are like: the feeds (checked) and compiled steps' outputs
+        made = {tid: (tuple(shape), np.dtype(dtype)) for tid, shape, dtype in graph._input_specs}
+        made.update({tid: (tuple(shape), np.dtype(dtype)) for step in graph._run_steps
+                     if step.kernel is not None for tid, shape, dtype in step.outputs})
         self.program, self.indices = [], []     # the indices: each instruction's step's
         for step in graph._run_steps:
             if step.view is not None and planned and step.view[0] in static:    # a view of a planned buffer
@@ -295,18 +300,40 @@ class _RunState:
                 args.append(static.get(key))
                 if args[-1] is None:
                     (writes.append((position, key, *shapes[key])) if written else reads.append((position, key)))
-            self.program.append((step.kernel, args, reads, writes))
+            entry = _entry(step.kernel, args, [key for _, key in step.args], made)
+            self.program.append((entry, args, reads, writes, step.kernel))
 
 
-def _timed(kernel, seconds: list):
-    """``kernel``, appending the seconds of each call to ``seconds``."""
+def _timed(entry, seconds: list):
+    """``entry``, appending the seconds of each call to ``seconds``."""
     clock = time.perf_counter
 
     def call(*args):
         started = clock()
-        kernel(*args)
+        status = entry(*args)
         seconds.append(clock() - started)
+        return status
     return call
+
+
+def _entry(kernel, args: list, keys: list, made: dict):
+    """What a run calls for ``kernel`` with ``args`` (the arrays known before the run, None
+    where a run puts the value of ``keys``' entry): its unchecked native entry when every
+    argument is sure to fit it (the known arrays checked here once, the others feeds or
+    compiled steps' outputs, ``made``: their shapes and dtypes), else the kernel, which checks
+    them at each call (and returns None: success)."""
+    unchecked = getattr(kernel, "unchecked_entry", None)
+    if unchecked is None:
+        return kernel
+    for spec, array, key in zip(kernel.args, args, keys):
+        if array is None:
+            if made.get(key) != (spec.shape, np.dtype(spec.dtype)):
+                return kernel
+            continue
+        if not (isinstance(array, np.ndarray) and array.dtype == np.dtype(spec.dtype) and array.shape == spec.shape
+                and array.flags.c_contiguous and (array.flags.writeable or not spec.written)):
+            return kernel
+    return unchecked
 
 
 class _TimedStep:

@@ -139,6 +139,23 @@ class Kernel:
                                      f"{self.args[i].name}; outputs must not share memory with other arguments (but "
                                      f"an output may be the very array of an input in its ArgSpec.shares)")
 
+    @property
+    def unchecked_entry(self):
+        """The native entry a caller may use when it guarantees every argument's type, dtype,
+        shape, C-contiguity and (outputs) writeability, as a compiled graph does for the arrays
+        it allocates: called with the arrays, it checks only their alignment and overlap and
+        returns a nonzero status, having done nothing, when they fail or its scratch memory
+        cannot be had (then call the kernel itself, which explains). None when the kernel
+        takes scalars or the array layout is not known.
+
+        Example:
+            >>> # entry = kernel.unchecked_entry
+            >>> # if entry is None or entry(a, b, out): kernel(a, b, out)
+        """
+        if self._fast is None or not all(spec.is_buffer for spec in self.args):
+            return None
+        return self._fast
+
     # ------------------------------------------------------------------ inspection
     @property
     def in_place(self) -> list[tuple[int, int]]:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from graph_api import Engine, GraphError, Stream, Tensor, compile_graph, reference
+from graph_api.compiled_graph import _entry
 from graph_building import Builder, attention, conv_bn_relu, mlp, residual_block
 from schedule.hoist import PrepackedKernel
 from tensorir.errors import Unsupported
@@ -138,6 +139,30 @@ def test_step_times_time_each_step_that_runs_by_its_partition_index():
     want = reference.run(g, feeds)           # the runs it timed leave the graph as it was
     for tid, array in cg.run(feeds).items():
         np.testing.assert_allclose(array, want[tid], rtol=1e-5, atol=1e-6)
+
+
+def test_runs_call_kernels_unchecked_only_with_arrays_known_to_fit():
+    # a run's arrays are the feeds (checked), its planned buffers and constants (checked once)
+    # and compiled steps' outputs: the kernels' native entries are called without Python's checks
+    b = Builder()
+    y = b.op("MatMul", [b.input((6, 20)), b.input((20, 8))])        # weights fed: a plain kernel
+    y = b.op("MatMul", [b.op("Tanh", [y]), b.input((8, 5))])
+    b.op("Exp", [y])
+    g = b.finalize()
+    cg = compile_graph(g)
+    want = reference.run(g, b.feeds())
+    for tid, array in cg.run(b.feeds()).items():
+        np.testing.assert_allclose(array, want[tid], rtol=1e-4, atol=1e-4)
+    program = [i for i in cg._arenas[0].program if type(i) is tuple]
+    assert len(program) == 2 and all(entry is kernel.unchecked_entry for entry, *_, kernel in program)
+    # an array of another dtype, or a value from a step whose arrays are not known: checked calls
+    entry, args, reads, writes, kernel = program[0]
+    keys = [key for _, key in cg._run_steps[0].args]
+    made = {key: (spec.shape, np.dtype(spec.dtype)) for key, spec in zip(keys, kernel.args)}
+    assert _entry(kernel, [None] * len(args), keys, made) is kernel.unchecked_entry
+    assert _entry(kernel, [None] * len(args), keys, {}) is kernel
+    wrong = [np.zeros(spec.shape, "float64") for spec in kernel.args]
+    assert _entry(kernel, wrong, keys, made) is kernel
 
 
 def test_step_times_check_runs_and_feeds():
