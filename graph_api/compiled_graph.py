@@ -447,8 +447,11 @@ def _plan(steps: list, in_place: list, outputs: set) -> MemoryPlan:
              for step in steps]
     over = {}               # the inputs a step's kernel may compute an output over
     for k, step in enumerate(steps):
-        for w, i in (step.kernel.in_place if step.kernel is not None and not step.constant else ()):
-            over.setdefault((k, step.args[w][1]), []).append(step.args[i][1])
+        pairs = step.kernel.in_place if step.kernel is not None and not step.constant else ()
+        for w, i in pairs:
+            key = step.args[i][1]       # ... when every argument that tensor is passed as may be shared
+            if all((w, j) in pairs for j, (written, other) in enumerate(step.args) if other == key and not written):
+                over.setdefault((k, step.args[w][1]), []).append(key)
     return plan_memory(order, views, outputs, wholes, over)
 
 
