@@ -422,7 +422,8 @@ CHECK_MARGIN = 0.01
 def _check_against_default(task, report, default, database, options, executor, target) -> None:
     """Measure the best config and the default in turn (``CHECK_ROUNDS`` each, one after the
     other, so both meet the same machine) and keep the one to compile with as the workload's
-    pick: the tuned config only when its best round beats the default's by ``CHECK_MARGIN``.
+    pick: the tuned config only when its best round (the median of the round's calls) beats
+    the default's by ``CHECK_MARGIN``.
     The noise is how far a median round lies above the best one, the larger of the two."""
     if report.best_config is None or not math.isfinite(report.default_cost):
         return
@@ -434,7 +435,7 @@ def _check_against_default(task, report, default, database, options, executor, t
             results = measure_batch(task, [default, best] * CHECK_ROUNDS, options, executor)
         except MeasureError:
             return
-        costs = [[result_cost(r) for r in results[k::2]] for k in (0, 1)]
+        costs = [[_round_cost(r) for r in results[k::2]] for k in (0, 1)]
         if not all(math.isfinite(c) for c in costs[0]):
             return                              # the default did not run: nothing to compare with
         best_of = [min(c) for c in costs]       # the best round of each, as benchmarks compare
@@ -442,6 +443,15 @@ def _check_against_default(task, report, default, database, options, executor, t
         faster = math.isfinite(best_of[1]) and best_of[1] <= best_of[0] * (1 - CHECK_MARGIN)
         report.pick = Pick(dict((best if faster else default).values), best_of[0], best_of[1], spread)
     database.set_pick(task.key, target.key, report.pick)
+
+
+def _round_cost(result) -> float:
+    """A round of the final check: the median of its timed calls, so that one call the machine
+    interrupted (a neighbour's burst doubles a call on a shared VM) does not decide the round;
+    ``inf`` for an error."""
+    if not math.isfinite(result_cost(result)):
+        return math.inf
+    return float(np.median(result.costs))
 
 
 def _note_best(report: TaskReport, records, default: Config) -> None:
