@@ -325,13 +325,11 @@ def _entry(kernel, args: list, keys: list, made: dict):
     unchecked = getattr(kernel, "unchecked_entry", None)
     if unchecked is None:
         return kernel
-    for spec, array, key in zip(kernel.args, args, keys):
+    for position, (spec, array, key) in enumerate(zip(kernel.args, args, keys)):
         if array is None:
             if made.get(key) != (spec.shape, np.dtype(spec.dtype)):
                 return kernel
-            continue
-        if not (isinstance(array, np.ndarray) and array.dtype == np.dtype(spec.dtype) and array.shape == spec.shape
-                and array.flags.c_contiguous and (array.flags.writeable or not spec.written)):
+        elif not kernel.accepts(position, array):
             return kernel
     return unchecked
 

@@ -86,8 +86,7 @@ class Kernel:
         for spec, (want, shape, written), a in zip(self.args, expect, arrays):
             if shape is None:
                 values.append(_scalar(spec, a, self.name))
-            elif (isinstance(a, np.ndarray) and a.dtype == want and a.shape == shape
-                  and a.flags.c_contiguous and (not written or a.flags.writeable)):
+            elif _fits(a, want, shape, written):
                 values.append(a)
             else:
                 return self._checked_call(arrays)
@@ -138,6 +137,17 @@ class Kernel:
                     raise ValueError(f"kernel {self.name}: output {self.args[w].name} overlaps argument "
                                      f"{self.args[i].name}; outputs must not share memory with other arguments (but "
                                      f"an output may be the very array of an input in its ArgSpec.shares)")
+
+    def accepts(self, position: int, value) -> bool:
+        """Whether ``value`` fits the array argument at ``position`` as the native entry needs
+        it (an ndarray of the argument's dtype and shape, C-contiguous, writeable when written):
+        what a caller of ``unchecked_entry`` must make sure of (alignment and overlap aside).
+
+        Example:
+            >>> # kernel.accepts(0, np.zeros(kernel.args[0].shape, kernel.args[0].dtype)) -> True
+        """
+        want, shape, written = self._expect[position]
+        return shape is not None and _fits(value, want, shape, written)
 
     @property
     def unchecked_entry(self):
@@ -210,6 +220,12 @@ def _scalar(spec: ArgSpec, value, kernel: str):
     if not dt.min_value(spec.dtype) <= value <= dt.max_value(spec.dtype):
         raise ValueError(f"kernel {kernel}: scalar {spec.name}={value} does not fit in {spec.dtype}")
     return value
+
+
+def _fits(a, want: np.dtype, shape: tuple, written: bool) -> bool:
+    """The array checks of a call's hot path (tens of nanoseconds each)."""
+    return (isinstance(a, np.ndarray) and a.dtype == want and a.shape == shape
+            and a.flags.c_contiguous and (not written or a.flags.writeable))
 
 
 def compile_llvm(name: str, args: list[ArgSpec], llvm_ir: str, target: Target | None = None) -> Kernel:
