@@ -27,6 +27,7 @@ from operator import mul
 import numpy as np
 
 from schedule.templates import template_for
+from tensorir.runtime.aligned import aligned_zeros
 from tensorir.runtime.target import Target
 from tensorir import dtype as dt
 from tensorir.expr import (Add, Call, Const, Div, FloorDiv, FloorMod, IterVar, Max, Min, Mul, Reduce,
@@ -311,14 +312,6 @@ class Task:
                 f"weight={self.weight}, {len(self.space)} configs)")
 
 
-def _aligned_zeros(shape, dtype: str, align: int = 64) -> np.ndarray:
-    dtype = np.dtype(dtype)
-    count = _fold(mul, shape, 1)
-    raw = np.zeros(count * dtype.itemsize + align, np.uint8)
-    start = -raw.ctypes.data % align
-    return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
-
-
 def random_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:
     """Arrays for calling a kernel of ``task``: one per ``task.args``. Inputs are random
     (floats uniform in [-1, 1), ints in [0, 4), bools either), outputs zero; all C-contiguous
@@ -340,7 +333,7 @@ def random_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(int(seed))
     arrays = []
     for t in task.inputs:
-        a = _aligned_zeros(t.shape, t.dtype)
+        a = aligned_zeros(t.shape, t.dtype)
         if dt.is_float(t.dtype):
             a[...] = rng.uniform(-1.0, 1.0, t.shape)
         elif t.dtype == "bool":
@@ -348,5 +341,5 @@ def random_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:
         else:
             a[...] = rng.integers(0, 4, t.shape)
         arrays.append(a)
-    arrays.extend(_aligned_zeros(t.shape, t.dtype) for t in task.outputs)
+    arrays.extend(aligned_zeros(t.shape, t.dtype) for t in task.outputs)
     return arrays

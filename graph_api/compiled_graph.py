@@ -40,6 +40,7 @@ import numpy as np
 from tensorir.errors import Unsupported
 from tensorir.runtime import artifact
 from tensorir.runtime.abi import PARAM_ALIGN
+from tensorir.runtime.aligned import CACHE_LINE, aligned_empty, on_cache_line
 from tensorir.runtime.prepacked import PrepackedKernel
 
 from . import reference
@@ -203,7 +204,7 @@ class CompiledGraph:
             for position, key in reads:
                 args[position] = values[key]
             for position, key, shape, dtype in writes:
-                values[key] = args[position] = np.empty(shape, dtype)
+                values[key] = args[position] = aligned_empty(shape, dtype)
             if entry(*args):            # the unchecked entry refused them: the kernel explains
                 kernel(*args)
         return {tid: values[tid] for tid in self.output_ids}
@@ -233,7 +234,7 @@ class CompiledGraph:
             if whole is None:
                 whole = arena.get(plan.output)
             if whole is None:
-                whole = np.empty(plan.shape, plan.dtype)
+                whole = aligned_empty(plan.shape, plan.dtype)
             values[plan.output] = whole
             for tid, index in plan.slices:
                 slices[tid] = whole[index]
@@ -415,7 +416,7 @@ class _Step:
                 results.update({t.id: v for t, v in zip(op.outputs, outs)})
         else:
             slices, arena = slices or {}, arena or {}
-            results = {tid: slices[tid] if tid in slices else arena[tid] if tid in arena else np.empty(shape, dtype)
+            results = {tid: slices[tid] if tid in slices else arena[tid] if tid in arena else aligned_empty(shape, dtype)
                        for tid, shape, dtype in self.outputs}
             self.kernel(*[results[key] if written else values[key] for written, key in self.args])
         if self.constant:
@@ -476,7 +477,7 @@ def _settle_constants(steps: list, bound: dict, outputs) -> tuple[list, dict]:
         for key in step.input_ids:
             if last_reader[key] == k and key not in keep:
                 values.pop(key, None)
-    return left, {key: value for key, value in values.items() if key in keep}
+    return left, {key: on_cache_line(value) for key, value in values.items() if key in keep}
 
 
 def _empty_constants(graph, partitions) -> None:
@@ -511,7 +512,7 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
 
 def _restore(version, payload, buffers, digest) -> CompiledGraph:
     """The compiled graph ``CompiledGraph.__reduce_ex__`` pickled (its arrays' data in
-    ``buffers``, used in place where they are 16-byte aligned); ``pickle.UnpicklingError`` for
+    ``buffers``, used in place where they start on a cache line, else copied to one); ``pickle.UnpicklingError`` for
     another format, a payload whose checksum does not match, or kernels that cannot run here."""
     if version != PICKLE_FORMAT:
         raise pickle.UnpicklingError(f"compiled graph pickled in format {version!r}; this tilefuse reads "
@@ -524,7 +525,7 @@ def _restore(version, payload, buffers, digest) -> CompiledGraph:
     if not intact:
         raise pickle.UnpicklingError("compiled graph pickle: checksum mismatch (truncated or altered)")
     try:
-        state = pickle.loads(payload, buffers=[b if _aligned(b) else bytearray(b) for b in views])
+        state = pickle.loads(payload, buffers=[b if _aligned(b) else on_cache_line(np.frombuffer(b, np.uint8)) for b in views])
     except artifact.ArtifactError as err:
         raise pickle.UnpicklingError(f"compiled graph pickle: {err}; a compiled graph unpickles on the CPU and "
                                      f"with the code generator it was compiled with (compile the graph again "
@@ -553,7 +554,7 @@ def _digest(payload, buffers) -> bytes:
 
 
 def _aligned(view: memoryview) -> bool:
-    return len(view) == 0 or np.frombuffer(view, np.uint8).ctypes.data % PARAM_ALIGN == 0
+    return len(view) == 0 or np.frombuffer(view, np.uint8).ctypes.data % CACHE_LINE == 0
 
 
 def _view_of(partition, graph_outputs: set):

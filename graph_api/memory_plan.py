@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorir.runtime.aligned import aligned_empty
+
 
 @dataclass(frozen=True)
 class MemoryPlan:
@@ -52,7 +54,7 @@ class MemoryPlan:
             >>> MemoryPlan((16,), {1: (0, (2, 2), "float32")}).arena()[1].dtype
             dtype('float32')
         """
-        blocks = [np.empty(size, np.uint8) for size in self.block_sizes]
+        blocks = [aligned_empty(size, np.uint8) for size in self.block_sizes]
         arrays = {}
         for tid, (block, shape, dtype) in self.tensors.items():
             dtype = np.dtype(dtype)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tensorir.runtime.aligned import aligned_empty
+
 from .logical_tensor import GraphError, LogicalTensor
 
 
@@ -57,7 +59,7 @@ class Tensor:
         if handle is None:
             if not lt.is_known():
                 raise GraphError(f"tensor {lt.id}: cannot allocate memory for unknown shape {lt.shape}")
-            handle = np.empty(lt.shape, lt.dtype.numpy)
+            handle = aligned_empty(lt.shape, lt.dtype.numpy)
         elif not isinstance(handle, np.ndarray):
             raise GraphError(f"tensor {lt.id}: the handle must be a numpy array, got {type(handle).__name__}")
         self.handle = handle

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .aligned import aligned_empty
 from .kernel import ArgSpec, Kernel
 
 
@@ -63,7 +64,7 @@ class PrepackedKernel:
         """
         packed = []
         for kernel, positions in self.packs:
-            out = np.empty(kernel.args[-1].shape, dtype=kernel.args[-1].dtype)
+            out = aligned_empty(kernel.args[-1].shape, kernel.args[-1].dtype)
             kernel(*[arrays[i] for i in positions], out)
             packed.append(out)
         return packed

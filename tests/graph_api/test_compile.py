@@ -8,6 +8,7 @@ from graph_api.compiled_graph import _entry
 from graph_building import Builder, attention, conv_bn_relu, mlp, residual_block
 from schedule.hoist import PrepackedKernel
 from tensorir.errors import Unsupported
+from tensorir.runtime.aligned import CACHE_LINE
 
 
 @pytest.mark.parametrize("build", [mlp, conv_bn_relu, residual_block, attention])
@@ -99,6 +100,19 @@ def test_constant_weights_are_prepacked_once_per_weight_array():
     new_w = {**feeds, 1: feeds[1] * 2}
     np.testing.assert_allclose(run(new_w), next(iter(reference.run(g, new_w).values())), rtol=1e-5, atol=1e-5)
     assert cp.kernel._cached[1][0] is not packed
+    assert all(a.ctypes.data % CACHE_LINE == 0 for a in (packed, cp.kernel._cached[1][0], run(feeds)))
+
+
+def test_a_compiled_graph_puts_its_buffers_and_outputs_on_cache_lines():
+    """numpy's large blocks start 16 or 32 bytes past a page: a kernel's vector loads from
+    them would each span two cache lines."""
+    b = residual_block()
+    compiled = compile_graph(b.finalize())
+    for _ in range(2):          # the first run allocates the arena, the second reuses it
+        outputs = compiled.run(b.feeds())
+        assert all(a.ctypes.data % CACHE_LINE == 0 for a in outputs.values())
+        assert all(a.ctypes.data % CACHE_LINE == 0 for state in compiled._arenas for a in state.arena.values())
+    assert compiled.memory.tensors, "the block's intermediate tensors are planned"
 
 
 def test_variable_weights_are_not_prepacked():

@@ -6,6 +6,7 @@ import pytest
 
 from graph_api import compile_graph, reference
 from graph_api.memory_plan import plan_memory
+from tensorir.runtime.aligned import CACHE_LINE
 from graph_building import Builder
 from threads_testing import run_on_threads
 
@@ -118,6 +119,7 @@ def test_random_step_lists_never_share_a_block_between_live_tensors(seed):
     assert_no_two_live_tensors_share_a_block(plan, steps)
     arena = plan.arena()
     assert set(arena) == set(plan.tensors)
+    assert all(a.ctypes.data % CACHE_LINE == 0 for a in arena.values()), "each tensor starts on a cache line"
 
 
 def conv_chain(depth=6, channels=8, size=9):

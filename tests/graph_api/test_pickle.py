@@ -16,6 +16,7 @@ from graph_api.compiled_graph import _digest
 from graph_building import mlp
 from schedule.config_source import FixedConfigs
 from schedule.space import Config
+from tensorir.runtime.aligned import CACHE_LINE
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -75,7 +76,10 @@ def test_packed_weights_travel_instead_of_the_originals():
     biases = [tid for tid, value in graph.constant_values.items() if value.ndim == 1]
     assert len(weights) == 2 and not set(weights) & compiled.bound.keys(), "no step reads a weight it packed"
     assert set(biases) <= compiled.bound.keys()                        # read as they are
-    assert_same_outputs(compiled, round_trip(compiled), feeds)
+    again = round_trip(compiled)
+    assert_same_outputs(compiled, again, feeds)
+    for bound in (compiled.bound, again.bound):     # the kernels' vector loads never span two lines
+        assert all(value.ctypes.data % CACHE_LINE == 0 for value in bound.values())
 
 
 def test_bundled_onnx_model_round_trip_gives_identical_outputs():

@@ -1,0 +1,35 @@
+"""Arrays on cache lines: every shape and dtype starts on one, a copy is made only when the
+array does not, and values survive the copy."""
+import numpy as np
+import pytest
+
+from tensorir.runtime.aligned import CACHE_LINE, aligned_empty, aligned_zeros, on_cache_line
+
+
+@pytest.mark.parametrize("shape, dtype", [((), "float32"), (0, "float32"), (1, "int8"), ((3, 5), "float64"),
+                                          ((1 << 20) + 3, "uint8"), ((7, 1, 9), "bool")])
+def test_every_shape_and_dtype_starts_on_a_cache_line(shape, dtype):
+    for _ in range(4):          # numpy's own large blocks are 16 or 32 bytes past a page
+        a = aligned_empty(shape, dtype)
+        assert a.size == 0 or a.ctypes.data % CACHE_LINE == 0
+        assert a.shape == np.empty(shape).shape and a.dtype == np.dtype(dtype) and a.flags.c_contiguous
+        assert a.flags.writeable
+    assert not aligned_zeros(shape, dtype).any()
+
+
+def test_a_misaligned_or_strided_array_is_copied_onto_a_cache_line():
+    block = aligned_zeros(100, "float32")
+    block[:] = np.arange(100)
+    assert on_cache_line(block) is block
+    for view in (block[1:], block[4:68].reshape(8, 8), block[::3], block[2:50].reshape(6, 8).T):
+        copy = on_cache_line(view)
+        assert copy.ctypes.data % CACHE_LINE == 0 and copy.flags.c_contiguous
+        np.testing.assert_array_equal(copy, view)
+    assert on_cache_line([1.5, 2.5]).tolist() == [1.5, 2.5]
+    empty = block[1:1]
+    assert on_cache_line(empty).size == 0
+
+
+def test_a_negative_size_is_refused():
+    with pytest.raises(ValueError):
+        aligned_empty((2, -3), "float32")
