@@ -180,6 +180,12 @@ def test_unroll_k_unrolls_the_innermost_reduce_axis_that_loops():
                                          [1, 1]))
     assert six_channels.space.knobs["unroll_k"].candidates == (1, 2, 6)       # 6: whole, but over 4
     assert six_channels.default_config()["unroll_k"] == 2
+    # a 7-wide filter row (resnet50's stem, 3 input channels: the columns loop innermost), whole
+    seven = template_for(ops.conv(placeholder((1, 30, 30, 3), name="x3"),
+                                  placeholder((64, 3, 7, 7), name="w7", constant=True), [2, 2], [3, 3], [3, 3],
+                                  [1, 1], weights_format="OIX"))
+    assert seven.space.knobs["unroll_k"].candidates == (1, 7)
+    assert seven.default_config()["unroll_k"] == 7
 
 
 def test_a_padded_input_whose_pixels_share_l1_sets_gets_a_line_of_padding_per_pixel():
