@@ -404,7 +404,8 @@ def _as_config(task: Task, config) -> Config:
 
 def measure_batch(task: Task, configs, options: MeasureOptions | None = None,
                   executor: Executor | None = None, *, builder=build_candidate) -> list[MeasureResult]:
-    """Build, check and time ``configs`` of ``task``; one MeasureResult per config, in order.
+    """Build, check and time ``configs`` of ``task``; one MeasureResult per config, in order
+    (a config listed several times is built once and timed at each of its places, in turn).
 
     ``executor`` defaults to the shared ``LocalExecutor``; ``builder`` (a picklable top-level
     function ``(task, config) -> Kernel``, default ``build_candidate``) builds each candidate
@@ -427,14 +428,16 @@ def measure_batch(task: Task, configs, options: MeasureOptions | None = None,
         return []
     executor = default_executor() if executor is None else executor
 
-    calls = [(_build_job, (task, c.values, builder)) for c in configs]
+    firsts = {}                 # each distinct config is built once, however often it is timed
+    built_as = [firsts.setdefault(c, len(firsts)) for c in configs]
+    calls = [(_build_job, (task, c.values, builder)) for c in firsts]
     reference_blob, reference_at = None, None
     if options.check:
         ref_key = (task.key, _builder_id(builder))
         reference_blob = _reference_blobs.get(ref_key)
         if reference_blob is None:
             default = task.template.default_config()
-            reference_at = configs.index(default) if default in configs else len(calls)
+            reference_at = firsts.get(default, len(calls))
             if reference_at == len(calls):
                 calls.append((_build_job, (task, default.values, builder)))
     built = executor.run(calls, options.timeout, parallel=True)
@@ -450,7 +453,7 @@ def measure_batch(task: Task, configs, options: MeasureOptions | None = None,
 
     results: list[MeasureResult | None] = [None] * len(configs)
     runs, run_at = [], []
-    for i, (config, made) in enumerate(zip(configs, built)):
+    for i, (config, made) in enumerate(zip(configs, (built[k] for k in built_as))):
         if made.ok:
             runs.append((_run_job, (task, made.value[0], reference_blob, options, task.target.key)))
             run_at.append(i)
@@ -458,7 +461,7 @@ def measure_batch(task: Task, configs, options: MeasureOptions | None = None,
             kind = "compile" if made.error == "exception" else made.error
             results[i] = MeasureResult(config.values, (), kind, made.message, made.seconds)
     for i, ran in zip(run_at, executor.run(runs, options.timeout, parallel=False)):
-        build_seconds = built[i].value[1]
+        build_seconds = built[built_as[i]].value[1]
         if not ran.ok:
             kind = "runtime" if ran.error == "exception" else ran.error
             results[i] = MeasureResult(configs[i].values, (), kind, ran.message, build_seconds)

@@ -12,10 +12,10 @@ and configs another tuner has measured or claimed are left to it), catches the l
 the database's records of each task (a log write that failed, or a kill between the two
 writes, leaves the log short until the next run), warm-starts the xgb model with the records
 of earlier tasks of the same template (transfer learning), and stops a task early when its
-best cost has not improved for ``early_stopping`` trials. Last, the best config and the
-default are measured again in turn (``CHECK_ROUNDS`` each): the tuned config becomes the
-workload's pick (``Database.pick``, what ``HistoryBest`` compiles with) only when it beats
-the default there; else the default does. The spread of those rounds is the noise.
+best cost has not improved for ``early_stopping`` trials. Last, the default and the search's
+few best configs are measured again in turn (``CHECK_ROUNDS`` rounds): the fastest of them
+becomes the workload's pick (``Database.pick``, what ``HistoryBest`` compiles with) only when
+it beats the default there; else the default does. The spread of those rounds is the noise.
 
 Example:
     >>> # reports = tune([Task(C)], trials=32, db="tuning.db", log="tuning_logs/mm.jsonl", seed=0)
@@ -62,15 +62,15 @@ class TaskReport:
 
     @property
     def applied(self) -> str:
-        """"tuned" when the best config beat the default side by side (and is what the task
-        compiles with), "default" when it did not, "" when there was no check.
+        """"tuned" when one of the search's best configs beat the default side by side (and is
+        what the task compiles with), "default" when none did, "" when there was no check.
 
         Example:
             >>> # report.applied -> "tuned"
         """
         if self.pick is None:
             return ""
-        return "tuned" if self.best_config is not None and self.pick.config == self.best_config and \
+        return "tuned" if self.pick.config != dict(self.task.template.default_config().values) and \
             self.pick.tuned_cost < self.pick.default_cost else "default"
 
     @property
@@ -414,35 +414,64 @@ def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned)
 
 
 CHECK_ROUNDS = 3
-"""Rounds of the final check: the default and the best config measured in turn, this many times."""
+"""Rounds of the final check: the default and the search's best configs measured in turn, this many times."""
+CHECK_CANDIDATES = 3
+"""The search's best configs (distinct, other than the default) that the final check measures
+again: one batch of the search may have met a quiet machine and another a busy one, so the
+search's single best is partly the luck of its batch."""
 CHECK_MARGIN = 0.01
 """The tuned config is applied only when its best round is at least this much below the default's."""
 
 
 def _check_against_default(task, report, default, database, options, executor, target) -> None:
-    """Measure the best config and the default in turn (``CHECK_ROUNDS`` each, one after the
-    other, so both meet the same machine) and keep the one to compile with as the workload's
-    pick: the tuned config only when its best round (the median of the round's calls) beats
-    the default's by ``CHECK_MARGIN``.
-    The noise is how far a median round lies above the best one, the larger of the two."""
+    """Measure the default and the search's ``CHECK_CANDIDATES`` best configs in turn
+    (``CHECK_ROUNDS`` rounds, each config once per round, so all of them meet the same
+    machine) and keep the one to compile with as the workload's pick: the candidate with the
+    best round (the median of the round's calls), when that beats the default's by
+    ``CHECK_MARGIN``; else the default.
+    The noise is how far a median round lies above the best one, the largest of them."""
     if report.best_config is None or not math.isfinite(report.default_cost):
         return
-    best = Config(report.best_config)
-    if best == default:
+    candidates = _best_configs(task, database.records(task.key, target.key, ok_only=True), default,
+                               CHECK_CANDIDATES)
+    if not candidates:
         report.pick = Pick(dict(default.values), report.default_cost, report.best_cost, 0.0)
     else:
+        group = [default, *candidates]
         try:
-            results = measure_batch(task, [default, best] * CHECK_ROUNDS, options, executor)
+            results = measure_batch(task, group * CHECK_ROUNDS, options, executor)
         except MeasureError:
             return
-        costs = [[_round_cost(r) for r in results[k::2]] for k in (0, 1)]
+        costs = [[_round_cost(r) for r in results[k::len(group)]] for k in range(len(group))]
         if not all(math.isfinite(c) for c in costs[0]):
             return                              # the default did not run: nothing to compare with
         best_of = [min(c) for c in costs]       # the best round of each, as benchmarks compare
         spread = max((float(np.median(c)) - b) / b for c, b in zip(costs, best_of) if math.isfinite(b) and b > 0)
-        faster = math.isfinite(best_of[1]) and best_of[1] <= best_of[0] * (1 - CHECK_MARGIN)
-        report.pick = Pick(dict((best if faster else default).values), best_of[0], best_of[1], spread)
+        fastest = min(range(1, len(group)), key=lambda k: best_of[k])
+        faster = math.isfinite(best_of[fastest]) and best_of[fastest] <= best_of[0] * (1 - CHECK_MARGIN)
+        report.pick = Pick(dict((group[fastest] if faster else default).values), best_of[0], best_of[fastest],
+                           spread)
     database.set_pick(task.key, target.key, report.pick)
+
+
+def _best_configs(task, records, default: Config, count: int) -> list[Config]:
+    """Up to ``count`` distinct configs of ``records`` (ok ones) other than ``default`` that
+    are points of the task's space (a record from before the space changed is not), the least
+    mean cost first."""
+    default_key, seen, found = config_key(dict(default.values)), set(), []
+    for r in sorted(records, key=lambda r: r.mean_cost):
+        if len(found) == count:
+            break
+        if r.config_key == default_key or r.config_key in seen:
+            continue
+        seen.add(r.config_key)
+        config = Config(dict(r.config))
+        try:
+            task.space.index_of(config)
+        except ValueError:
+            continue
+        found.append(config)
+    return found
 
 
 def _round_cost(result) -> float:

@@ -123,6 +123,19 @@ def test_the_reference_is_built_once_per_task(pool):
     assert counting.phases[4:] == [(True, 2), (False, 1)]  # the candidate and the reference
 
 
+def test_a_config_listed_several_times_is_built_once_and_timed_at_each_place(pool):
+    task = matmul_task()
+    a, b = task.space.sample(2, seed=3)
+    default = task.template.default_config()
+    counting = CountingExecutor(pool)
+    configs = [default, a, b] * 3
+    results = measure_batch(task, configs, MeasureOptions(repeat=2), counting)
+    assert counting.phases == [(True, 3), (False, 9)]
+    assert [r.config for r in results] == [c.values for c in configs]
+    assert all(r.ok and len(r.costs) == 2 and r.build_seconds > 0 for r in results)
+    assert results[0].build_seconds == results[3].build_seconds      # the same build, reported at each place
+
+
 def test_bad_arguments(pool):
     task = elementwise_task()
     with pytest.raises(ConfigError):
