@@ -416,8 +416,8 @@ class _Step:
                 results.update({t.id: v for t, v in zip(op.outputs, outs)})
         else:
             slices, arena = slices or {}, arena or {}
-            results = {tid: slices[tid] if tid in slices else arena[tid] if tid in arena else aligned_empty(shape, dtype)
-                       for tid, shape, dtype in self.outputs}
+            results = {tid: slices[tid] if tid in slices else arena[tid] if tid in arena else
+                       aligned_empty(shape, dtype) for tid, shape, dtype in self.outputs}
             self.kernel(*[results[key] if written else values[key] for written, key in self.args])
         if self.constant:
             self._kept = (inputs, results)
@@ -512,8 +512,9 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
 
 def _restore(version, payload, buffers, digest) -> CompiledGraph:
     """The compiled graph ``CompiledGraph.__reduce_ex__`` pickled (its arrays' data in
-    ``buffers``, used in place where they start on a cache line, else copied to one); ``pickle.UnpicklingError`` for
-    another format, a payload whose checksum does not match, or kernels that cannot run here."""
+    ``buffers``, used in place where they start on a cache line, else copied to one);
+    ``pickle.UnpicklingError`` for another format, a payload whose checksum does not match, or
+    kernels that cannot run here."""
     if version != PICKLE_FORMAT:
         raise pickle.UnpicklingError(f"compiled graph pickled in format {version!r}; this tilefuse reads "
                                      f"format {PICKLE_FORMAT}")
@@ -525,7 +526,8 @@ def _restore(version, payload, buffers, digest) -> CompiledGraph:
     if not intact:
         raise pickle.UnpicklingError("compiled graph pickle: checksum mismatch (truncated or altered)")
     try:
-        state = pickle.loads(payload, buffers=[b if _aligned(b) else on_cache_line(np.frombuffer(b, np.uint8)) for b in views])
+        buffers = [b if _aligned(b) else on_cache_line(np.frombuffer(b, np.uint8)) for b in views]
+        state = pickle.loads(payload, buffers=buffers)
     except artifact.ArtifactError as err:
         raise pickle.UnpicklingError(f"compiled graph pickle: {err}; a compiled graph unpickles on the CPU and "
                                      f"with the code generator it was compiled with (compile the graph again "

@@ -284,8 +284,8 @@ class ComplexTemplate(Template):
           keeps its bounds exact; with pixels by channels (the channels layout, or a
           channels-last convolution), one tile for a row of up to 8
           pixels where the registers hold it, else (with 32 registers) the height from 4 to 8
-          that pads the row least, the larger on a tie (7 for 14- and 28-pixel rows, 8 for 56 and 112, 7
-          for 13 and 27, 8 for 55; a one-vector tile keeps 6 rows where 6 divides the row: a
+          that pads the row least, the larger on a tie (7 for 14- and 28-pixel rows, 8 for 56
+          and 112, 7 for 13 and 27, 8 for 55; a one-vector tile keeps 6 rows where 6 divides the row: a
           13-pixel row in tiles of 6 wastes a third of its last tile); with 32 registers, no
           more channel vectors than leave the 16
           accumulators half the registers (the rest hold the weights' vectors and the pixel);
