@@ -40,7 +40,7 @@ import numpy as np
 from tensorir.errors import Unsupported
 from tensorir.runtime import artifact
 from tensorir.runtime.abi import PARAM_ALIGN
-from tensorir.runtime.aligned import CACHE_LINE, aligned_empty, on_cache_line
+from tensorir.runtime.aligned import aligned_empty, on_cache_line
 from tensorir.runtime.prepacked import PrepackedKernel
 
 from . import reference
@@ -526,8 +526,7 @@ def _restore(version, payload, buffers, digest) -> CompiledGraph:
     if not intact:
         raise pickle.UnpicklingError("compiled graph pickle: checksum mismatch (truncated or altered)")
     try:
-        buffers = [b if _aligned(b) else on_cache_line(np.frombuffer(b, np.uint8)) for b in views]
-        state = pickle.loads(payload, buffers=buffers)
+        state = pickle.loads(payload, buffers=[on_cache_line(np.frombuffer(b, np.uint8)) for b in views])
     except artifact.ArtifactError as err:
         raise pickle.UnpicklingError(f"compiled graph pickle: {err}; a compiled graph unpickles on the CPU and "
                                      f"with the code generator it was compiled with (compile the graph again "
@@ -553,10 +552,6 @@ def _digest(payload, buffers) -> bytes:
         h.update(len(b).to_bytes(8, "little"))
         h.update(b)
     return h.digest()
-
-
-def _aligned(view: memoryview) -> bool:
-    return len(view) == 0 or np.frombuffer(view, np.uint8).ctypes.data % CACHE_LINE == 0
 
 
 def _view_of(partition, graph_outputs: set):

@@ -21,8 +21,10 @@ import threading
 
 import numpy as np
 
+from .aligned import CACHE_LINE, aligned_empty
+
 SCRATCH = "tilefuse_scratch"
-SCRATCH_ALIGN = 64      # bytes: a cache line, and an AVX-512 vector
+SCRATCH_ALIGN = CACHE_LINE      # where the block starts
 
 _local = threading.local()
 
@@ -36,15 +38,14 @@ def scratch_address(nbytes: int) -> int:
         True
     """
     _local.asked = max(getattr(_local, "asked", 0), int(nbytes))
-    held = getattr(_local, "held", None)           # (block, its usable bytes, aligned address)
-    if held is None or held[1] < nbytes:
+    held = getattr(_local, "held", None)           # (block, its address): no ctypes object per call
+    if held is None or held[0].nbytes < nbytes:
         try:
-            block = np.empty(max(int(nbytes), 1) + SCRATCH_ALIGN, np.uint8)
+            block = aligned_empty(max(int(nbytes), 1), np.uint8)
         except (MemoryError, ValueError):
             return 0
-        address = block.ctypes.data
-        held = _local.held = (block, block.nbytes - SCRATCH_ALIGN, address + (-address) % SCRATCH_ALIGN)
-    return held[2]
+        held = _local.held = (block, block.ctypes.data)
+    return held[1]
 
 
 def scratch_used_by(call) -> np.ndarray:
@@ -64,9 +65,7 @@ def scratch_used_by(call) -> np.ndarray:
     asked, held = getattr(_local, "asked", 0), getattr(_local, "held", None)
     if held is None or not asked:
         return np.empty(0, np.uint8)
-    block, _, address = held
-    start = address - block.ctypes.data
-    return block[start:start + asked]
+    return held[0][:asked]
 
 
 def _native_scratch(nbytes: int) -> int:

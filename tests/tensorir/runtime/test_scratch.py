@@ -171,19 +171,14 @@ def test_concurrent_calls_from_threads_each_get_their_own_result(large):
     assert sorted(done) == [0, 1, 2, 3]
 
 
-class _NoMemory:
-    """A stand-in for numpy in the scratch module whose every allocation fails."""
-
-    uint8 = np.uint8
-
-    @staticmethod
-    def empty(*args, **kwargs):
-        raise MemoryError("no memory")
+def _no_memory(*args, **kwargs):
+    """A stand-in for the scratch module's allocator whose every allocation fails."""
+    raise MemoryError("no memory")
 
 
 def test_a_kernel_whose_scratch_block_cannot_be_had_raises_memory_error(large, monkeypatch):
     monkeypatch.setattr(scratch, "_local", threading.local())    # no block yet on any thread
-    monkeypatch.setattr(scratch, "np", _NoMemory)
+    monkeypatch.setattr(scratch, "aligned_empty", _no_memory)
     a = np.ones((N, N), "float32")
     c = np.full_like(a, np.nan)
     with pytest.raises(MemoryError, match="large"):
