@@ -8,7 +8,7 @@ and each buffer load inside it the stride along the innermost and the vectorized
 bytes and cache lines touched over the innermost 1, 2, 3 loops, one parallel task and the whole
 nest, and how far apart reuses of the same element are. Stores are ranked by how many times
 they execute; the top ``TOP_STORES`` fill fixed slots (zeros when there are fewer), and a few
-whole-function totals (flops, bytes, allocations, parallel extent) follow. Counts are
+whole-function totals (flops, bytes, allocations, parallel extent, prefetches) follow. Counts are
 log-transformed, ``log2(1 + x)``. The vector has the same length for every function:
 ``len(FEATURE_NAMES)``.
 
@@ -124,6 +124,9 @@ GLOBAL_FIELDS = (
     ("alloc_local_max_bytes", "log2(1 + bytes of the largest local allocation)"),
     ("alloc_global_bytes", "log2(1 + bytes of global (heap) allocations)"),
     ("allocs", "number of allocations"),
+    ("prefetches", "log2(1 + executions of prefetches; an unrolled copy that does not move the address skips it)"),
+    ("prefetch_ahead_bytes", "log2(1 + bytes from the address a prefetch fetches to the one the next store's "
+                             "load of that buffer reads, the largest over prefetches)"),
 )
 
 
@@ -220,6 +223,12 @@ def _address_slopes(buffer: E.Buffer, indices: tuple, loops, lets: dict):
         if step or slope:
             slopes[lp.uid], steps[lp.uid] = slope, step
     return slopes, steps
+
+
+def _first_address(buffer: E.Buffer, indices: tuple, loops, lets: dict) -> int:
+    """The flattened (row-major) element address of an access at the first iteration of ``loops``."""
+    values = {lp.uid: lp.min for lp in loops}
+    return sum(_evaluate(ix, values, lets) * st for ix, st in zip(indices, buffer.strides()))
 
 
 def _footprint(loops, coeffs, size: int):
@@ -369,6 +378,9 @@ class _Walk(Visitor):
         self.alloc_global = 0
         self.allocs = 0
         self.loop_count = 0
+        self.pending_fetches = []    # (buffer, flat address at the loops' first iteration) before their store
+        self.prefetches = 0
+        self.prefetch_ahead = 0
 
     def generic_visit(self, s, guarded):
         pass
@@ -412,6 +424,14 @@ class _Walk(Visitor):
         self.visit(s.then_body, True)
         if s.else_body is not None:
             self.visit(s.else_body, True)
+
+    def visit_Prefetch(self, s, guarded):
+        slopes, _ = _address_slopes(s.buffer, s.indices, self.frames, self.lets)
+        executions = 1
+        for lp in self.frames:      # unrolled copies that do not move the address fetch once
+            executions *= lp.extent if lp.kind != "unrolled" or lp.uid in slopes else 1
+        self.prefetches += executions
+        self.pending_fetches.append((s.buffer, _first_address(s.buffer, s.indices, self.frames, self.lets)))
 
     def visit_LetStmt(self, s, guarded):
         self.lets[s.var.uid] = s.value
@@ -470,6 +490,13 @@ class _Walk(Visitor):
             if block[_AT["stride_vector_class"]] >= 0:
                 classes[3 + int(block[_AT["stride_vector_class"]])] += 1
             local += int(block[_AT["local"]])
+        for buffer, fetched in self.pending_fetches:
+            reads = [_first_address(ld.buffer, ld.indices, loops, self.lets) for ld in counter.loads
+                     if ld.buffer is buffer]
+            if reads:
+                ahead = abs(fetched - min(reads, key=lambda a: abs(fetched - a))) * itemsize(buffer.dtype)
+                self.prefetch_ahead = max(self.prefetch_ahead, ahead)
+        self.pending_fetches = []
         dominant = max(load_blocks, key=lambda t: t[0])[1] if load_blocks else [0.0] * _ACCESS_LEN
         all_bytes = write_prints[_ALL][0] + sums[_ALL][0]
         vec = [
@@ -521,6 +548,7 @@ def loop_features(func: S.PrimFunc) -> np.ndarray:
         _log(walk.outer_parallel if walk.parallel_launches else 0), _log(walk.parallel_launches),
         _log(walk.parallel_instances / max(walk.parallel_tasks, 1)),
         _log(walk.alloc_local), _log(walk.alloc_local_max), _log(walk.alloc_global), float(walk.allocs),
+        _log(walk.prefetches), _log(walk.prefetch_ahead),
     ]
     return out
 

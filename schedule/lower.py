@@ -15,6 +15,8 @@
 """
 from __future__ import annotations
 
+import functools
+
 from tensorir import expr as E
 from tensorir.dtype import itemsize
 from tensorir import stmt as S
@@ -187,7 +189,7 @@ class _Lowering:
             return S.For(leaf, start, E.Const(extents[leaf.uid], "int64"), kind, inner)
 
         def prefetches(env):
-            return [self._prefetch(st, body, glob, env, *p) for p in st.prefetches]
+            return [self._prefetch(st, body, glob, env, starts, *p) for p in st.prefetches]
 
         if not isinstance(body, E.Reduce):
             def core(env):
@@ -210,9 +212,12 @@ class _Lowering:
         return emit(outer, lambda env: S.seq(emit(inner_data, init, env, False), emit(inner, update, env, True)),
                     env, True)
 
-    def _prefetch(self, st: Stage, body, glob: dict, env: dict, tensor, axis, offset, write) -> S.Prefetch:
+    def _prefetch(self, st: Stage, body, glob: dict, env: dict, starts: dict, tensor, axis, offset,
+                  write) -> S.Stmt:
         """The Prefetch of ``Stage.prefetch``: the stage's first read of ``tensor``, or its own
-        coordinates in ``tensor``, with ``axis`` moved ``offset`` iterations ahead."""
+        coordinates in ``tensor``, with ``axis`` moved ``offset`` iterations ahead; issued by
+        the first copy only of each unrolled loop whose copies do not move that address (a
+        register tile's rows all read one weight vector: one fetch, not one per row)."""
         ahead = dict(glob)
         ahead[axis.uid] = glob[axis.uid] + offset
         load = next((n for n in walk(body) if isinstance(n, E.TensorLoad) and n.tensor.op is tensor.op), None)
@@ -225,7 +230,14 @@ class _Lowering:
             raise ScheduleError(f"stage {st.op.name}: prefetch of {tensor.name}, which has no buffer here (it is "
                                 f"inlined or computed inside another loop)")
         moved = _to_buffers(substitute(load, ahead), env)
-        return S.Prefetch(moved.buffer, tuple(simplify(i) for i in moved.indices), write)
+        indices = tuple(simplify(i) for i in moved.indices)
+        fetch = S.Prefetch(moved.buffer, indices, write)
+        used = {v.uid for i in indices for v in walk(i) if isinstance(v, E.Var)}
+        firsts = [E.EQ(leaf, E.Const(starts.get(leaf.uid, 0), "int64"), "bool") for leaf in st.leaf_iter_vars
+                  if st.iter_var_kinds.get(leaf.uid) == "unrolled" and leaf.uid not in used]
+        if not firsts:
+            return fetch
+        return S.IfThenElse(functools.reduce(lambda a, b: E.And(a, b, "bool"), firsts), fetch)
 
     def _attached_at(self, st: Stage, leaf, regions: dict, env: dict, ranges: dict):
         prologue, allocs = [], []

@@ -261,23 +261,27 @@ class Stage:
 
     def prefetch(self, tensor: Tensor, axis: IterVar, offset: int = 1, write: bool = False) -> None:
         """In this stage's innermost loop, fetch the cache line of ``tensor`` that the stage will
-        need ``offset`` iterations of ``axis`` (a data axis of the op) ahead: the address of the
-        stage's first read of ``tensor``, or, for a tensor it does not read (its own output, or
-        one of the same shape that a later stage reads or writes), the element at the stage's own
-        coordinates. ``write`` fetches the line for writing. A hint only: results never change,
-        and an address past the tensor's end is harmless. Useful when each iteration of ``axis``
-        streams a row from memory and then computes for a while (a softmax row).
+        need ``offset`` iterations of ``axis`` (a data or reduce axis of the op) ahead: the
+        address of the stage's first read of ``tensor``, or, for a tensor it does not read (its
+        own output, or one of the same shape that a later stage reads or writes), the element at
+        the stage's own coordinates. ``write`` fetches the line for writing. A hint only: results
+        never change, and an address past the tensor's end is harmless. Copies of an unrolled
+        loop that do not move the address leave the fetch to the first copy. Useful when each
+        iteration of ``axis`` streams a row from memory and then computes for a while (a softmax
+        row), or when a reduction streams weights that serve few rows (a classifier's).
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tensorir import placeholder, compute, reduce_axis, sum
             >>> A = placeholder((64, 1024), name="A"); B = compute((64, 1024), lambda i, j: A[i, j] * 2.0, name="B")
             >>> s = create_schedule(B); s[B].prefetch(A, B.op.axis[0], 1)
             >>> s[B].prefetch(B, B.op.axis[0], 1, write=True)
+            >>> r = reduce_axis((0, 1024), name="r"); C = compute((64,), lambda i: sum(A[i, r], axis=r), name="C")
+            >>> s = create_schedule(C); s[C].prefetch(A, r, 32)
         """
         if not isinstance(tensor, Tensor):
             raise ScheduleError(f"stage {self.op.name}: prefetch needs a tensor, got {type(tensor).__name__}")
-        if not isinstance(axis, IterVar) or axis not in self.axis:
-            raise self._error(axis, "prefetch needs a data axis of the op (one of stage.op.axis)")
+        if not isinstance(axis, IterVar) or (axis not in self.axis and axis not in self.reduce_axis):
+            raise self._error(axis, "prefetch needs an axis of the op (one of stage.op.axis or stage.op.reduce_axis)")
         if not isinstance(offset, int) or isinstance(offset, bool) or offset == 0:
             raise self._error(axis, f"prefetch offset must be a nonzero integer, got {offset!r}")
         self.prefetches.append((tensor, axis, offset, bool(write)))
@@ -591,6 +595,7 @@ class Schedule:
         for st in self.stages:
             if st is not stage and _reads(st.body, tensor):
                 st.body = _replace_reads(st.body, tensor, lambda idx: given[idx])
+            st.prefetches = [(given if t.op is tensor.op else t, *rest) for t, *rest in st.prefetches]
         self.stages.remove(stage)
         del self._by_op[id(tensor.op)]
         return given

@@ -271,3 +271,24 @@ def test_a_schedule_that_fails_is_a_feature_error_naming_the_config():
     with pytest.raises(FeatureError, match='"unroll":8') as info:
         features_of(t, bad)
     assert isinstance(info.value, ValueError) and isinstance(info.value.__cause__, ScheduleError)
+
+
+def test_prefetches_count_their_executions_and_how_far_ahead_they_fetch():
+    A, B = placeholder((8, 256), name="A"), placeholder((256, 32), name="B")
+    r = reduce_axis((0, 256), name="r")
+    C = compute((8, 32), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
+
+    def features(ahead):
+        s = create_schedule(C)
+        io, ii = s[C].split(C.op.axis[0], factor=4)
+        s[C].reorder(io, r, ii, C.op.axis[1])
+        s[C].unroll(ii)
+        if ahead:
+            s[C].prefetch(B, r, ahead)
+        x = loop_features(lower(s, [A, B, C]))
+        return 2 ** feature(x, "func.prefetches") - 1, 2 ** feature(x, "func.prefetch_ahead_bytes") - 1
+    assert features(0) == (0, 0)
+    # 2 row tiles x 256 steps x 32 columns, the 4 unrolled rows fetching once: B is 128 bytes a row
+    fetches, ahead = features(8)
+    assert round(fetches) == 2 * 256 * 32 and round(ahead) == 8 * 128
+    assert round(features(16)[1]) == 16 * 128

@@ -6,7 +6,7 @@ import pytest
 from schedule import build, create_schedule, lower
 from schedule.schedule import ScheduleError
 from tensorir import compute, exp, placeholder, reduce_axis, sum as rsum
-from tensorir.stmt import Prefetch
+from tensorir.stmt import IfThenElse, Prefetch
 from tensorir.visit import walk
 from schedule_testing import assert_close, rand, run
 
@@ -67,7 +67,7 @@ def test_a_stage_computed_at_a_row_fetches_the_next_row_of_the_input_and_of_the_
 
 @pytest.mark.parametrize("bad, message", [
     (lambda s, A, B: s[B].prefetch("A", B.op.axis[0]), "needs a tensor"),
-    (lambda s, A, B: s[B].prefetch(A, reduce_axis((0, 4), name="k")), "data axis"),
+    (lambda s, A, B: s[B].prefetch(A, reduce_axis((0, 4), name="k")), "axis of the op"),
     (lambda s, A, B: s[B].prefetch(A, B.op.axis[0], 0), "nonzero integer"),
     (lambda s, A, B: s[B].prefetch(A, B.op.axis[0], True), "nonzero integer"),
     (lambda s, A, B: s[B].prefetch(A, B.op.axis[0], 1.5), "nonzero integer"),
@@ -79,12 +79,56 @@ def test_bad_prefetches_are_refused_when_scheduled(bad, message):
         bad(s, A, B)
 
 
-def test_a_split_axis_is_not_a_data_axis_of_the_op():
+def test_a_split_axis_is_not_an_axis_of_the_op():
     A, B = scale_rows()
     s = create_schedule(B)
     outer, _ = s[B].split(B.op.axis[0], factor=4)
-    with pytest.raises(ScheduleError, match="data axis"):
+    with pytest.raises(ScheduleError, match="axis of the op"):
         s[B].prefetch(A, outer)
+
+
+def test_a_reduction_fetches_ahead_along_its_reduce_axis_once_per_step_of_an_unrolled_tile():
+    # C = A @ B with 4 rows of C unrolled: each step of r reads one vector of B for all 4 rows
+    A, B = placeholder((10, 37), name="A"), placeholder((37, 48), name="B")
+    r = reduce_axis((0, 37), name="r")
+    C = compute((10, 48), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
+    s = create_schedule(C)
+    io, ii = s[C].split(C.op.axis[0], factor=4)          # 10 = 2 * 4 + 2: a guarded tail
+    s[C].reorder(io, r, ii, C.op.axis[1])
+    s[C].unroll(ii)
+    s[C].vectorize(C.op.axis[1])
+    s[C].prefetch(B, r, 8)
+    func = lower(s, [A, B, C])
+    text = str(func)
+    assert "prefetch B[r + 8, j]" in text
+    guards = [n for n in walk(func.body) if isinstance(n, IfThenElse) and isinstance(n.then_body, Prefetch)]
+    assert guards and all(str(g.cond) == "i.inner == 0" for g in guards)
+    a, b = rand((10, 37)), rand((37, 48))
+    np.testing.assert_allclose(run(s, [A, B, C], [a, b], (10, 48)), a @ b, rtol=1e-5, atol=1e-5)
+    # the address moves with the unrolled rows: every copy fetches its own line
+    s2 = create_schedule(C)
+    io, ii = s2[C].split(C.op.axis[0], factor=4)
+    s2[C].reorder(io, r, ii, C.op.axis[1])
+    s2[C].unroll(ii)
+    s2[C].prefetch(A, r, 16)
+    assert not [n for n in walk(lower(s2, [A, B, C]).body) if isinstance(n, IfThenElse)
+                and isinstance(n.then_body, Prefetch)]
+
+
+def test_a_fetched_stage_cut_out_as_an_input_is_fetched_from_the_input():
+    # packed weights computed once apart (prepacking): the kernel fetches from the packed input
+    from schedule.hoist import build_prepacked
+    A, W = placeholder((6, 64), name="A"), placeholder((64, 40), name="W", constant=True)
+    r = reduce_axis((0, 64), name="r")
+    C = compute((6, 40), lambda i, j: rsum(A[i, r] * W[r, j], axis=r), name="C")
+    s = create_schedule(C)
+    packed = s.pack(W, axis=1, block=16)
+    s[C].prefetch(packed, r, 4)
+    f = build_prepacked(s, [A, W, C], constants=[W])
+    a, w, c = rand((6, 64)), rand((64, 40)), np.zeros((6, 40), np.float32)
+    f(a, w, c)
+    np.testing.assert_allclose(c, a @ w, rtol=1e-5, atol=1e-5)
+    assert "llvm.prefetch" in f.main.source("llvm")
 
 
 def test_a_tensor_neither_read_nor_of_the_stage_shape_is_refused_at_lowering():

@@ -219,3 +219,42 @@ def test_a_padded_input_whose_pixels_share_l1_sets_gets_a_line_of_padding_per_pi
     ref = sum(np.einsum("nhwc,fc->nhwf", xp[:, kh:kh + 7:2, kw:kw + 7:2], w[:, :, kh, kw])
               for kh in range(3) for kw in range(3))
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-3)
+
+
+def test_weights_streamed_from_memory_are_fetched_ahead_in_their_panels_by_the_first_row_only():
+    from schedule.space import Config
+    from tensorir import ops
+    from tensorir.stmt import IfThenElse, Prefetch
+    from tensorir.visit import walk
+    # a 7x7 image of 3x3 x 80 -> 40 channels: 115 KiB of weights serve 49 pixels each
+    x, w = placeholder((1, 7, 7, 80), name="x"), placeholder((3, 3, 80, 40), name="w", constant=True)
+    t = template_for(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))
+    assert t.default_config()["prefetch"] == 0          # in L2: nothing to fetch
+    cfg = Config(dict(t.default_config().values, tile_i=7, tile_j=16, pack=True, prefetch=4096, unroll_k=3))
+    func = lower(t.apply(cfg), t.args)
+    fetches = [n for n in walk(func.body) if isinstance(n, Prefetch)]
+    # each input channel reads 9 taps of a 16-channel panel, 576 bytes: 4096 bytes are 7 channels ahead
+    assert len(fetches) == 1 and fetches[0].buffer.name == "w.packed"
+    assert [str(i) for i in fetches[0].indices[1:]] == ["k0", "k1.inner", "ci + 7", "ax3"]
+    # the tile's 7 unrolled rows read one weight vector: only the first fetches it
+    guard = next(n for n in walk(func.body) if isinstance(n, IfThenElse) and n.then_body is fetches[0])
+    assert str(guard.cond) == "ax2 == 0"
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((1, 7, 7, 80)).astype(np.float32), rng.standard_normal((3, 3, 80, 40)).astype(np.float32)
+    want = t.build(t.default_config())
+    for c in (cfg, Config(dict(cfg.values, prefetch=2048, unroll_k=1, order="ij"))):
+        out, ref = np.full((1, 7, 7, 40), np.nan, np.float32), np.zeros((1, 7, 7, 40), np.float32)
+        t.build(c)(a, b, out)
+        want(a, b, ref)
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    # only the packed weights' panels are fetched: not without pack, not in Winograd's products
+    searchable = lambda **v: t.space.searchable(t.space.index_of(Config(dict(cfg.values, **v))))
+    assert searchable() and not searchable(pack=False) and not searchable(winograd=2)
+
+
+def test_large_weights_that_serve_few_rows_are_fetched_ahead_by_default():
+    streamed = template_for(matmul(1, 2048, 1000)).default_config()          # a classifier: 8 MiB, one row
+    reused = template_for(matmul(512, 1024, 1024)).default_config()          # 4 MiB, 512 rows
+    data = template_for(matmul(1, 2048, 1000, constant=False)).default_config()   # not packed
+    assert streamed["prefetch"] == 2048 and reused["prefetch"] == 0
+    assert "prefetch" not in data.values or data["prefetch"] == 0
