@@ -10,7 +10,7 @@ from autotune.tuner import (EarlyStopping, GridTuner, Measured, RandomTuner, XGB
                             result_cost)
 from schedule import template_for
 from schedule.space import Config, ConfigError, ConfigSpace
-from schedule.templates.complex import TILE_I, TILE_J
+from schedule.templates.complex import PREFETCH_BYTES, TILE_I, TILE_J
 from tensorir import compute, placeholder, reduce_axis, sum as rsum
 
 
@@ -313,11 +313,11 @@ def test_winograd_points_of_a_convolution_skip_the_pack_knob():
     searchable = [space.get(i).values for i in range(len(space)) if space.searchable(i)]
     assert all(not (v["winograd"] and v["pack"]) for v in searchable)
     assert any(v["winograd"] == 0 and v["pack"] for v in searchable)
-    # Winograd's products take neither blocks nor unrolling: one searchable point per tile and order,
-    # and fused, per tile that divides a row of tiles (8 pixels: 4 tiles of 2, 3 of 3, 2 of 4)
+    # Winograd's products take neither blocks nor unrolling: one searchable point per tile, order and
+    # prefetch distance, and fused, per tile that divides a row of tiles (8 pixels: 4 tiles of 2, 3 of 3, 2 of 4)
     winograd = [v for v in searchable if v["winograd"]]
     assert all(v["block_i"] == v["block_j"] == v["unroll_k"] == 1 for v in winograd)
-    assert sum(not v["winograd_fused"] for v in winograd) == 3 * len(TILE_I) * len(TILE_J) * 2
+    assert sum(not v["winograd_fused"] for v in winograd) == 3 * len(TILE_I) * len(TILE_J) * 2 * len(PREFETCH_BYTES)
     assert sorted({(v["winograd"], v["tile_i"]) for v in winograd if v["winograd_fused"]}) == \
         [(2, 1), (2, 2), (2, 4), (3, 1), (4, 1), (4, 2)]
     assert not any(v["winograd_fused"] for v in searchable if not v["winograd"])

@@ -105,7 +105,8 @@ def test_the_starting_points_are_winograd_at_each_tile_size_and_allowed_by_the_r
                                                                       (4, False), (4, True)]
     for p in points:
         assert t.space.searchable(t.space.index_of(p)) and not p["pack"] and p["unroll_k"] == 1
-        own = ("winograd", "pack", "winograd_fused", "tile_i", "unroll_k")
+        assert p["prefetch"] == 2048                # the transformed filters fetched ahead
+        own = ("winograd", "pack", "winograd_fused", "tile_i", "unroll_k", "prefetch")
         assert {k: v for k, v in p.values.items() if k not in own} == \
             {k: v for k, v in default.values.items() if k not in own}
     # rows of 4, 3 and 2 tiles
@@ -248,6 +249,20 @@ def test_winograd_with_other_register_tiles_and_orders(m, knobs):
     assert wino.block == knobs["tile_j"]
     assert wino.args[-1].shape == (m + 2, m + 2, -(-19 // knobs["tile_j"]), 5, knobs["tile_j"])
     case.check(case.run(f))
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_winograd_products_fetch_the_transformed_filters_ahead(fused):
+    from schedule import lower
+    from tensorir.stmt import Prefetch
+    from tensorir.visit import walk
+    case = _case("plain")
+    cfg = case.config(4, tile_i=4, tile_j=16, prefetch=2048, winograd_fused=fused)
+    fetches = [n for n in walk(lower(case.t.apply(cfg), case.t.args).body) if isinstance(n, Prefetch)]
+    # one per channel step of the products: a channel's row of a 16-wide panel is 64 bytes, 2048 are 32 rows
+    assert len(fetches) == 1 and fetches[0].buffer.name.endswith("wino_filter")
+    assert str(fetches[0].indices[3]) == "c + 32"
+    case.check(case.run(case.t.build(cfg)))
 
 
 @pytest.mark.parametrize("m", TILE_SIZES)
