@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -15,6 +16,7 @@ import numpy as np
 
 from .. import dtype as dt
 from .abi import ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARAM_ALIGN, STATUS_NO_MEMORY
+from .lru import LRUCache
 from .target import Target, cached_target_machine, host_target_machine, new_target_machine, optimize_module
 from .threadpool import ensure_runtime
 
@@ -228,18 +230,31 @@ def _fits(a, want: np.dtype, shape: tuple, written: bool) -> bool:
             and a.flags.c_contiguous and (not written or a.flags.writeable))
 
 
+COMPILED_CACHE_SIZE = 256
+"""Object code kept in process for IR text compiled before (a tuner's final check, or tests,
+build the same kernel again): LLVM's optimisation and code generation take 0.1-0.2 s a kernel."""
+
+_compiled = LRUCache(COMPILED_CACHE_SIZE)
+
+
 def compile_llvm(name: str, args: list[ArgSpec], llvm_ir: str, target: Target | None = None) -> Kernel:
     """Parse, verify, optimise (O3) and compile LLVM IR text for ``target`` (default: the
-    host) into a Kernel.
+    host) into a Kernel; IR text compiled before in this process for the same target reuses
+    its object code (the last ``COMPILED_CACHE_SIZE`` of them).
 
     Example:
         >>> k = compile_llvm("f", [], 'define void @f() { ret void }'); k()
     """
     target = target or Target.host()
-    tm = cached_target_machine(target)
-    module = llvm.parse_assembly(llvm_ir)
-    module.triple = tm.triple
-    module.data_layout = str(tm.target_data)
-    module.verify()
-    optimize_module(module, target)
-    return Kernel(name, args, str(module), tm.emit_object(module))
+    key = (target, hashlib.sha256(llvm_ir.encode()).digest())
+    compiled = _compiled.get(key)
+    if compiled is None:
+        tm = cached_target_machine(target)
+        module = llvm.parse_assembly(llvm_ir)
+        module.triple = tm.triple
+        module.data_layout = str(tm.target_data)
+        module.verify()
+        optimize_module(module, target)
+        compiled = (str(module), tm.emit_object(module))
+        _compiled.put(key, compiled)
+    return Kernel(name, args, *compiled)

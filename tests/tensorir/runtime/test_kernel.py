@@ -143,3 +143,20 @@ def test_failed_allocation_raises_memory_error():
     f = build(s, [A, U])
     with pytest.raises(MemoryError, match="could not allocate"):
         f(np.zeros((n, 1), "float32"), np.zeros(1, "float32"))
+
+
+def test_ir_compiled_again_reuses_its_object_code_and_other_ir_does_not():
+    from tensorir.runtime.kernel import compile_llvm
+    from tensorir.runtime.target import Target
+    text = "define i32 @twice_cached(i32 %x) {\n  %y = mul i32 %x, 2\n  ret i32 %y\n}"
+    first, again = compile_llvm("twice_cached", [], text), compile_llvm("twice_cached", [], text)
+    assert again.object_code is first.object_code and again._engine is not first._engine
+    other = compile_llvm("twice_cached", [], text.replace("mul i32 %x, 2", "mul i32 %x, 3"))
+    assert other.object_code != first.object_code
+    # another target is another entry, even for the same text
+    elsewhere = Target.of("x86-64", "")
+    assert compile_llvm("twice_cached", [], text, elsewhere).object_code is not first.object_code
+    # a text that does not compile is refused each time, and nothing is kept for it
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            compile_llvm("broken", [], "define i32 @broken() {\n  ret i32 %nothing\n}")
