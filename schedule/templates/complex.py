@@ -219,8 +219,9 @@ class ComplexTemplate(Template):
         space.define_knob("unroll_k", sorted({u for u in UNROLL_K if extent % u == 0} | (
             {extent} if extent <= UNROLL_K[-1] else set())), 1)
         space.define_rule(self._blocks_divide)
-        if len(space.knobs["pack"]) > 1:    # configs stored before it: no prefetch
-            space.define_knob("prefetch", PREFETCH_BYTES, 0)
+        # constant weights only: a panel packed from data in the kernel was just written, so is in cache
+        if any(p is not None and _is_constant(p[0]) for p in map(self.packable, self.layouts)):
+            space.define_knob("prefetch", PREFETCH_BYTES, 0)    # configs stored before it: no prefetch
             # of the weights' panels: packed ones, or Winograd's transformed filters
             space.define_rule(lambda values: not values["prefetch"] or values["pack"] or values.get("winograd"))
         if self.winograd is not None:
