@@ -202,11 +202,10 @@ def _address_slopes(buffer: E.Buffer, indices: tuple, loops, lets: dict):
     iteration over the loop's whole range, and the change over its first step, the other
     loops at their first iteration. Exact for affine indices, and right for fused-then-split
     ones such as ``A[x // 19, x % 19]``."""
-    strides = buffer.strides()
     values = {lp.uid: lp.min for lp in loops}
 
     def address():
-        return sum(_evaluate(ix, values, lets) * st for ix, st in zip(indices, strides))
+        return _address_at(buffer, indices, values, lets)
     base = address()
     slopes, steps = {}, {}
     for lp in loops:
@@ -225,10 +224,14 @@ def _address_slopes(buffer: E.Buffer, indices: tuple, loops, lets: dict):
     return slopes, steps
 
 
-def _first_address(buffer: E.Buffer, indices: tuple, loops, lets: dict) -> int:
-    """The flattened (row-major) element address of an access at the first iteration of ``loops``."""
-    values = {lp.uid: lp.min for lp in loops}
+def _address_at(buffer: E.Buffer, indices: tuple, values: dict, lets: dict) -> int:
+    """The flattened (row-major) element address of an access with loop variables at ``values``."""
     return sum(_evaluate(ix, values, lets) * st for ix, st in zip(indices, buffer.strides()))
+
+
+def _first_address(buffer: E.Buffer, indices: tuple, loops, lets: dict) -> int:
+    """The flattened element address of an access at the first iteration of ``loops``."""
+    return _address_at(buffer, indices, {lp.uid: lp.min for lp in loops}, lets)
 
 
 def _footprint(loops, coeffs, size: int):

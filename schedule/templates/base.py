@@ -4,6 +4,7 @@ operator class among the subclasses (each registers itself in ``TEMPLATES`` by i
 """
 from __future__ import annotations
 
+from tensorir.dtype import itemsize
 from tensorir.errors import Unsupported
 from tensorir.runtime.target import Target
 from tensorir.tensor import Tensor
@@ -176,3 +177,18 @@ def vectorize_by_registers(stage, axis, width: int, lanes: int) -> None:
         stage.vectorize(inner)
     else:
         stage.vectorize(axis)
+
+
+def fetch_panel_ahead(stage, panel: Tensor, width: int, nbytes: int) -> None:
+    """Have the reduction of ``stage`` fetch ``panel`` (weights in panels ``width`` values
+    wide, read along the stage's reduce axes in order) ``nbytes`` bytes of panel ahead: each
+    trip of the outermost reduce axis sweeps ``width`` values times the inner axes' extents.
+
+    Example:
+        >>> # fetch_panel_ahead(s[local], packed, 32, 2048)   # a 1x1 convolution: 16 channels ahead
+    """
+    outer, *inner = stage.op.reduce_axis
+    stretch = width * itemsize(panel.dtype)
+    for axis in inner:
+        stretch *= axis.dom_extent
+    stage.prefetch(panel, outer, max(1, round(nbytes / stretch)))

@@ -63,7 +63,7 @@ from tensorir.simplify import simplify
 from tensorir.tensor import ComputeOp, PlaceholderOp
 from tensorir.visit import substitute, walk
 
-from .base import Template, fuse_all, vectorize_by_registers
+from .base import Template, fetch_panel_ahead, fuse_all, vectorize_by_registers
 from .injective import PARALLEL_MIN_ELEMENTS, extent, schedule_elementwise
 from .winograd import TILE_SIZES, schedule_winograd, tile_grid, winograd_operands
 
@@ -467,9 +467,7 @@ class ComplexTemplate(Template):
         data_lead = [a for a in local.axis if a is not li and a is not lj]
         local.reorder(*data_lead, *reduce_axes, *([li] if li is not None else []), lj)
         if "prefetch" in self.space.knobs and cfg["prefetch"] and cfg["pack"] and packable is not None:
-            outer, *inner = local.op.reduce_axis      # each trip of the outermost sweeps a stretch of panel
-            stretch = tj * itemsize(packed.dtype) * extent([r.dom_extent for r in inner])
-            local.prefetch(packed, outer, max(1, round(cfg["prefetch"] / stretch)))
+            fetch_panel_ahead(local, packed, tj, cfg["prefetch"])
         if unrolled is not None:
             local.unroll(unrolled)
         if li is not None:

@@ -26,7 +26,6 @@ Example:
 """
 from __future__ import annotations
 
-from tensorir.dtype import itemsize
 from tensorir.expr import IterVar, Mul, Reduce, TensorLoad
 from tensorir.ops.winograd import (STRIDES, TILE_SIZES, filter_tiles, input_tiles, output_pixel, output_rows,
                                    tile_grid, tile_products)
@@ -34,7 +33,7 @@ from tensorir.runtime.prepacked import WinogradFilters
 from tensorir.simplify import simplify
 from tensorir.tensor import PlaceholderOp, compute
 
-from .base import fuse_all, vectorize_by_registers
+from .base import fetch_panel_ahead, fuse_all, vectorize_by_registers
 
 __all__ = ["TILE_SIZES", "tile_grid", "winograd_operands", "schedule_winograd"]
 
@@ -183,8 +182,8 @@ def _products(s, products, filters, ti: int, tj: int, order: str, lanes: int, ro
     local.compute_at(stage, outer, round_up=[local.axis[-1]] if rounds_up else ())
     lxi, lnu, lt, lo = local.axis
     local.reorder(lxi, lnu, *local.reduce_axis, lt, lo)
-    if prefetch:        # a channel's row of the panel is tj values
-        local.prefetch(filters, local.op.reduce_axis[0], max(1, round(prefetch / (tj * itemsize(filters.dtype)))))
+    if prefetch:
+        fetch_panel_ahead(local, filters, tj, prefetch)
     local.unroll(lt)
     vectorize_by_registers(local, lo, tj, lanes)
     return outer
