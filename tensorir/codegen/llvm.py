@@ -76,6 +76,18 @@ def memory_type(dtype: str) -> ir.Type:
     return I8 if dtype == "bool" else _SCALAR[dtype]
 
 
+class _Scope:
+    """Integer index arithmetic already emitted (expression -> value) that code emitted later
+    in this scope may reuse: a function body, a loop body or a branch (``block``: its values
+    do not reach the code after it), or the copy of a let-bound variable (``binds``: values
+    that read the variable belong to the copy; the others reach the next copy)."""
+
+    __slots__ = ("values", "binds", "block")
+
+    def __init__(self, binds=frozenset(), block=False):
+        self.values, self.binds, self.block = {}, binds, block
+
+
 class _Ctx:
     """Emission state: where we are and what names mean."""
 
@@ -88,6 +100,7 @@ class _Ctx:
         self.lane_start = None    # the vectorized loop's first value (an Expr)
         self.mask = None          # <L x i1> while inside a lane-dependent condition
         self.vector_vars = set()  # uids of vars bound to vector values
+        self.scopes = (_Scope(block=True),)   # outermost first
 
     def child(self, **changes):
         c = _Ctx.__new__(_Ctx)
@@ -95,6 +108,12 @@ class _Ctx:
         c.env = dict(self.env)
         c.vector_vars = set(self.vector_vars)
         c.__dict__.update(changes)
+        return c
+
+    def enter(self, binds=frozenset(), block=False, **changes):
+        """A child context in a new scope: a block (loop body, branch) or a let's copy."""
+        c = self.child(**changes)
+        c.scopes = self.scopes + (_Scope(binds, block),)
         return c
 
 
@@ -257,9 +276,9 @@ class CodeGen(Visitor):
         if isinstance(s.value, E.Ramp):      # a vectorized loop's variable: a vector region
             if ctx.lanes is not None:
                 raise CodegenError(f"ramp {s.var.name} inside the vector region of {ctx.lane_var.name}")
-            inner = ctx.child(lanes=s.value.lanes, lane_var=s.var, lane_start=s.value.base, mask=None)
+            inner = ctx.enter({s.var.uid}, lanes=s.value.lanes, lane_var=s.var, lane_start=s.value.base, mask=None)
         else:
-            inner = ctx.child()
+            inner = ctx.enter({s.var.uid})
         inner.env[s.var.uid] = value
         if isinstance(value.type, ir.VectorType):
             inner.vector_vars.add(s.var.uid)
@@ -302,6 +321,11 @@ class CodeGen(Visitor):
                 self.visit(s.else_body, else_ctx)
                 ctx.builder = else_ctx.builder
             return
+        if _known(cond) is not None:         # decided at compile time (an unrolled copy's guard)
+            body = s.then_body if _known(cond) else s.else_body
+            if body is not None:
+                self.visit(body, ctx)
+            return
         b = ctx.builder
         then_bb = ctx.func.append_basic_block("if.then")
         else_bb = ctx.func.append_basic_block("if.else") if s.else_body is not None else None
@@ -310,7 +334,7 @@ class CodeGen(Visitor):
         for body, bb in ((s.then_body, then_bb), (s.else_body, else_bb)):
             if bb is None:
                 continue
-            inner = ctx.child(builder=ir.IRBuilder(bb))
+            inner = ctx.enter(block=True, builder=ir.IRBuilder(bb))
             self.visit(body, inner)
             inner.builder.branch(end_bb)
         ctx.builder = ir.IRBuilder(end_bb)
@@ -344,8 +368,8 @@ class CodeGen(Visitor):
         if s.kind != "serial":
             raise CodegenError(f"loop {s.var.name} ({s.kind}) reached code generation; run "
                                f"tensorir.pipeline.CODEGEN_PASSES first")
-        start = self.visit(s.min, ctx)
-        end = ctx.builder.add(start, self.visit(s.extent, ctx))
+        start, extent = self.visit(s.min, ctx), self.visit(s.extent, ctx)
+        end = _fold(E.Add, start, extent) or ctx.builder.add(start, extent)
         self._serial_loop(s.var, start, end, s.body, ctx)
 
     def _serial_loop(self, var, start, end, body, ctx):
@@ -359,7 +383,7 @@ class CodeGen(Visitor):
         phi = hb.phi(I64, name=var.name)
         phi.add_incoming(start, pre)
         hb.cbranch(hb.icmp_signed("<", phi, end), body_bb, exit_bb)
-        inner = ctx.child(builder=ir.IRBuilder(body_bb))
+        inner = ctx.enter({var.uid}, block=True, builder=ir.IRBuilder(body_bb))
         inner.env[var.uid] = phi
         self.visit(body, inner)
         nxt = inner.builder.add(phi, constant(I64, 1), flags=["nsw"])
@@ -433,9 +457,8 @@ class CodeGen(Visitor):
             lin = self._linear_coefficient(flat, ctx.lane_var)
             if lin is not None and lin[0] == 1 and not self._lane_dependent(lin[1], ctx):
                 base_offset = self.visit(lin[1], ctx)     # may branch (a masked load): first
-                lane_min = ctx.env[ctx.lane_var.uid]
-                first = ctx.builder.extract_element(lane_min, constant(I32, 0))
-                offset = ctx.builder.add(base_offset, first)
+                first = self.visit(ctx.lane_start, ctx)  # lane 0 of the ramp
+                offset = _fold(E.Add, base_offset, first) or ctx.builder.add(base_offset, first)
                 return "contiguous", ctx.builder.gep(base, [offset], inbounds=True, source_etype=elem)
             pattern = self._lane_pattern(flat, ctx)
             if pattern is not None:
@@ -602,8 +625,8 @@ class CodeGen(Visitor):
     # ------------------------------------------------------------------ vectors
     def _splat(self, value, lanes, b):
         vtype = ir.VectorType(value.type, lanes)
-        one = b.insert_element(constant(vtype, None), value, constant(I32, 0))
-        return b.shuffle_vector(one, constant(vtype, None), constant(ir.VectorType(I32, lanes), (0,) * lanes))
+        one = b.insert_element(poison(vtype), value, constant(I32, 0))
+        return b.shuffle_vector(one, poison(vtype), constant(ir.VectorType(I32, lanes), None))
 
     def _widen(self, value, ctx):
         if ctx.lanes is None or isinstance(value.type, ir.VectorType):
@@ -648,9 +671,30 @@ class CodeGen(Visitor):
         return ctx.builder.add(base, steps)
 
     def _binary(self, e, ctx):
+        if e.dtype in _INDEX_TYPES:      # index arithmetic: emitted once per scope that can reuse it
+            scope = self._scope_of(e, ctx)
+            value = scope.values.get(e)
+            if value is None:
+                value = scope.values[e] = self._arithmetic(e, ctx)
+            return value
+        return self._arithmetic(e, ctx)
+
+    def _scope_of(self, e, ctx) -> _Scope:
+        """The outermost scope whose emitted values reach here and that binds every variable
+        ``e`` reads: the innermost block, or the innermost copy of a variable of ``e``."""
+        uids = self._var_uids(e)
+        for scope in reversed(ctx.scopes):
+            if scope.block or not uids.isdisjoint(scope.binds):
+                return scope
+        raise AssertionError("the function body is a block scope")
+
+    def _arithmetic(self, e, ctx):
         a, b = self._match(self.visit(e.a, ctx), self.visit(e.b, ctx), ctx)
         bld, dtype = ctx.builder, e.dtype
         cls = type(e)
+        folded = _fold(cls, a, b)
+        if folded is not None:
+            return folded
         if dt.is_float(dtype):
             if cls is E.Add: return bld.fadd(a, b, flags=self.flags)
             if cls is E.Sub: return bld.fsub(a, b, flags=self.flags)
@@ -713,6 +757,10 @@ class CodeGen(Visitor):
         a, b = self._match(self.visit(e.a, ctx), self.visit(e.b, ctx), ctx)
         op = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}[type(e)]
         src = e.a.dtype
+        if src in _INDEX_TYPES and _known(a) is not None and _known(b) is not None:
+            x, y = _known(a), _known(b)
+            return constant(I1, int({"==": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y,
+                                     ">=": x >= y}[op]))
         if dt.is_float(src):
             # ordered comparisons, except != which is true when either side is NaN (as numpy)
             return ctx.builder.fcmp_unordered(op, a, b) if op == "!=" else ctx.builder.fcmp_ordered(op, a, b)
@@ -729,6 +777,8 @@ class CodeGen(Visitor):
 
     def visit_Select(self, e, ctx):
         cond = self.visit(e.cond, ctx)
+        if _known(cond) is not None:     # decided at compile time: only the side it takes
+            return self.visit(e.true_value if _known(cond) else e.false_value, ctx)
         b = ctx.builder
         has_load = any(isinstance(n, E.BufferLoad) for side in (e.true_value, e.false_value) for n in walk(side))
         if isinstance(cond.type, ir.VectorType):
@@ -756,7 +806,7 @@ class CodeGen(Visitor):
         b.cbranch(cond, t_bb, f_bb)
         results = []
         for side, bb in ((e.true_value, t_bb), (e.false_value, f_bb)):
-            inner = ctx.child(builder=ir.IRBuilder(bb))
+            inner = ctx.enter(block=True, builder=ir.IRBuilder(bb))
             value = self.visit(side, inner)
             results.append((value, inner))
         t, f = results[0][0], results[1][0]
@@ -861,6 +911,19 @@ def var_uids(e: E.Expr) -> frozenset:
     return frozenset(n.uid for n in walk(e) if isinstance(n, E.Var))
 
 
+class _Spelled(ir.Constant):
+    """A constant written as LLVM's short spelling of it (``zeroinitializer``, ``poison``)
+    rather than lane by lane: a splat's operands and a zero vector are a few characters of IR
+    text, not a few hundred, which llvmlite formats and LLVM parses at every use."""
+
+    def __init__(self, typ: ir.Type, spelling: str):
+        super().__init__(typ, None)
+        self.spelling = spelling
+
+    def _get_reference(self):
+        return self.spelling
+
+
 def constant(typ: ir.Type, value) -> ir.Constant:
     """The integer constant ``value`` of ``typ`` (a tuple of lane values for a vector type; None
     is zero), one object for every use of the same type and value, so that llvmlite formats its
@@ -880,7 +943,72 @@ def constant(typ: ir.Type, value) -> ir.Constant:
 
 @functools.lru_cache(maxsize=4096)
 def _shared_constant(typ: ir.Type, value, spelling: str) -> ir.Constant:
+    if isinstance(typ, ir.VectorType) and value is None:
+        return _Spelled(typ, "zeroinitializer")
     return ir.Constant(typ, value)
+
+
+@functools.lru_cache(maxsize=256)
+def poison(typ: ir.Type) -> ir.Constant:
+    """The poison value of ``typ`` (a splat's unused lanes), one object per type.
+
+    Example:
+        >>> str(poison(ir.VectorType(I32, 4)))
+        '<4 x i32> poison'
+    """
+    return _Spelled(typ, "poison")
+
+
+_INDEX_TYPES = ("int64", "int32")
+"""Signed integer types of index arithmetic: folded when constant, reused within a scope."""
+
+
+def _known(value):
+    """The Python int of a scalar integer constant (signed; a bool is 0 or 1), else None.
+
+    Example:
+        >>> _known(constant(I64, 7)), _known(constant(I64, -1 & (2 ** 64 - 1))), _known(constant(I1, 1))
+        (7, -1, 1)
+        >>> _known(constant(ir.VectorType(I64, 2), (1, 2))) is None
+        True
+    """
+    if type(value) is not ir.Constant or not isinstance(value.type, ir.IntType) or type(value.constant) is not int:
+        return None
+    bits = value.type.width
+    unsigned = value.constant & ((1 << bits) - 1)
+    return unsigned - (1 << bits) if bits > 1 and unsigned >> (bits - 1) else unsigned
+
+
+_FOLDS = {E.Add: lambda x, y: x + y, E.Sub: lambda x, y: x - y, E.Mul: lambda x, y: x * y,
+          E.Min: min, E.Max: max,
+          E.FloorDiv: lambda x, y: x // y if y else None, E.FloorMod: lambda x, y: x % y if y else None}
+
+
+def _fold(cls, a, b):
+    """``a <cls> b`` without code: a constant when both are signed integer constants and the
+    result fits their type (floor division and modulo as Python's), or one operand when the
+    other is the identity (``x + 0``, ``x * 1``); else None, and the code is emitted.
+
+    Example:
+        >>> str(_fold(E.FloorDiv, constant(I64, -7), constant(I64, 2)))
+        'i64 -4'
+        >>> _fold(E.Add, constant(I64, 0), constant(I64, 5)) is constant(I64, 5)
+        True
+    """
+    x, y, fold = _known(a), _known(b), _FOLDS.get(cls)
+    if a.type != b.type or not isinstance(a.type, ir.IntType):
+        return None
+    if (cls is E.Add and x == 0) or (cls is E.Mul and x == 1):
+        return b
+    if (cls in (E.Add, E.Sub) and y == 0) or (cls is E.Mul and y == 1):
+        return a
+    if x is None or y is None or fold is None:
+        return None
+    result = fold(x, y)
+    bits = a.type.width
+    if result is None or not -(1 << (bits - 1)) <= result < (1 << (bits - 1)):
+        return None
+    return constant(a.type, result)
 
 
 def _const(t: ir.Type, value) -> ir.Constant:

@@ -291,3 +291,77 @@ def test_a_prefetch_fetches_each_line_of_contiguous_lanes_once_and_lane_zero_oth
     b = np.full_like(a, np.nan)
     build_prim_func(func)(a, b)                          # row 3 fetches past A's end: harmless
     np.testing.assert_array_equal(b[:, :lanes], a[:, :lanes] * 2.0)
+
+
+def _emitted(func):
+    from tensorir.codegen import CodeGen
+    from tensorir.pipeline import CODEGEN_PASSES, run_passes
+    from tensorir.stmt import PrimFunc
+    return str(CodeGen(PrimFunc(func.name, func.params, run_passes(func.body, CODEGEN_PASSES))).module)
+
+
+def test_index_arithmetic_is_emitted_once_per_scope_and_folded_in_unrolled_copies():
+    from tensorir.codegen import build_prim_func
+    from tensorir.expr import Buffer, BufferLoad, const
+    from tensorir.stmt import BufferStore, For, IfThenElse, PrimFunc, seq
+    A, B = Buffer("A", (40, 8), "float32"), Buffer("B", (40, 8), "float32")
+    f, k = var("f"), var("k")
+    row = f // 7 * 8 + f % 7           # the same index in every copy, read and written
+    body = seq(IfThenElse(k == 0, BufferStore(B, const(0.0), (row, k))),       # a guard the copies decide
+               BufferStore(B, BufferLoad(B, (row, k), "float32") + BufferLoad(A, (row, k), "float32"), (row, k)))
+    func = PrimFunc("copies", (A, B), For(f, const(0), const(35), "serial", For(k, const(0), const(8), "unrolled", body)))
+    text = _emitted(func)
+    assert text.count("sdiv") == 2       # f // 7 and f % 7 (an sdiv each) once, for all 8 copies
+    assert "if.then" not in text                                     # k == 0 decided in each copy
+    assert "add i64 0, " not in text                                 # the copies' k folded
+    a = rng.standard_normal((40, 8)).astype(np.float32)
+    b = np.zeros_like(a)
+    b[:, 0] = np.nan                     # cleared by the guarded store
+    build_prim_func(func)(a, b)
+    rows = [r // 7 * 8 + r % 7 for r in range(35)]
+    np.testing.assert_array_equal(b[rows], a[rows])
+
+
+@pytest.mark.parametrize("where", ["branch", "loop"])
+def test_index_arithmetic_from_a_branch_or_loop_body_is_emitted_again_after_it(where):
+    """A value computed in a branch or a loop body does not reach the code after it (LLVM's
+    verifier refuses the module otherwise): the same index is computed again there."""
+    from tensorir.codegen import build_prim_func
+    from tensorir.expr import Buffer, const
+    from tensorir.stmt import BufferStore, For, IfThenElse, PrimFunc, seq
+    A = Buffer("A", (10, 4), "float32")
+    f, n, j = var("f"), var("n", "int64"), var("j")
+    store = BufferStore(A, const(1.0), (f // 3, f % 3))
+    first = IfThenElse(n > 2, store) if where == "branch" else For(j, const(0), n, "serial", store)
+    after = BufferStore(A, const(2.0), (f // 3, f % 3 + 1))
+    func = PrimFunc("after", (A, n), For(f, const(0), const(30), "serial", seq(first, after)))
+    assert _emitted(func).count("sdiv") == 4      # f // 3 and f % 3 in the branch or loop, and after it
+    for count in (0, 5):
+        a = np.zeros((10, 4), np.float32)
+        build_prim_func(func)(a, count)
+        want = np.zeros((10, 4), np.float32)
+        for r in range(30):
+            if count > 2 if where == "branch" else count > 0:
+                want[r // 3, r % 3] = 1.0
+            want[r // 3, r % 3 + 1] = 2.0
+        np.testing.assert_array_equal(a, want)
+
+
+def test_splats_and_zero_vectors_are_short_in_the_ir_text():
+    A = placeholder((64,), name="A")
+    out = compute((64,), lambda i: A[i] * A[0], name="out")
+    s = create_schedule(out)
+    _, lanes = s[out].split(out.op.axis[0], factor=16)
+    s[out].vectorize(lanes)
+    f = build(s, [A, out])
+    a, got = rng.standard_normal(64).astype(np.float32), np.empty(64, np.float32)
+    f(a, got)
+    np.testing.assert_array_equal(got, a * a[0])
+    from tensorir.codegen import CodeGen
+    from schedule import lower
+    from tensorir.pipeline import CODEGEN_PASSES, run_passes
+    from tensorir.stmt import PrimFunc
+    func = lower(s, [A, out])
+    text = str(CodeGen(PrimFunc(func.name, func.params, run_passes(func.body, CODEGEN_PASSES))).module)
+    assert "shufflevector <16 x float>" in text and "float 0.0, float 0.0" not in text
+    assert "poison" in text and "zeroinitializer" in text
