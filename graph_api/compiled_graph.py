@@ -40,7 +40,7 @@ import numpy as np
 from tensorir.errors import Unsupported
 from tensorir.runtime import artifact
 from tensorir.runtime.abi import PARAM_ALIGN
-from tensorir.runtime.aligned import aligned_empty, on_cache_line
+from tensorir.runtime.aligned import aligned_empty, data_address, on_cache_line
 from tensorir.runtime.prepacked import PrepackedKernel
 
 from . import reference
@@ -540,7 +540,7 @@ def _aligned_array(value) -> np.ndarray:
     """``value`` as a C-contiguous array whose data kernels can read (``PARAM_ALIGN``-aligned):
     itself when it is one, else a copy (0-d arrays stay 0-d)."""
     array = np.asarray(value, order="C")
-    if array.ctypes.data % PARAM_ALIGN and array.size:
+    if data_address(array) % PARAM_ALIGN and array.size:
         array = array.copy()        # numpy's allocator aligns what it allocates
     return array
 

@@ -15,7 +15,8 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from .. import dtype as dt
-from .abi import ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARAM_ALIGN, STATUS_NO_MEMORY
+from .abi import ARRAY_ENTRY_SUFFIX, PARAM_ALIGN, STATUS_NO_MEMORY
+from .aligned import array_layout_is_known
 from .lru import LRUCache
 from .target import Target, cached_target_machine, host_target_machine, new_target_machine, optimize_module
 from .threadpool import ensure_runtime
@@ -71,7 +72,7 @@ class Kernel:
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)(address)
         self._fast = None
         array_address = self._engine.get_function_address(name + ARRAY_ENTRY_SUFFIX)
-        if array_address and _array_layout_is_known():
+        if array_address and array_layout_is_known():
             array_types = [ctypes.py_object if a.is_buffer else _CTYPES[a.dtype] for a in args]
             self._fast = ctypes.CFUNCTYPE(ctypes.c_int32, *array_types)(array_address)
         self._expect = tuple((np.dtype(a.dtype), a.shape, a.written) for a in args)
@@ -198,12 +199,6 @@ class Kernel:
 
 
 @functools.lru_cache(maxsize=None)
-def _array_layout_is_known() -> bool:
-    """True when numpy arrays keep their data pointer where the array entry reads it."""
-    probe = np.zeros(3, "float32")
-    return ctypes.c_void_p.from_address(id(probe) + ARRAY_DATA_OFFSET).value == probe.ctypes.data
-
-
 def _scalar(spec: ArgSpec, value, kernel: str):
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value.item()

@@ -3,7 +3,7 @@ array does not, and values survive the copy."""
 import numpy as np
 import pytest
 
-from tensorir.runtime.aligned import CACHE_LINE, aligned_empty, aligned_zeros, on_cache_line
+from tensorir.runtime.aligned import CACHE_LINE, aligned_empty, aligned_zeros, data_address, on_cache_line
 
 
 @pytest.mark.parametrize("shape, dtype", [((), "float32"), (0, "float32"), (1, "int8"), ((3, 5), "float64"),
@@ -33,3 +33,19 @@ def test_a_misaligned_or_strided_array_is_copied_onto_a_cache_line():
 def test_a_negative_size_is_refused():
     with pytest.raises(ValueError):
         aligned_empty((2, -3), "float32")
+
+
+@pytest.mark.parametrize("make", [lambda: np.arange(100, dtype="float32"),
+                                  lambda: np.arange(100, dtype="float64")[3:],       # a view
+                                  lambda: np.arange(60, dtype="int32").reshape(6, 10)[:, 2:5],   # strided
+                                  lambda: np.zeros(0, "float32"),
+                                  lambda: np.array(2.5, "float32")])                  # 0-d
+def test_data_address_is_where_numpy_says_the_data_is(make):
+    a = make()
+    assert data_address(a) == a.ctypes.data
+
+
+def test_aligned_empty_takes_a_scalar_or_a_sequence_for_its_shape():
+    assert aligned_empty(np.int64(5), "float32").shape == (5,)
+    assert aligned_empty(np.array(4), "int8").shape == (4,)
+    assert aligned_empty([2, 3], "float32").shape == aligned_empty(np.array([2, 3]), "float32").shape == (2, 3)
