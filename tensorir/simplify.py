@@ -142,6 +142,24 @@ class Linear:
         return out
 
 
+def sum_of_simplified(terms) -> E.Expr:
+    """``sum(expr * coeff for expr, coeff in terms)`` over simplified int64 expressions, as
+    ``simplify`` writes the sum: one linear form (like terms gathered, ``c*(x // c) + x % c``
+    merged) without simplifying each expression again (``simplify`` walks every node of every
+    expression anew; a flattened address of an unrolled copy has hundreds).
+
+    Example:
+        >>> from tensorir.expr import var
+        >>> i, j = var("i"), var("j")
+        >>> str(sum_of_simplified([(i // 4, 32), (i % 4, 8), (j, 1)]))
+        'i * 8 + j'
+    """
+    flat = Linear({}, 0, dt.INDEX_DTYPE)
+    for expr, coeff in terms:
+        flat = flat.add(Linear.of(expr).scale(coeff))
+    return _merge_div_mod(flat).to_expr()
+
+
 def _merge_div_mod(lin: Linear) -> Linear:
     """Replace ``k*c*(x // c) + k*(x % c)`` by ``k*x``, and ``k*c*((x // c) % m) + k*(x % c)``
     by ``k*(x % (c*m))`` (a middle dim of a flattened index), wherever both terms are present;

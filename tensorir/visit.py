@@ -23,6 +23,31 @@ def walk(node: Node):
             stack += below
 
 
+def walk_distinct(node: Node):
+    """Yield each distinct node object under ``node`` (itself included) once, parents before
+    children: a subtree that several parents share (an unrolled loop's copies share their
+    body) is walked once, where ``walk`` walks it under every parent.
+
+    Example:
+        >>> from tensorir.expr import var
+        >>> i = var("i"); e = i * 2
+        >>> len(list(walk(e + e))), len(list(walk_distinct(e + e)))
+        (7, 4)
+    """
+    seen = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        yield n
+        below = children(n)
+        if below:
+            below.reverse()
+            stack += below
+
+
 def statements(node: Node):
     """Yield ``node`` and every statement below it, parents before children, without entering
     expressions (which hold no statements).
@@ -100,8 +125,7 @@ def free_vars(node: Node) -> list[Var]:
     """
     found: dict[int, Var] = {}
     bound: set[int] = set()
-
-    def visit(n):
+    for n in walk_distinct(node):       # a shared subtree adds nothing the second time
         for f in type(n).binders:
             b = getattr(n, f)
             for v in (b if isinstance(b, tuple) else (b,)):
@@ -109,7 +133,4 @@ def free_vars(node: Node) -> list[Var]:
                     bound.add(v.uid)
         if isinstance(n, Var) and n.uid not in bound:
             found.setdefault(n.uid, n)
-        for c in children(n):
-            visit(c)
-    visit(node)
     return [v for uid, v in found.items() if uid not in bound]

@@ -32,7 +32,7 @@ import llvmlite.ir as ir
 from .. import dtype as dt
 from .. import expr as E
 from .. import stmt as S
-from ..simplify import Linear, linear_coefficient, simplify
+from ..simplify import Linear, linear_coefficient, simplify, sum_of_simplified
 from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARALLEL_FOR, PARAM_ALIGN, STATUS_BAD_ARGUMENT,
                            STATUS_NO_MEMORY, STATUS_OK)
 from ..node import IdentityMemo, same
@@ -146,6 +146,8 @@ class CodeGen(Visitor):
         self._flat_index = IdentityMemo(flat_index)     # accesses repeat (unrolled copies)
         self._var_uids = IdentityMemo(var_uids)
         self._linear_coefficient = IdentityMemo(linear_coefficient)
+        # a value read from memory may change between two uses (a store in between): never reused
+        self._reads_no_memory = IdentityMemo(lambda e: not any(isinstance(n, (E.BufferLoad, E.Call)) for n in walk(e)))
         self._emit_entry()
 
     # ------------------------------------------------------------------ functions
@@ -671,8 +673,8 @@ class CodeGen(Visitor):
         return ctx.builder.add(base, steps)
 
     def _binary(self, e, ctx):
-        if e.dtype in _INDEX_TYPES:      # index arithmetic: emitted once per scope that can reuse it
-            scope = self._scope_of(e, ctx)
+        if e.dtype in _INDEX_TYPES and self._reads_no_memory(e):     # index arithmetic: emitted once per
+            scope = self._scope_of(e, ctx)                             # scope that can reuse it
             value = scope.values.get(e)
             if value is None:
                 value = scope.values[e] = self._arithmetic(e, ctx)
@@ -891,12 +893,11 @@ def flat_index(buf: E.Buffer, indices) -> E.Expr:
         >>> str(flat_index(Buffer("A", (4, 8), "float32"), (i, j)))
         'i * 8 + j'
     """
-    flat = None
-    for index, stride in zip(indices, buf.strides()):
-        index = index if index.dtype == "int64" else E.Cast(index, "int64")
-        term = index * stride if stride != 1 else index
-        flat = term if flat is None else flat + term
-    return simplify(flat if flat is not None else E.Const(0, "int64"))
+    terms = [(index if index.dtype == "int64" else simplify(E.Cast(index, "int64")), stride)
+             for index, stride in zip(indices, buf.strides())]
+    if len(terms) == 1 and terms[0][1] == 1:
+        return terms[0][0]
+    return sum_of_simplified(terms)      # the indices come simplified: only their sum is new
 
 
 def var_uids(e: E.Expr) -> frozenset:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .. import expr as E
 from .. import stmt as S
-from ..visit import free_vars, statements, walk
+from ..visit import free_vars, statements, walk_distinct
 from ..visitor import Mutator
 
 
@@ -52,7 +52,7 @@ def closure_of(loop_var: E.Var, body: S.Stmt) -> tuple:
     params = tuple(v for v in free_vars(body) if v.uid != loop_var.uid)
     allocated = {n.buffer.uid for n in statements(body) if isinstance(n, S.Allocate)}
     buffers, seen = [], set()
-    for n in walk(body):
+    for n in walk_distinct(body):
         if isinstance(n, (E.BufferLoad, S.BufferStore, S.Prefetch)) and n.buffer.uid not in allocated and n.buffer.uid not in seen:
             seen.add(n.buffer.uid)
             buffers.append(n.buffer)

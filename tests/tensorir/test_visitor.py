@@ -71,3 +71,16 @@ def test_codegen_refuses_a_node_it_has_no_translation_for():
     f = S.PrimFunc("odd", (A,), S.SeqStmt((Odd(),)))
     with pytest.raises(CodegenError, match="cannot emit a Odd node"):
         CodeGen(f)
+
+
+def test_walk_distinct_visits_a_shared_subtree_once_and_free_vars_stays_in_order_of_first_use():
+    from tensorir.expr import Buffer, BufferLoad, const, var
+    from tensorir.stmt import BufferStore, LetStmt, seq
+    from tensorir.visit import free_vars, walk, walk_distinct
+    A = Buffer("A", (8,), "float32")
+    i, n, m = var("i"), var("n"), var("m")
+    body = BufferStore(A, BufferLoad(A, (i + n,), "float32"), (i + m,))     # shared by both copies
+    copies = seq(LetStmt(i, const(0), body), LetStmt(i, const(1), body))
+    assert len(list(walk(copies))) > len(list(walk_distinct(copies)))
+    assert len({id(x) for x in walk(copies)}) == len(list(walk_distinct(copies)))
+    assert [v.name for v in free_vars(copies)] == ["n", "m"]      # the store's value, then its index

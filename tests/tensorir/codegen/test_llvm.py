@@ -365,3 +365,19 @@ def test_splats_and_zero_vectors_are_short_in_the_ir_text():
     text = str(CodeGen(PrimFunc(func.name, func.params, run_passes(func.body, CODEGEN_PASSES))).module)
     assert "shufflevector <16 x float>" in text and "float 0.0, float 0.0" not in text
     assert "poison" in text and "zeroinitializer" in text
+
+
+def test_integer_values_read_from_memory_are_read_again_after_a_store():
+    """Integer arithmetic on loaded values is not index arithmetic: an unrolled accumulation
+    whose copies are the same expression reads the running sum anew in each copy."""
+    from tensorir.codegen import build_prim_func
+    from tensorir.expr import Buffer, BufferLoad, const
+    from tensorir.stmt import BufferStore, For, PrimFunc
+    X, acc = Buffer("X", (6,), "int32"), Buffer("acc", (6,), "int32")
+    i, r = var("i"), var("r")
+    add = BufferStore(acc, BufferLoad(acc, (i,), "int32") + BufferLoad(X, (i,), "int32"), (i,))
+    func = PrimFunc("acc", (X, acc), For(i, const(0), const(6), "serial", For(r, const(0), const(4), "unrolled", add)))
+    x = np.arange(6, dtype=np.int32)
+    out = np.ones(6, np.int32)
+    build_prim_func(func)(x, out)
+    np.testing.assert_array_equal(out, 1 + 4 * x)
