@@ -694,7 +694,7 @@ class CodeGen(Visitor):
         a, b = self._match(self.visit(e.a, ctx), self.visit(e.b, ctx), ctx)
         bld, dtype = ctx.builder, e.dtype
         cls = type(e)
-        folded = _fold(cls, a, b)
+        folded = _fold(cls, a, b) if dtype in _INDEX_TYPES else None    # signed: floor division as Python's
         if folded is not None:
             return folded
         if dt.is_float(dtype):
@@ -986,8 +986,8 @@ _FOLDS = {E.Add: lambda x, y: x + y, E.Sub: lambda x, y: x - y, E.Mul: lambda x,
 
 
 def _fold(cls, a, b):
-    """``a <cls> b`` without code: a constant when both are signed integer constants and the
-    result fits their type (floor division and modulo as Python's), or one operand when the
+    """``a <cls> b`` without code, for signed integer ``a`` and ``b``: a constant when both are
+    constants and the result fits their type (floor division and modulo as Python's), or one operand when the
     other is the identity (``x + 0``, ``x * 1``); else None, and the code is emitted.
 
     Example:

@@ -381,3 +381,23 @@ def test_integer_values_read_from_memory_are_read_again_after_a_store():
     out = np.ones(6, np.int32)
     build_prim_func(func)(x, out)
     np.testing.assert_array_equal(out, 1 + 4 * x)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int32", "int64"])
+def test_constant_integer_arithmetic_keeps_each_dtype_s_own_semantics(dtype):
+    """Folded at compile time or not, constants combine as numpy combines them: unsigned
+    division, min and max of large uint8 values, wraparound of small types."""
+    from tensorir.codegen import build_prim_func
+    from tensorir.expr import Buffer, Const, Max, Min
+    from tensorir.stmt import BufferStore, PrimFunc, seq
+    out = Buffer("out", (5,), dtype)
+    a, b = (200, 3) if dtype == "uint8" else (-7, 2)
+    c = lambda v: Const(v, dtype)
+    body = seq(*[BufferStore(out, e, (Const(k, "int64"),)) for k, e in enumerate(
+        [c(a) // c(b), c(a) % c(b), Min(c(a), c(b), dtype), Max(c(a), c(b), dtype), c(a) * c(b) + c(a)])])
+    got = np.zeros(5, dtype)
+    build_prim_func(PrimFunc("consts", (out,), body))(got)
+    x, y = np.array(a, dtype), np.array(b, dtype)
+    with np.errstate(over="ignore"):
+        want = np.array([x // y, x % y, min(x, y), max(x, y), x * y + x], dtype)
+    np.testing.assert_array_equal(got, want)
