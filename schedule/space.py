@@ -91,6 +91,7 @@ class ConfigSpace:
     def __init__(self):
         self.knobs: dict[str, Knob] = {}
         self.rules: list = []           # predicates over a config's values that a point to search must meet
+        self._searchable: dict[int, bool] = {}   # index -> searchable(index), while no knob or rule is added
 
     def _add(self, name: str, kind: str, candidates, absent: tuple = ()) -> None:
         if name in self.knobs:
@@ -102,6 +103,7 @@ class ConfigSpace:
         if absent and absent[0] not in candidates:
             raise ConfigError(f"knob {name!r}: its value when absent, {absent[0]!r}, is not a candidate")
         self.knobs[name] = Knob(name, kind, candidates, absent)
+        self._searchable.clear()
 
     def define_split(self, name: str, axis, num_outputs: int = 2, policy: str = "factors",
                      candidate=None, max_factor: int | None = None) -> None:
@@ -180,6 +182,7 @@ class ConfigSpace:
             [True, True, True, False]
         """
         self.rules.append(predicate)
+        self._searchable.clear()
 
     def searchable(self, index: int) -> bool:
         """Whether the point at ``index`` meets every rule (``define_rule``).
@@ -190,8 +193,11 @@ class ConfigSpace:
         """
         if not self.rules:
             return True
-        values = self.get(index).values
-        return all(rule(values) for rule in self.rules)
+        known = self._searchable.get(index)
+        if known is None:       # a search over a large space asks again for the points it walks back to
+            values = self.get(index).values
+            known = self._searchable[index] = all(rule(values) for rule in self.rules)
+        return known
 
     # ------------------------------------------------------------------ points
     def __len__(self) -> int:

@@ -106,3 +106,16 @@ def test_a_knob_added_later_gives_stored_configs_its_value_when_absent():
         s.define_knob("vector", [8, 16], 4)
     with pytest.raises(ConfigError, match="one value when absent"):
         s.define_knob("lanes", [8, 16], 8, 16)
+
+
+def test_searchable_is_asked_once_per_point_until_a_knob_or_rule_is_added():
+    calls = []
+    s = ConfigSpace()
+    s.define_knob("a", [0, 1, 2])
+    s.define_rule(lambda v: calls.append(v["a"]) or v["a"] != 1)
+    assert [s.searchable(i) for i in range(3)] * 2 == [True, False, True] * 2
+    assert calls == [0, 1, 2]                       # the second pass was remembered
+    s.define_rule(lambda v: v["a"] != 2)
+    assert [s.searchable(i) for i in range(3)] == [True, False, False]
+    s.define_knob("b", [0, 1])                      # the indices mean other points now
+    assert [s.searchable(i) for i in range(6)] == [True, True, False, False, False, False]
