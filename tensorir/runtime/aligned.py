@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 
 import numpy as np
@@ -23,6 +24,7 @@ from .abi import ARRAY_DATA_OFFSET
 CACHE_LINE = 64     # bytes: an x86 cache line, and an AVX-512 vector
 
 
+@functools.cache
 def array_layout_is_known() -> bool:
     """Whether numpy arrays keep their data pointer ``ARRAY_DATA_OFFSET`` bytes into the array
     object, where ``data_address`` and the kernels' array entries read it.

@@ -7,7 +7,6 @@ like the one that was saved.
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -198,7 +197,6 @@ class Kernel:
         return f"Kernel({self.name}({sig}))"
 
 
-@functools.lru_cache(maxsize=None)
 def _scalar(spec: ArgSpec, value, kernel: str):
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value.item()

@@ -114,6 +114,13 @@ def test_not_an_array_and_bad_scalars(kernel):
         kernel(a, "2", b)
 
 
+@pytest.mark.parametrize("alpha", [2.5, np.float32(2.5), np.float64(2.5), np.array(2.5, "float32")])
+def test_a_scalar_may_be_a_python_number_a_numpy_scalar_or_a_0d_array(kernel, alpha):
+    a, _, b = _args()
+    kernel(a, alpha, b)
+    np.testing.assert_array_equal(b, a * np.float32(2.5))
+
+
 def test_int_scalar_range_is_checked():
     A = placeholder((4,), "int8", name="A")
     n = var("n", "int8")
