@@ -70,7 +70,14 @@ def _fold_float(cls, a: float, b: float, dtype: str):
     return None
 
 
-def _fold_int(cls, a: int, b: int):
+def fold_int(cls, a: int, b: int):
+    """``a <cls> b`` for Python ints (floor division and modulo as Python's), or None when
+    ``cls`` is not an arithmetic node or the divisor is 0.
+
+    Example:
+        >>> fold_int(E.FloorDiv, -7, 2), fold_int(E.Max, 3, 5), fold_int(E.FloorMod, 1, 0)
+        (-4, 5, None)
+    """
     if cls is E.Add: return a + b
     if cls is E.Sub: return a - b
     if cls is E.Mul: return a * b
@@ -81,8 +88,9 @@ def _fold_int(cls, a: int, b: int):
     return None
 
 
-_COMPARE = {E.EQ: lambda a, b: a == b, E.NE: lambda a, b: a != b, E.LT: lambda a, b: a < b,
-            E.LE: lambda a, b: a <= b, E.GT: lambda a, b: a > b, E.GE: lambda a, b: a >= b}
+COMPARISONS = {E.EQ: lambda a, b: a == b, E.NE: lambda a, b: a != b, E.LT: lambda a, b: a < b,
+               E.LE: lambda a, b: a <= b, E.GT: lambda a, b: a > b, E.GE: lambda a, b: a >= b}
+"""Each comparison node's class -> the comparison of two Python values."""
 
 
 def _is_const(e, value=None) -> bool:
@@ -382,7 +390,7 @@ class _Simplifier(Mutator):
         if dt.is_float(dtype):
             v = _fold_float(cls, a.value, b.value, dtype)
         else:
-            v = _fold_int(cls, int(a.value), int(b.value))
+            v = fold_int(cls, int(a.value), int(b.value))
         return None if v is None else make_const(v, dtype)
 
     def visit_Div(self, e):
@@ -485,7 +493,7 @@ class _Simplifier(Mutator):
     def _compare(self, e):
         a, b = e.a, e.b
         if _is_const(a) and _is_const(b):
-            return E.Const(bool(_COMPARE[type(e)](a.value, b.value)), "bool")
+            return E.Const(bool(COMPARISONS[type(e)](a.value, b.value)), "bool")
         if same(a, b) and not dt.is_float(a.dtype):
             return E.Const(type(e) in (E.EQ, E.LE, E.GE), "bool")
         if _is_index(a) and _is_index(b):  # index arithmetic does not wrap; data might

@@ -32,7 +32,7 @@ import llvmlite.ir as ir
 from .. import dtype as dt
 from .. import expr as E
 from .. import stmt as S
-from ..simplify import Linear, linear_coefficient, simplify, sum_of_simplified
+from ..simplify import COMPARISONS, Linear, fold_int, linear_coefficient, simplify, sum_of_simplified
 from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARALLEL_FOR, PARAM_ALIGN, STATUS_BAD_ARGUMENT,
                            STATUS_NO_MEMORY, STATUS_OK)
 from ..node import IdentityMemo, same
@@ -323,8 +323,9 @@ class CodeGen(Visitor):
                 self.visit(s.else_body, else_ctx)
                 ctx.builder = else_ctx.builder
             return
-        if _known(cond) is not None:         # decided at compile time (an unrolled copy's guard)
-            body = s.then_body if _known(cond) else s.else_body
+        decided = _known(cond)
+        if decided is not None:              # decided at compile time (an unrolled copy's guard)
+            body = s.then_body if decided else s.else_body
             if body is not None:
                 self.visit(body, ctx)
             return
@@ -760,9 +761,7 @@ class CodeGen(Visitor):
         op = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}[type(e)]
         src = e.a.dtype
         if src in _INDEX_TYPES and _known(a) is not None and _known(b) is not None:
-            x, y = _known(a), _known(b)
-            return constant(I1, int({"==": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y,
-                                     ">=": x >= y}[op]))
+            return constant(I1, int(COMPARISONS[type(e)](_known(a), _known(b))))
         if dt.is_float(src):
             # ordered comparisons, except != which is true when either side is NaN (as numpy)
             return ctx.builder.fcmp_unordered(op, a, b) if op == "!=" else ctx.builder.fcmp_ordered(op, a, b)
@@ -779,8 +778,9 @@ class CodeGen(Visitor):
 
     def visit_Select(self, e, ctx):
         cond = self.visit(e.cond, ctx)
-        if _known(cond) is not None:     # decided at compile time: only the side it takes
-            return self.visit(e.true_value if _known(cond) else e.false_value, ctx)
+        decided = _known(cond)
+        if decided is not None:          # decided at compile time: only the side it takes
+            return self.visit(e.true_value if decided else e.false_value, ctx)
         b = ctx.builder
         has_load = any(isinstance(n, E.BufferLoad) for side in (e.true_value, e.false_value) for n in walk(side))
         if isinstance(cond.type, ir.VectorType):
@@ -980,11 +980,6 @@ def _known(value):
     return unsigned - (1 << bits) if bits > 1 and unsigned >> (bits - 1) else unsigned
 
 
-_FOLDS = {E.Add: lambda x, y: x + y, E.Sub: lambda x, y: x - y, E.Mul: lambda x, y: x * y,
-          E.Min: min, E.Max: max,
-          E.FloorDiv: lambda x, y: x // y if y else None, E.FloorMod: lambda x, y: x % y if y else None}
-
-
 def _fold(cls, a, b):
     """``a <cls> b`` without code, for signed integer ``a`` and ``b``: a constant when both are
     constants and the result fits their type (floor division and modulo as Python's), or one operand when the
@@ -996,16 +991,16 @@ def _fold(cls, a, b):
         >>> _fold(E.Add, constant(I64, 0), constant(I64, 5)) is constant(I64, 5)
         True
     """
-    x, y, fold = _known(a), _known(b), _FOLDS.get(cls)
+    x, y = _known(a), _known(b)
     if a.type != b.type or not isinstance(a.type, ir.IntType):
         return None
     if (cls is E.Add and x == 0) or (cls is E.Mul and x == 1):
         return b
     if (cls in (E.Add, E.Sub) and y == 0) or (cls is E.Mul and y == 1):
         return a
-    if x is None or y is None or fold is None:
+    if x is None or y is None:
         return None
-    result = fold(x, y)
+    result = fold_int(cls, x, y)
     bits = a.type.width
     if result is None or not -(1 << (bits - 1)) <= result < (1 << (bits - 1)):
         return None
