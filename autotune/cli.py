@@ -78,7 +78,7 @@ from .log import LogWriteError, export_log, import_log, read_log
 from .measure import MeasureOptions, compare_outputs, weight_bytes, weights_outgrow_caches
 from .model_check import PAUSE, WARMUP, check_in_model, random_feeds, settle
 from .plots import PlotError
-from .record import ERROR_KINDS
+from .record import ERROR_KINDS, first_measurements
 from .target import current_target
 from .tune import SCHEDULERS, tune
 from .tuner import TUNERS
@@ -967,8 +967,9 @@ def cmd_plot(args) -> int:
     prepare_image(args.output, "-o")
     curves = plots.tuning_curves(records, descriptions)
     unit = plots.draw_tuning_curves(curves, args.output, title=f"{Path(args.source).name}: best so far per task")
-    failed = sum(not r.is_ok for r in records)
-    print(f"wrote {args.output}: {len(curves)} task(s), {len(records)} trial(s) ({failed} failed), "
+    trials = first_measurements(records)       # the default timed again at each batch's head is no trial
+    failed = sum(not r.is_ok for r in trials)
+    print(f"wrote {args.output}: {len(curves)} task(s), {len(trials)} trial(s) ({failed} failed), "
           f"best so far in {unit}")
     return EXIT_OK
 

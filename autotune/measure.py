@@ -47,7 +47,7 @@ from tensorir.runtime.kernel import Kernel
 from tensorir.runtime.prepacked import PrepackedKernel
 from tensorir.runtime.target import Target
 
-from .executor import Executor, default_executor
+from .executor import Executor, JobResult, default_executor
 from .record import ERROR_KINDS
 from .task import Task, random_inputs
 from tensorir.errors import TilefuseError
@@ -386,7 +386,7 @@ def call_as_in_graph(kernel, arrays, constants=()):
 
 # ---------------------------------------------------------------------------- the parent's side
 
-_reference_blobs: OrderedDict = OrderedDict()   # (task key, builder) -> default-config kernel bytes
+_reference_blobs: OrderedDict = OrderedDict()   # (task key, default, builder) -> default-config kernel bytes
 
 
 def _builder_id(builder) -> str:
@@ -405,7 +405,9 @@ def _as_config(task: Task, config) -> Config:
 def measure_batch(task: Task, configs, options: MeasureOptions | None = None,
                   executor: Executor | None = None, *, builder=build_candidate) -> list[MeasureResult]:
     """Build, check and time ``configs`` of ``task``; one MeasureResult per config, in order
-    (a config listed several times is built once and timed at each of its places, in turn).
+    (a config listed several times is built once and timed at each of its places, in turn;
+    the default config is built once per task and builder, and its kernel kept for the next
+    batches: the candidates' reference, and the tuner's yardstick).
 
     ``executor`` defaults to the shared ``LocalExecutor``; ``builder`` (a picklable top-level
     function ``(task, config) -> Kernel``, default ``build_candidate``) builds each candidate
@@ -428,32 +430,29 @@ def measure_batch(task: Task, configs, options: MeasureOptions | None = None,
         return []
     executor = default_executor() if executor is None else executor
 
-    firsts = {}                 # each distinct config is built once, however often it is timed
-    built_as = [firsts.setdefault(c, len(firsts)) for c in configs]
-    calls = [(_build_job, (task, c.values, builder)) for c in firsts]
-    reference_blob, reference_at = None, None
-    if options.check:
-        ref_key = (task.key, _builder_id(builder))
-        reference_blob = _reference_blobs.get(ref_key)
-        if reference_blob is None:
-            default = task.template.default_config()
-            reference_at = firsts.get(default, len(calls))
-            if reference_at == len(calls):
-                calls.append((_build_job, (task, default.values, builder)))
-    built = executor.run(calls, options.timeout, parallel=True)
-    if reference_at is not None:
-        made = built[reference_at]
-        if not made.ok:
-            raise MeasureError(f"task {task.name}: the default config, which candidates are checked against, "
-                               f"failed to build ({made.error}): {made.message}")
-        reference_blob = made.value[0]
-        _reference_blobs[ref_key] = reference_blob
+    default = task.template.default_config()
+    ref_key = (task.key, default.to_json(), _builder_id(builder))  # the key alone misses constant weights
+    known = _reference_blobs.get(ref_key)       # the default's kernel, as an earlier batch built it
+    to_build = [c for c in dict.fromkeys(configs) if not (c == default and known is not None)]
+    if options.check and known is None and default not in to_build:
+        to_build.append(default)                # the reference the candidates are checked against
+    calls = [(_build_job, (task, c.values, builder)) for c in to_build]
+    built = dict(zip(to_build, executor.run(calls, options.timeout, parallel=True) if calls else []))
+    if known is None and default in built and built[default].ok:
+        known = _reference_blobs[ref_key] = built[default].value[0]
         while len(_reference_blobs) > 32:
             _reference_blobs.popitem(last=False)
+    if options.check and known is None:
+        made = built[default]
+        raise MeasureError(f"task {task.name}: the default config, which candidates are checked against, "
+                           f"failed to build ({made.error}): {made.message}")
+    if known is not None and default not in built:          # timed again (the tuner's yardstick): not rebuilt
+        built[default] = JobResult(value=(known, 0.0))
+    reference_blob = known if options.check else None
 
     results: list[MeasureResult | None] = [None] * len(configs)
     runs, run_at = [], []
-    for i, (config, made) in enumerate(zip(configs, (built[k] for k in built_as))):
+    for i, (config, made) in enumerate(zip(configs, (built[c] for c in configs))):
         if made.ok:
             runs.append((_run_job, (task, made.value[0], reference_blob, options, task.target.key)))
             run_at.append(i)
@@ -461,7 +460,7 @@ def measure_batch(task: Task, configs, options: MeasureOptions | None = None,
             kind = "compile" if made.error == "exception" else made.error
             results[i] = MeasureResult(config.values, (), kind, made.message, made.seconds)
     for i, ran in zip(run_at, executor.run(runs, options.timeout, parallel=False)):
-        build_seconds = built[built_as[i]].value[1]
+        build_seconds = built[configs[i]].value[1]
         if not ran.ok:
             kind = "runtime" if ran.error == "exception" else ran.error
             results[i] = MeasureResult(configs[i].values, (), kind, ran.message, build_seconds)

@@ -28,6 +28,8 @@ from pathlib import Path
 
 from tensorir.errors import TilefuseError
 
+from .record import first_measurements
+
 MATPLOTLIB_MISSING = "matplotlib is not installed: pip install -e '.[plot]' (or pip install 'matplotlib>=3.7')"
 GRAPHVIZ_MISSING = ("Graphviz is not installed (no `dot` program on PATH): apt install graphviz "
                     "(or brew install graphviz); `-o GRAPH.dot` writes the DOT text without it")
@@ -164,7 +166,8 @@ def _labels(groups: list, descriptions: dict) -> list:
 
 def tuning_curves(records, descriptions: dict | None = None) -> list:
     """One ``TuningCurve`` per task (workload and target) of ``records``, each in measurement
-    order (by timestamp; stored order on a tie), the tasks in the order of their first
+    order (by timestamp; stored order on a tie) and of its trials only (``first_measurements``:
+    not the default timed again at the head of each batch), the tasks in the order of their first
     measurement. ``descriptions`` maps workload keys to their descriptions (the database's
     workloads, ``Task.describe()``): they give the output shape in the label and the flop
     count.
@@ -181,7 +184,7 @@ def tuning_curves(records, descriptions: dict | None = None) -> list:
     grouped: dict = {}
     for record in sorted(records, key=lambda r: r.timestamp):     # stable: stored order on a tie
         grouped.setdefault((record.workload_key, record.target_key), []).append(record)
-    groups = [(key, target, rs) for (key, target), rs in grouped.items()]
+    groups = [(key, target, first_measurements(rs)) for (key, target), rs in grouped.items()]
     return [TuningCurve(label, key, target, tuple(range(1, len(rs) + 1)), best_so_far(rs),
                         _flop(descriptions.get(key, {})))
             for label, (key, target, rs) in zip(_labels(groups, descriptions), groups)]

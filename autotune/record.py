@@ -288,6 +288,25 @@ _V1_FIELDS = ("workload_key", "task_name", "template", "config", "costs", "error
               "timestamp", "build_seconds")
 
 
+def first_measurements(records) -> list:
+    """The trials among ``records`` (in measurement order): each one's first measurement of a
+    config on a workload and target. A later record of the same config is a re-timing (the
+    tuner times the default at the head of every batch as its yardstick), not a trial.
+
+    Example:
+        >>> rs = [Record.create("w", "t", "x", {"a": a}, costs=[c]) for a, c in ((0, 2.0), (1, 1.0), (0, 3.0))]
+        >>> [(r.config["a"], r.mean_cost) for r in first_measurements(rs)]
+        [(0, 2.0), (1, 1.0)]
+    """
+    seen, found = set(), []
+    for record in records:
+        key = (record.workload_key, record.target_key, record.config_key)
+        if key not in seen:
+            seen.add(key)
+            found.append(record)
+    return found
+
+
 def _legacy_error(error: Any) -> tuple[str | None, str]:
     if error is None:
         return None, ""

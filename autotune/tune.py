@@ -6,9 +6,12 @@ the time budget over the tasks by weight (what one task leaves unused goes to th
 measures the default config first (the baseline of the report) and the template's
 ``starting_points`` (its other algorithms at their rule-based settings) in the first batch,
 resumes from the records already in the database for this CPU (they count toward the trials,
-so running the same command again measures nothing new; no config is measured twice, even by
+so running the same command again measures nothing new; no candidate is measured twice, even by
 several tuners on one database: each batch is claimed in the database before it is measured,
-and configs another tuner has measured or claimed are left to it), catches the log up with
+and configs another tuner has measured or claimed are left to it), times the default again at
+the head of every batch (the yardstick: a shared machine's speed drifts, 1.6x over minutes on
+a busy VM, so each candidate is ranked by its cost over the default's in its own batch, times
+the median of the default's costs; those repeated records are re-timings, not trials), catches the log up with
 the database's records of each task (a log write that failed, or a kill between the two
 writes, leaves the log short until the next run), warm-starts the xgb model with the records
 of earlier tasks of the same template (transfer learning), and stops a task early when its
@@ -26,7 +29,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -36,7 +39,7 @@ from .database import Database, Pick
 from .features import features_of
 from .log import append_records
 from .measure import MeasureError, MeasureOptions, measure_batch
-from .record import Record, config_key
+from .record import Record, config_key, first_measurements
 from .target import current_target
 from .task import Task
 from .tuner import TUNERS, EarlyStopping, make_tuner, result_cost
@@ -301,6 +304,53 @@ def _template_signature(task: Task):
     return task.template_name, tuple((name, len(k.candidates)) for name, k in task.space.knobs.items())
 
 
+class Yardstick:
+    """The default config timed at the head of each batch, and what the other configs cost
+    relative to it. ``note(records)`` reads records in measurement order: a record of the
+    default (``default_key``) is a batch's yardstick, and each later record of another config
+    gets the ratio of its cost to that one's. ``cost(key, raw)`` is config ``key``'s ratio
+    times ``reference``, the median of the default's timings, so that a batch a slow spell of
+    the machine met ranks as the others do; a config without a ratio (measured before any
+    yardstick, or right after one that failed) keeps its ``raw`` cost. Replaying a task's
+    records gives again the costs its run ranked by.
+
+    Example:
+        >>> from autotune.record import Record
+        >>> def timed(knob, cost): return Record.create("w", "t", "x", {"k": knob}, costs=[cost])
+        >>> stick = Yardstick(timed(0, 1.0).config_key)
+        >>> stick.note([timed(0, 1.0), timed(1, 0.9), timed(0, 1.6), timed(2, 1.2)])  # a slow batch
+        >>> stick.reference, stick.cost(timed(1, 0).config_key, 0.9), stick.cost(timed(2, 0).config_key, 1.2)
+        (1.3, 1.17, 0.975)
+    """
+
+    def __init__(self, default_key: str):
+        self.default_key = default_key
+        self.defaults: list[float] = []
+        self.ratios: dict[str, float] = {}
+        self._current = None
+
+    def note(self, records) -> None:
+        """Read ``records`` (of this task, in measurement order)."""
+        for r in records:
+            if r.config_key == self.default_key:
+                self._current = r.mean_cost if r.is_ok and r.mean_cost > 0 else None
+                if self._current is not None:
+                    self.defaults.append(self._current)
+                    self.ratios[r.config_key] = 1.0
+            elif r.is_ok and self._current is not None:
+                self.ratios.setdefault(r.config_key, r.mean_cost / self._current)
+
+    @property
+    def reference(self) -> float:
+        """The median of the default's timings (inf before the first)."""
+        return float(np.median(self.defaults)) if self.defaults else math.inf
+
+    def cost(self, key: str, raw: float) -> float:
+        """Config ``key``'s cost on the scale of ``reference`` (``raw`` when it has no ratio)."""
+        ratio = self.ratios.get(key)
+        return raw if ratio is None else round(ratio * self.reference, 15)
+
+
 def _record(task: Task, config: Config, result, target) -> Record:
     return Record.create(task.key, task.name, task.template_name, dict(config.values), costs=result.costs,
                          error_kind=result.error_kind, error_msg=result.error_msg or "",
@@ -336,12 +386,17 @@ def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned)
                        seed=seed, **extra)
     tuner.start_with(task.template.starting_points())
     default = task.template.default_config()
+    default_key = config_key(dict(default.values))
+    stick, trials = Yardstick(default_key), []       # trials: the task's first measurements of configs
     if setting.resume:
-        old = [r for r in database.records(task.key, target.key)]
-        if old:
-            tuner.update([Config(r.config) for r in old], old)
-            report.resumed = len(old)
-            _note_best(report, old, default)
+        old = database.records(task.key, target.key)
+        stick.note(old)
+        trials = first_measurements(old)
+        if trials:
+            tuner.update([Config(r.config) for r in trials],
+                         [_on_scale(r, stick.cost(r.config_key, r.mean_cost)) for r in trials])
+            report.resumed = len(trials)
+            _note_best(report, trials, stick)
     stopper = EarlyStopping(setting.early_stopping) if setting.early_stopping else None
     started = time.monotonic()
 
@@ -379,37 +434,45 @@ def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned)
             keys = [key for key in keys if key in granted]
             if not batch:
                 continue
+        timed = batch if default in batch else [default, *batch]     # the yardstick heads the batch
         try:
             try:
-                results = measure_batch(task, batch, setting.options, setting.executor)
+                results = measure_batch(task, timed, setting.options, setting.executor)
             except MeasureError as err:
                 report.errors["compile"] += 1
                 report.first_error.setdefault("compile", str(err))
                 report.messages.append(("compile", str(err)))
                 report.stopped = "default config failed"
                 break
-            records = [_record(task, cfg, res, target) for cfg, res in zip(batch, results)]
+            records = [_record(task, cfg, res, target) for cfg, res in zip(timed, results)]
             database.add_many(records)      # ends the claims
         finally:
             database.release(task.key, target.key, keys)
         if log is not None:
             append_records(log, records)
-        tuner.update(batch, results)
+        stick.note(records)
+        if timed is not batch:
+            results, records = results[1:], records[1:]
+        tuner.update(batch, [_on_scale(res, stick.cost(key, result_cost(res))) for key, res in zip(keys, results)])
         report.trials += len(batch)
         for res in results:
             if res.error_kind is not None:
                 report.errors[res.error_kind] += 1
                 report.first_error.setdefault(res.error_kind, res.error_msg.splitlines()[0] if res.error_msg else "")
                 report.messages.append((res.error_kind, res.error_msg))
-        _note_best(report, records, default)
+        trials += records
+        _note_best(report, trials, stick)
         if stopper is not None:
             stopper.record_results(results)
         if setting.progress is not None:
             setting.progress(report, report.resumed + report.trials, planned)
-    _note_best(report, database.records(task.key, target.key), default)   # other tuners' records too
+    stick = Yardstick(default_key)          # every record again, in order: other tuners' too
+    stick.note(everything := database.records(task.key, target.key))
+    _note_best(report, first_measurements(everything), stick)
     report.pick = database.pick(task.key, target.key)
     if report.trials or report.pick is None:
-        _check_against_default(task, report, default, database, setting.options, setting.executor, target)
+        _check_against_default(task, report, default, database, setting.options, setting.executor, target,
+                               lambda r: stick.cost(r.config_key, r.mean_cost))
     return tuner
 
 
@@ -423,7 +486,7 @@ CHECK_MARGIN = 0.01
 """The tuned config is applied only when its best round is at least this much below the default's."""
 
 
-def _check_against_default(task, report, default, database, options, executor, target) -> None:
+def _check_against_default(task, report, default, database, options, executor, target, cost) -> None:
     """Measure the default and the search's ``CHECK_CANDIDATES`` best configs in turn
     (``CHECK_ROUNDS`` rounds, each config once per round, so all of them meet the same
     machine) and keep the one to compile with as the workload's pick: the candidate with the
@@ -433,7 +496,7 @@ def _check_against_default(task, report, default, database, options, executor, t
     if report.best_config is None or not math.isfinite(report.default_cost):
         return
     candidates = _best_configs(task, database.records(task.key, target.key, ok_only=True), default,
-                               CHECK_CANDIDATES)
+                               CHECK_CANDIDATES, cost)
     if not candidates:
         report.pick = Pick(dict(default.values), report.default_cost, report.best_cost, 0.0)
     else:
@@ -454,12 +517,12 @@ def _check_against_default(task, report, default, database, options, executor, t
     database.set_pick(task.key, target.key, report.pick)
 
 
-def _best_configs(task, records, default: Config, count: int) -> list[Config]:
+def _best_configs(task, records, default: Config, count: int, cost=lambda r: r.mean_cost) -> list[Config]:
     """Up to ``count`` distinct configs of ``records`` (ok ones) other than ``default`` that
     are points of the task's space (a record from before the space changed is not), the least
-    mean cost first."""
+    ``cost`` (a record's, in seconds) first."""
     default_key, seen, found = config_key(dict(default.values)), set(), []
-    for r in sorted(records, key=lambda r: r.mean_cost):
+    for r in sorted(records, key=cost):
         if len(found) == count:
             break
         if r.config_key == default_key or r.config_key in seen:
@@ -483,12 +546,25 @@ def _round_cost(result) -> float:
     return float(np.median(result.costs))
 
 
-def _note_best(report: TaskReport, records, default: Config) -> None:
-    default_key = config_key(dict(default.values))
-    for r in records:
+def _on_scale(result, cost: float):
+    """``result`` with its costs scaled so that their mean is ``cost`` (an error as it is)."""
+    raw = result_cost(result)
+    if not (math.isfinite(raw) and math.isfinite(cost)) or raw == cost:
+        return result
+    return replace(result, costs=tuple(c * cost / raw for c in result.costs))
+
+
+def _note_best(report: TaskReport, trials, stick: Yardstick) -> None:
+    """Set the report's default cost (the yardstick's reference, else the default's record),
+    best cost and best config from the ok records of ``trials``, on the yardstick's scale."""
+    report.best_cost, report.best_config = math.inf, None
+    if stick.defaults:
+        report.default_cost = stick.reference
+    for r in trials:
         if not r.is_ok:
             continue
-        if r.config_key == default_key and not math.isfinite(report.default_cost):
-            report.default_cost = r.mean_cost
-        if r.mean_cost < report.best_cost:
-            report.best_cost, report.best_config = r.mean_cost, dict(r.config)
+        cost = stick.cost(r.config_key, r.mean_cost)
+        if r.config_key == stick.default_key and not stick.defaults:
+            report.default_cost = cost
+        if cost < report.best_cost:
+            report.best_cost, report.best_config = cost, dict(r.config)

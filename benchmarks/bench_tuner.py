@@ -29,6 +29,7 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 
 import autotune  # noqa: E402
+from autotune.record import first_measurements  # noqa: E402
 from tensorir import compute, placeholder, reduce_axis, sum as rsum  # noqa: E402
 from tensorir.ops import nn, window  # noqa: E402
 
@@ -79,7 +80,7 @@ def run(task, tuner: str, seed: int, trials: int):
     started = time.monotonic()
     autotune.tune([task], trials=trials, db=db, tuner=tuner, seed=seed, scheduler="sequential")
     seconds = time.monotonic() - started
-    records = db.records(task.key)          # in measurement order
+    records = first_measurements(db.records(task.key))      # the trials, in measurement order
     db.close()
     return best_so_far(records), len(records) / seconds
 

@@ -19,13 +19,14 @@ from autotune.cli import (EXIT_BAD_INPUT, EXIT_BUDGET_EXHAUSTED, EXIT_OK, EXIT_U
                           TaskSummary, main, parse_duration, summarize, tune_table)
 from autotune.database import Database
 from autotune.log import read_log
-from autotune.record import Record
+from autotune.record import Record, first_measurements
 from autotune.task import Task
 from autotune.tune import TaskReport
 from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType, load_json
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = ["--tuner", "random", "--trials", "4", "--min-repeat-ms", "0", "--scheduler", "sequential"]  # 2 per task
+RECORDS = 6    # per task: the default, then a batch of one candidate headed by the default timed again
 
 
 def tiny_graph(n=8, k=16, m=8) -> Graph:
@@ -87,7 +88,8 @@ def test_tune_writes_database_log_and_a_table_per_task(tuned):
     assert code == EXIT_OK, err
     assert tuned["db"].is_file()
     records = read_log(tuned["log"]).records
-    assert len(records) == 4 and not read_log(tuned["log"]).problems
+    assert len(records) == RECORDS and not read_log(tuned["log"]).problems
+    assert len(first_measurements(records)) == 4
     table = table_of(out)
     header = table.splitlines()[0].split()
     assert header[:4] == ["task", "template", "weight", "trials"] and header[-3:] == ["speedup", "checked", "errors"]
@@ -98,7 +100,7 @@ def test_tune_writes_database_log_and_a_table_per_task(tuned):
     assert " reduction " in rows[1]
     assert "4 new measurement(s), 0 resumed" in out
     with Database(tuned["db"]) as db:
-        assert len(db.records()) == 4 and len(db.best_all()) == 2
+        assert len(db.records()) == RECORDS and len(db.best_all()) == 2
         assert all(db.pick(key) is not None for key in db.best_all())
     assert "[1/2]" in out and "[2/2]" in out          # a plain progress line per batch (not a tty)
 
@@ -116,7 +118,7 @@ def test_no_resume_measures_again(tuned, tmp_path):
     assert run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log])[0] == EXIT_OK
     code, out, _ = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log, "--no-resume", "--seed", "3"])
     assert code == EXIT_OK and "4 new measurement(s), 0 resumed" in out
-    assert len(read_log(log).records) == 8
+    assert len(read_log(log).records) == 2 * RECORDS
 
 
 def _spy_options(monkeypatch):
@@ -302,33 +304,33 @@ def test_show_lists_records_and_reports_corrupt_lines_on_stderr(tuned, tmp_path)
     log.write_text("\n".join(lines[:2] + ["{not json", '{"kind": "other"}'] + lines[2:]) + "\n{\"trunc")
     code, out, err = run(["show", log])
     assert code == EXIT_OK
-    assert "4 record(s)" in out and "3 unreadable line(s)" in out
-    assert f"{log}:3: skipped: not valid JSON" in err and f"{log}:4:" in err and f"{log}:7:" in err
+    assert f"{RECORDS} record(s)" in out and "3 unreadable line(s)" in out
+    assert f"{log}:3: skipped: not valid JSON" in err and f"{log}:4:" in err and f"{log}:{RECORDS + 3}:" in err
     data = json.loads(run(["show", log, "--json"])[1])
-    assert len(data["records"]) == 4 and [p["line"] for p in data["problems"]] == [3, 4, 7]
+    assert len(data["records"]) == RECORDS and [p["line"] for p in data["problems"]] == [3, 4, RECORDS + 3]
 
 
 def test_export_then_import_round_trips_and_is_idempotent(tuned, tmp_path):
     out_log, new_db = tmp_path / "out.jsonl", tmp_path / "new.db"
     code, out, _ = run(["export", "--db", tuned["db"], out_log])
-    assert code == EXIT_OK and out.startswith("exported 4 of 4 record(s)")
-    assert run(["export", "--db", tuned["db"], out_log])[1].startswith("exported 0 of 4")
+    assert code == EXIT_OK and out.startswith(f"exported {RECORDS} of {RECORDS} record(s)")
+    assert run(["export", "--db", tuned["db"], out_log])[1].startswith(f"exported 0 of {RECORDS}")
     code, out, _ = run(["import", out_log, "--db", new_db])
-    assert code == EXIT_OK and out.startswith("imported 4 record(s)") and "(0 already there)" in out
+    assert code == EXIT_OK and out.startswith(f"imported {RECORDS} record(s)") and "(0 already there)" in out
     assert run(["import", out_log, "--db", new_db])[1].startswith("imported 0 record(s)")
     with Database(new_db) as a, Database(tuned["db"]) as b:
         assert set(a.records()) == set(b.records())
     with out_log.open("a") as f:
         f.write("garbage\n")
     code, out, err = run(["import", out_log, "--db", new_db])
-    assert code == EXIT_OK and "1 unreadable line(s)" in out and ":5: skipped" in err
+    assert code == EXIT_OK and "1 unreadable line(s)" in out and f":{RECORDS + 1}: skipped" in err
 
 
 def test_export_one_workload_by_key_prefix(tuned, tmp_path):
     with Database(tuned["db"]) as db:
         key = db.records()[0].workload_key
     code, out, _ = run(["export", "--db", tuned["db"], tmp_path / "one.jsonl", "--workload", key[:10]])
-    assert code == EXIT_OK and out.startswith("exported 2 of 2 record(s) of workload")
+    assert code == EXIT_OK and out.startswith(f"exported {RECORDS // 2} of {RECORDS // 2} record(s) of workload")
     assert {r.workload_key for r in read_log(tmp_path / "one.jsonl").records} == {key}
     code, _, err = run(["export", "--db", tuned["db"], tmp_path / "x.jsonl", "--workload", "zz"])
     assert code == EXIT_BAD_INPUT and "no workload 'zz'" in err
@@ -424,7 +426,7 @@ def test_python_m_autotune_runs_the_command(tuned, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-m", "autotune", "show", str(tuned["log"])], cwd=tmp_path,
                           capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 0 and "4 record(s)" in done.stdout
+    assert done.returncode == 0 and f"{RECORDS} record(s)" in done.stdout
     done = subprocess.run([sys.executable, "-m", "autotune", "tune", "missing.json", "--trials", "4"],
                           cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 2 and "no such graph file" in done.stderr

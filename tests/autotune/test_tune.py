@@ -4,6 +4,7 @@ import math
 import pytest
 
 from autotune import Database, Task, read_log, tune
+from autotune.record import config_key, first_measurements
 from autotune.tune import _template_signature
 from tensorir import compute, placeholder, reduce_axis, sum as rsum
 
@@ -28,11 +29,12 @@ def test_records_go_to_db_and_log_and_the_report_adds_up(tmp_path):
                      progress=lambda rep, done, planned: seen.append((done, planned)))
     assert report.trials == 6 and report.resumed == 0 and report.stopped == "trials"
     assert seen[-1] == (6, 6) and seen[0] == (1, 6)          # the default config is measured first
-    records = db.records(task.key)
-    assert len(records) == 6 and len({r.config_key for r in records}) == 6
-    assert dict(records[0].config) == dict(task.template.default_config().values)
+    default = dict(task.template.default_config().values)
+    records = db.records(task.key)      # the baseline, then a batch of 5 headed by the default again
+    assert len(records) == 7 and [dict(r.config) == default for r in records[:3]] == [True, True, False]
+    assert len(first_measurements(records)) == 6 == len({r.config_key for r in records})
     contents = read_log(log)
-    assert len(contents.records) == 6 and not contents.problems
+    assert len(contents.records) == 7 and not contents.problems
     assert math.isfinite(report.default_cost) and report.best_cost <= report.default_cost
     assert report.best_config in [dict(r.config) for r in records]
     assert report.speedup >= 1 and report.gflops(report.best_cost) > 0
@@ -47,8 +49,13 @@ def test_a_second_run_resumes_and_measures_nothing_new(tmp_path):
     (more,) = tune([task], trials=8, db=path, tuner="random", seed=0)
     assert more.trials == 3 and more.resumed == 5
     with Database(path) as db:
-        keys = [r.config_key for r in db.records(task.key)]
-    assert len(keys) == 8 == len(set(keys))             # no config measured twice
+        records = db.records(task.key)
+        firsts = {id(r) for r in first_measurements(records)}
+        keys = [r.config_key for r in records if id(r) in firsts]
+        retimed = [r.config_key for r in records if id(r) not in firsts]
+        default_key = config_key(dict(task.template.default_config().values))
+    assert len(keys) == 8 == len(set(keys))             # no candidate measured twice
+    assert set(retimed) == {default_key}                # only the yardstick is timed again
 
 
 def test_trials_are_shared_by_weight_and_spaces_run_out():
@@ -158,8 +165,9 @@ def test_two_tuners_on_one_database_measure_no_config_twice(tmp_path):
         p.join(300)
     assert [p.exitcode for p in workers] == [0, 0]
     with Database(path) as db:
-        keys = [r.config_key for r in db.records(scale(3000).key)]
-        assert len(keys) == len(set(keys)) >= 10
+        default_key = config_key(dict(scale(3000).template.default_config().values))
+        keys = [r.config_key for r in db.records(scale(3000).key) if r.config_key != default_key]
+        assert len(keys) == len(set(keys)) >= 9
         assert db.claims() == []                                 # every claim ended with its record
 
 
@@ -370,7 +378,34 @@ def test_a_3x3_convolution_measures_winograd_at_each_tile_size_in_its_first_batc
     task = Task(ops.relu(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1])))
     db = Database(":memory:")
     (report,) = tune([task], trials=7, db=db, tuner="random", seed=0, batch_size=8)
-    measured = [r.config for r in db.records(task.key)]
+    measured = [r.config for r in first_measurements(db.records(task.key))]
     assert [(c["winograd"], c["winograd_fused"]) for c in measured] == [(0, False), (2, False), (2, True), (3, False),
                                                                         (3, True), (4, False), (4, True)]
     assert all(r.is_ok for r in db.records(task.key)), [r.error_msg for r in db.records(task.key)]
+
+
+def test_candidates_rank_against_the_default_timed_in_their_own_batch(monkeypatch):
+    import importlib
+    from autotune.measure import MeasureResult
+    tune_module = importlib.import_module("autotune.tune")
+    task = scale(4000)
+    default = task.template.default_config()
+    costs, batches = {default: 1e-3}, []
+    own = iter([0.9e-3, 0.95e-3, 0.6e-3, 1.0e-3])    # the candidates' costs on a steady machine
+
+    def measure(task_, configs, options, executor):
+        batches.append(list(configs))
+        slow = 2.0 if len(batches) == 3 else 1.0      # the third batch meets a machine twice as slow
+        for c in configs:
+            if c not in costs:
+                costs[c] = next(own)
+        return [MeasureResult(c.values, (costs[c] * slow,)) for c in configs]
+    monkeypatch.setattr(tune_module, "measure_batch", measure)
+    db = Database(":memory:")
+    (report,) = tune([task], trials=5, db=db, tuner="grid", batch_size=2)
+    assert [len(b) for b in batches[:3]] == [1, 3, 3] and all(b[0] == default for b in batches[:3])
+    fast = next(c for c, cost in costs.items() if cost == 0.6e-3)       # measured at 1.2e-3 in the slow batch
+    assert report.best_config == dict(fast.values) and report.best_cost == pytest.approx(0.6e-3)
+    assert report.default_cost == pytest.approx(1e-3)            # the median of the default's timings
+    records = db.records(task.key)
+    assert max(r.mean_cost for r in records if r.config_key == config_key(dict(fast.values))) == pytest.approx(1.2e-3)
