@@ -167,7 +167,7 @@ def _labels(groups: list, descriptions: dict) -> list:
 def tuning_curves(records, descriptions: dict | None = None) -> list:
     """One ``TuningCurve`` per task (workload and target) of ``records``, each in measurement
     order (by timestamp; stored order on a tie) and of its trials only (``first_measurements``:
-    not the default timed again at the head of each batch), the tasks in the order of their first
+    not the default timed again around each batch), the tasks in the order of their first
     measurement. ``descriptions`` maps workload keys to their descriptions (the database's
     workloads, ``Task.describe()``): they give the output shape in the label and the flop
     count.

@@ -291,7 +291,7 @@ _V1_FIELDS = ("workload_key", "task_name", "template", "config", "costs", "error
 def first_measurements(records) -> list:
     """The trials among ``records`` (in measurement order): each one's first measurement of a
     config on a workload and target. A later record of the same config is a re-timing (the
-    tuner times the default at the head of every batch as its yardstick), not a trial.
+    tuner times the default around every batch as its yardstick), not a trial.
 
     Example:
         >>> rs = [Record.create("w", "t", "x", {"a": a}, costs=[c]) for a, c in ((0, 2.0), (1, 1.0), (0, 3.0))]

@@ -9,9 +9,10 @@ resumes from the records already in the database for this CPU (they count toward
 so running the same command again measures nothing new; no candidate is measured twice, even by
 several tuners on one database: each batch is claimed in the database before it is measured,
 and configs another tuner has measured or claimed are left to it), times the default again at
-the head of every batch (the yardstick: a shared machine's speed drifts, 1.6x over minutes on
-a busy VM, so each candidate is ranked by its cost over the default's in its own batch, times
-the median of the default's costs; those repeated records are re-timings, not trials), catches the log up with
+the head and the tail of every batch (the ``Yardstick``: a shared machine's speed drifts, 1.5x
+for minutes on a busy VM, so each candidate is ranked by its cost over the default's around
+it, times the median of the default's timings; those records are re-timings, not trials),
+catches the log up with
 the database's records of each task (a log write that failed, or a kill between the two
 writes, leaves the log short until the next run), warm-starts the xgb model with the records
 of earlier tasks of the same template (transfer learning), and stops a task early when its
@@ -305,40 +306,55 @@ def _template_signature(task: Task):
 
 
 class Yardstick:
-    """The default config timed at the head of each batch, and what the other configs cost
-    relative to it. ``note(records)`` reads records in measurement order: a record of the
-    default (``default_key``) is a batch's yardstick, and each later record of another config
-    gets the ratio of its cost to that one's. ``cost(key, raw)`` is config ``key``'s ratio
-    times ``reference``, the median of the default's timings, so that a batch a slow spell of
-    the machine met ranks as the others do; a config without a ratio (measured before any
-    yardstick, or right after one that failed) keeps its ``raw`` cost. Replaying a task's
-    records gives again the costs its run ranked by.
+    """The default config timed at the head and the tail of each batch, and what the other
+    configs cost relative to it. ``note(records)`` reads records in measurement order: each
+    record of another config than the default (``default_key``) gets the ratio of its cost to
+    the lesser of the default's timings just before and just after it (one of the two may
+    have met a burst of the machine's neighbours: the lesser makes no candidate look faster
+    than it is). ``cost(key, raw)`` is config ``key``'s ratio times ``reference``, the median
+    of the default's timings, so that a batch a slow spell of the machine met ranks as the
+    others do; a config without a ratio (no default timed around it) keeps its ``raw`` cost.
+    Replaying a task's records gives again the costs its run ranked by.
 
     Example:
         >>> from autotune.record import Record
         >>> def timed(knob, cost): return Record.create("w", "t", "x", {"k": knob}, costs=[cost])
         >>> stick = Yardstick(timed(0, 1.0).config_key)
-        >>> stick.note([timed(0, 1.0), timed(1, 0.9), timed(0, 1.6), timed(2, 1.2)])  # a slow batch
-        >>> stick.reference, stick.cost(timed(1, 0).config_key, 0.9), stick.cost(timed(2, 0).config_key, 1.2)
-        (1.3, 1.17, 0.975)
+        >>> stick.note([timed(0, 1.0), timed(1, 0.9), timed(0, 1.0),      # a steady batch
+        ...             timed(0, 1.6), timed(2, 1.2), timed(0, 1.6),      # a slow spell
+        ...             timed(0, 1.0), timed(3, 0.5), timed(0, 2.5)])     # a burst at the tail
+        >>> stick.reference, [stick.cost(timed(k, 0).config_key, 9.0) for k in (1, 2, 3, 4)]
+        (1.3, [1.17, 0.975, 0.65, 9.0])
     """
 
     def __init__(self, default_key: str):
         self.default_key = default_key
         self.defaults: list[float] = []
         self.ratios: dict[str, float] = {}
-        self._current = None
+        self._before = None             # the default's last timing
+        self._waiting: list = []        # the ok records since then
 
     def note(self, records) -> None:
         """Read ``records`` (of this task, in measurement order)."""
         for r in records:
-            if r.config_key == self.default_key:
-                self._current = r.mean_cost if r.is_ok and r.mean_cost > 0 else None
-                if self._current is not None:
-                    self.defaults.append(self._current)
-                    self.ratios[r.config_key] = 1.0
-            elif r.is_ok and self._current is not None:
-                self.ratios.setdefault(r.config_key, r.mean_cost / self._current)
+            if r.config_key != self.default_key:
+                if r.is_ok:
+                    self._waiting.append(r)
+                continue
+            timing = r.mean_cost if r.is_ok and r.mean_cost > 0 else None
+            if timing is not None:
+                self.defaults.append(timing)
+                self.ratios[r.config_key] = 1.0
+            self._settle(timing)
+            self._before = timing
+        self._settle(None)          # the last ones, with the timing before them (none after yet)
+
+    def _settle(self, after) -> None:
+        around = [t for t in (self._before, after) if t is not None]
+        for r in self._waiting:
+            if around:
+                self.ratios.setdefault(r.config_key, r.mean_cost / min(around))
+        self._waiting = []
 
     @property
     def reference(self) -> float:
@@ -434,7 +450,7 @@ def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned)
             keys = [key for key in keys if key in granted]
             if not batch:
                 continue
-        timed = batch if default in batch else [default, *batch]     # the yardstick heads the batch
+        timed = batch if default in batch else [default, *batch, default]   # the yardstick around the batch
         try:
             try:
                 results = measure_batch(task, timed, setting.options, setting.executor)
@@ -452,7 +468,7 @@ def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned)
             append_records(log, records)
         stick.note(records)
         if timed is not batch:
-            results, records = results[1:], records[1:]
+            results, records = results[1:-1], records[1:-1]
         tuner.update(batch, [_on_scale(res, stick.cost(key, result_cost(res))) for key, res in zip(keys, results)])
         report.trials += len(batch)
         for res in results:

@@ -26,7 +26,7 @@ from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType, 
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = ["--tuner", "random", "--trials", "4", "--min-repeat-ms", "0", "--scheduler", "sequential"]  # 2 per task
-RECORDS = 6    # per task: the default, then a batch of one candidate headed by the default timed again
+RECORDS = 8    # per task: the default, then a batch of one candidate between two more timings of the default
 
 
 def tiny_graph(n=8, k=16, m=8) -> Graph:

@@ -186,7 +186,7 @@ def test_without_matplotlib_plots_exit_2_and_the_rest_works(tuned, tmp_path, mon
         assert "matplotlib is not installed: pip install -e '.[plot]'" in err
         assert "Traceback" not in err and not out and not (tmp_path / "x.png").exists()
     code, out, _ = run(["show", tuned["log"]])
-    assert code == EXIT_OK and "6 record(s)" in out     # 4 trials and 2 re-timings of a default
+    assert code == EXIT_OK and "8 record(s)" in out     # 4 trials and 4 re-timings of a default
     code, _, err = run(["graph", tuned["graph"], "-o", tmp_path / "g.dot"])
     assert code == EXIT_OK, err
 

@@ -30,11 +30,11 @@ def test_records_go_to_db_and_log_and_the_report_adds_up(tmp_path):
     assert report.trials == 6 and report.resumed == 0 and report.stopped == "trials"
     assert seen[-1] == (6, 6) and seen[0] == (1, 6)          # the default config is measured first
     default = dict(task.template.default_config().values)
-    records = db.records(task.key)      # the baseline, then a batch of 5 headed by the default again
-    assert len(records) == 7 and [dict(r.config) == default for r in records[:3]] == [True, True, False]
+    records = db.records(task.key)      # the baseline, then a batch of 5 between two more timings of the default
+    assert len(records) == 8 and [dict(r.config) == default for r in records] == [True, True] + [False] * 5 + [True]
     assert len(first_measurements(records)) == 6 == len({r.config_key for r in records})
     contents = read_log(log)
-    assert len(contents.records) == 7 and not contents.problems
+    assert len(contents.records) == 8 and not contents.problems
     assert math.isfinite(report.default_cost) and report.best_cost <= report.default_cost
     assert report.best_config in [dict(r.config) for r in records]
     assert report.speedup >= 1 and report.gflops(report.best_cost) > 0
@@ -403,7 +403,7 @@ def test_candidates_rank_against_the_default_timed_in_their_own_batch(monkeypatc
     monkeypatch.setattr(tune_module, "measure_batch", measure)
     db = Database(":memory:")
     (report,) = tune([task], trials=5, db=db, tuner="grid", batch_size=2)
-    assert [len(b) for b in batches[:3]] == [1, 3, 3] and all(b[0] == default for b in batches[:3])
+    assert [len(b) for b in batches[:3]] == [1, 4, 4] and all(b[0] == b[-1] == default for b in batches[:3])
     fast = next(c for c, cost in costs.items() if cost == 0.6e-3)       # measured at 1.2e-3 in the slow batch
     assert report.best_config == dict(fast.values) and report.best_cost == pytest.approx(0.6e-3)
     assert report.default_cost == pytest.approx(1e-3)            # the median of the default's timings
