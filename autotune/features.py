@@ -614,6 +614,33 @@ def _knob_text(value) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
+def _encode(knob, value) -> list:
+    enc = _knob_encoding(knob)
+    if enc == "split":
+        return [_signed_log(v) for v in value[1:]]
+    if enc == "reorder":
+        return [float(v) for v in value]
+    if enc == "annotate":
+        options = _annotate_options(knob)
+        return [1.0 if o == opt else 0.0 for o in value for opt in options]
+    if enc == "bool":
+        return [1.0 if value else 0.0]
+    if enc == "number":
+        return [_signed_log(value)]
+    pick = knob.candidates.index(value)
+    return [1.0 if i == pick else 0.0 for i in range(len(knob.candidates))]
+
+
+def _encoded_candidates(knob) -> list:
+    """The encoding of each candidate of ``knob`` (a list of floats), computed once per knob:
+    a search over a large space encodes thousands of points a plan."""
+    table = knob.__dict__.get("_encoded")
+    if table is None:
+        table = [_encode(knob, value) for value in knob.candidates]
+        object.__setattr__(knob, "_encoded", table)     # a cache on the frozen knob, not a field
+    return table
+
+
 def config_features(space: ConfigSpace, config: Config) -> np.ndarray:
     """Knob values of ``config`` as numbers: a split's inner tile sizes and a numeric knob as
     ``log2(1 + v)``, a boolean as 0/1, a reorder as its permutation, an annotation and any
@@ -625,26 +652,24 @@ def config_features(space: ConfigSpace, config: Config) -> np.ndarray:
         >>> config_features(s, Config({"vector": 16, "order": "ji"})).tolist()
         [4.087462841250339, 0.0, 1.0]
     """
-    space.index_of(config)
+    return config_features_at(space, space.index_of(config))
+
+
+def config_features_at(space: ConfigSpace, index: int) -> np.ndarray:
+    """``config_features`` of the point at ``index`` of ``space``, read from the index.
+
+    Example:
+        >>> s = ConfigSpace(); s.define_knob("vector", [8, 16]); s.define_knob("order", ["ij", "ji"])
+        >>> config_features_at(s, 3).tolist() == config_features(s, s.get(3)).tolist()
+        True
+    """
+    rest, picks = index, []
+    for radix in reversed(space.radices):
+        rest, pick = divmod(rest, radix)
+        picks.append(pick)
     out: list[float] = []
-    for knob in space.knobs.values():
-        value = config[knob.name]
-        enc = _knob_encoding(knob)
-        if enc == "split":
-            out += [_signed_log(v) for v in value[1:]]
-        elif enc == "reorder":
-            out += [float(v) for v in value]
-        elif enc == "annotate":
-            options = _annotate_options(knob)
-            for o in value:
-                out += [1.0 if o == opt else 0.0 for opt in options]
-        elif enc == "bool":
-            out.append(1.0 if value else 0.0)
-        elif enc == "number":
-            out.append(_signed_log(value))
-        else:
-            pick = knob.candidates.index(value)
-            out += [1.0 if i == pick else 0.0 for i in range(len(knob.candidates))]
+    for knob, pick in zip(space.knobs.values(), reversed(picks)):
+        out += _encoded_candidates(knob)[pick]
     return np.asarray(out, dtype=np.float64)
 
 
@@ -682,3 +707,29 @@ def features_of(template, config: Config) -> np.ndarray:
         raise FeatureError(f"cannot lower config {config.to_json()} of {template!r}: "
                            f"{type(err).__name__}: {err}") from err
     return np.concatenate([loop_features(func), config_features(space, config)])
+
+
+def _features_job(template, values: dict) -> np.ndarray:
+    return features_of(template, Config(values))
+
+
+def features_on(executor, template, configs, timeout: float = 60.0) -> list:
+    """``features_of(template, config)`` for each of ``configs``, computed on ``executor``'s
+    workers in parallel (each costs a lowering: tens of milliseconds); a row, or the
+    FeatureError of a config that did not lower (or whose job failed), per config.
+
+    Example:
+        >>> # rows = features_on(default_executor(), task.template, task.space.sample(16))
+    """
+    configs = list(configs)
+    if not configs:
+        return []
+    found = []
+    for config, job in zip(configs, executor.run([(_features_job, (template, dict(c.values))) for c in configs],
+                                                 timeout, parallel=True)):
+        if job.ok:
+            found.append(np.asarray(job.value, dtype=np.float64))
+        else:       # the worker's message: FeatureError's own, or how the job died
+            found.append(FeatureError(f"config {config.to_json()}: {job.error}: {job.message.splitlines()[0] if job.message else ''}"))
+    return found
+

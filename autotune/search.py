@@ -50,7 +50,7 @@ def radices(space: ConfigSpace) -> list[int]:
         >>> radices(s)
         [2, 3]
     """
-    return [len(k) for k in space.knobs.values()]
+    return list(space.radices)
 
 
 def to_digits(space: ConfigSpace, index: int) -> list[int]:
@@ -62,7 +62,7 @@ def to_digits(space: ConfigSpace, index: int) -> list[int]:
         ([1, 1], {'a': 2, 'b': 'y'})
     """
     digits = []
-    for r in reversed(radices(space)):
+    for r in reversed(space.radices):
         index, d = divmod(index, r)
         digits.append(d)
     return digits[::-1]
@@ -77,7 +77,7 @@ def from_digits(space: ConfigSpace, digits: Sequence[int]) -> int:
         4
     """
     index = 0
-    for d, r in zip(digits, radices(space)):
+    for d, r in zip(digits, space.radices):
         index = index * r + d
     return index
 
@@ -92,7 +92,7 @@ def random_neighbor(space: ConfigSpace, index: int, rng: random.Random) -> int:
         >>> n != 0 and sum(x != y for x, y in zip(to_digits(s, n), to_digits(s, 0)))
         1
     """
-    sizes = radices(space)
+    sizes = space.radices
     free = [k for k, r in enumerate(sizes) if r > 1]
     if not free:
         return index
@@ -109,9 +109,10 @@ class _Scores:
     def __init__(self, score_fn: ScoreFn):
         self.score_fn = score_fn
         self.known: dict[int, float] = {}
+        self.fresh: list[int] = []         # the indices the last call scored
 
     def __call__(self, indices: Sequence[int]) -> list[float]:
-        unknown = [i for i in dict.fromkeys(indices) if i not in self.known]
+        unknown = self.fresh = [i for i in dict.fromkeys(indices) if i not in self.known]
         if unknown:
             values = list(self.score_fn(unknown))
             if len(values) != len(unknown):
@@ -120,6 +121,14 @@ class _Scores:
                 v = float(v)
                 self.known[i] = v if v == v else -math.inf     # NaN: cannot be scored
         return [self.known[i] for i in indices]
+
+
+def _best_of(pool: list, scores: dict, fresh: list, exclude: set, k: int) -> list:
+    """The ``k`` best (score, index) pairs of ``pool`` (what this returned before) and the
+    ``fresh`` indices of ``scores``, as ``_top`` without ``rng`` ranks them: scores never
+    change, so the best of all scored so far is among these."""
+    items = pool + [(-scores[i], i) for i in fresh if i not in exclude and scores[i] > -math.inf]
+    return heapq.nsmallest(k, items)
 
 
 def _top(scores: dict, exclude: set, k: int, rng: random.Random | None = None) -> list[int]:
@@ -177,7 +186,8 @@ def simulated_annealing(space: ConfigSpace, score_fn: ScoreFn, batch_size: int,
     finite = [v for v in current if v > -math.inf]
     spread = _std(finite) or 1.0
     t_start, t_end = temperature
-    best, stale = _top(scores.known, exclude, batch_size), 0
+    pool = _best_of([], scores.known, list(scores.known), exclude, batch_size)
+    best, stale = {i for _, i in pool}, 0
     for step in range(n_iter):
         t = t_start + (t_end - t_start) * step / max(n_iter - 1, 1)
         moved = [random_neighbor(space, p, rng) for p in points]
@@ -186,8 +196,9 @@ def simulated_annealing(space: ConfigSpace, score_fn: ScoreFn, batch_size: int,
             if new >= old or old == -math.inf or (
                     t > 0 and new > -math.inf and rng.random() < math.exp((new - old) / (t * spread))):
                 points[k], current[k] = moved[k], new
-        top = _top(scores.known, exclude, batch_size)
-        if set(top) == set(best):
+        pool = _best_of(pool, scores.known, scores.fresh, exclude, batch_size)
+        top = {i for _, i in pool}
+        if top == best:
             stale += 1
             if stale >= patience:
                 break

@@ -37,7 +37,8 @@ import numpy as np
 from schedule.space import Config
 
 from .database import Database, Pick
-from .features import features_of
+from .executor import default_executor
+from .features import features_of, features_on
 from .log import append_records
 from .measure import MeasureError, MeasureOptions, measure_batch
 from .record import Record, config_key, first_measurements
@@ -397,7 +398,9 @@ def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned)
     database.add_workload(task.key, task.name, task.template_name, task.describe())
     if log is not None:     # what reached the db but not the log (a failed log write, a kill) goes first
         append_records(log, database.records(task.key, target.key), skip_present=True)
-    extra = {"transfer": transfer} if setting.tuner == "xgb" else {}
+    extra = {"transfer": transfer, "featurize_many": lambda configs: features_on(
+        setting.executor or default_executor(), task.template, configs, setting.options.timeout)} \
+        if setting.tuner == "xgb" else {}
     tuner = make_tuner(setting.tuner, task.space, featurize=lambda cfg: features_of(task.template, cfg),
                        seed=seed, **extra)
     tuner.start_with(task.template.starting_points())

@@ -41,7 +41,7 @@ import numpy as np
 from schedule.space import Config, ConfigSpace
 
 from .cost_model import XGBCostModel, relevance
-from .features import FeatureError, config_features
+from .features import FeatureError, config_features_at
 from .search import make_rng, simulated_annealing
 
 SHORTLIST = 2     # on a large space, configs lowered for the loop-feature model per config wanted
@@ -262,6 +262,8 @@ class XGBTuner(Tuner):
     ``featurize``: config -> 1-D feature array of a fixed length, e.g.
     ``functools.partial(features_of, template)``; a config it rejects with ``FeatureError``
     gets no score (it is only ever drawn at random) and is listed in ``feature_errors``.
+    ``featurize_many`` (optional): configs -> a row or a FeatureError each, for the rows a plan
+    or a fit needs at once (``features_on``: the measuring workers lower them in parallel).
     ``transfer``: None or ``(features, costs, groups)`` measured on other tasks of the same
     template (2-D rows of the same length, costs with ``inf`` for errors, a task id per row):
     the model trains on them from the first batch. ``search_options`` go to
@@ -284,10 +286,15 @@ class XGBTuner(Tuner):
 
     def __init__(self, space: ConfigSpace, featurize: Callable[[Config], np.ndarray], seed: int = 0,
                  plan_size: int = 64, epsilon: float = 0.1, transfer=None, model: XGBCostModel | None = None,
-                 min_train: int = 16, retrain_every: int = 8, search_options: dict | None = None):
+                 min_train: int = 16, retrain_every: int = 8, search_options: dict | None = None,
+                 featurize_many: Callable[[list], list] | None = None):
         super().__init__(space, seed)
         if not callable(featurize):
             raise TypeError(f"featurize must be callable (config -> features), got {type(featurize).__name__}")
+        if featurize_many is not None and not callable(featurize_many):
+            raise TypeError(f"featurize_many must be callable (configs -> rows or FeatureErrors), "
+                            f"got {type(featurize_many).__name__}")
+        self.featurize_many = featurize_many
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
         if plan_size < 1 or min_train < 1 or retrain_every < 1:
@@ -312,14 +319,32 @@ class XGBTuner(Tuner):
         """The (cached) feature row of config ``index``; None if ``featurize`` rejected it."""
         if index not in self._features:
             try:
-                row = np.asarray(self.featurize(self.space.get(index)), dtype=np.float64).reshape(-1)
+                row = self.featurize(self.space.get(index))
             except FeatureError as err:
-                self.feature_errors[index] = str(err)
-                row = None
-            if row is not None:
-                self._check_width(len(row))
-            self._features[index] = row
+                row = err
+            self._keep_features(index, row)
         return self._features[index]
+
+    def _keep_features(self, index: int, row) -> None:
+        if isinstance(row, FeatureError):
+            self.feature_errors[index] = str(row)
+            self._features[index] = None
+            return
+        row = np.asarray(row, dtype=np.float64).reshape(-1)
+        self._check_width(len(row))
+        self._features[index] = row
+
+    def _compute_features(self, indices) -> None:
+        """Compute the missing feature rows of ``indices`` at once with ``featurize_many``
+        (on the measuring workers, in parallel), when it is given and more than one is missing."""
+        missing = list(dict.fromkeys(i for i in indices if i not in self._features))
+        if self.featurize_many is None or len(missing) < 2:
+            return
+        rows = self.featurize_many([self.space.get(i) for i in missing])
+        if len(rows) != len(missing):
+            raise RuntimeError(f"featurize_many returned {len(rows)} rows for {len(missing)} configs")
+        for index, row in zip(missing, rows):
+            self._keep_features(index, row)
 
     def _check_width(self, width: int) -> None:
         if self._width is None:
@@ -333,6 +358,8 @@ class XGBTuner(Tuner):
     def scores(self, indices) -> np.ndarray:
         """Model scores of config ``indices`` (higher = predicted faster; -inf if unscorable or
         ruled out by the space's rules, which are never lowered)."""
+        indices = list(indices)
+        self._compute_features([i for i in indices if self.space.searchable(i)])
         rows = [self.features(i) if self.space.searchable(i) else None for i in indices]
         out = np.full(len(rows), -np.inf)
         valid = [k for k, r in enumerate(rows) if r is not None]
@@ -349,6 +376,7 @@ class XGBTuner(Tuner):
             >>> # rows, costs = tuner.training_set()
         """
         rows, costs = [], []
+        self._compute_features([index for index, _ in self.history])
         for index, cost in self.history:
             row = self.features(index)
             if row is not None:
@@ -358,6 +386,7 @@ class XGBTuner(Tuner):
 
     def _train_if_due(self) -> bool:
         """Fit the model when it is due; True when the model is ready to guide the search."""
+        self._compute_features([index for index, _ in self.history])
         own = sum(1 for index, _ in self.history if self.features(index) is not None)
         if own < self.min_train and self.transfer is None:
             return False
@@ -378,7 +407,7 @@ class XGBTuner(Tuner):
             return False
         self.model.fit(x, costs, groups)
         if len(self.history) >= 2:          # this task's own measurements, by knob values
-            self.knob_model.fit(np.stack([config_features(self.space, self.space.get(i)) for i, _ in self.history]),
+            self.knob_model.fit(np.stack([config_features_at(self.space, i) for i, _ in self.history]),
                                 np.array([c for _, c in self.history]))
         self._trained_on = own
         self._plan = []
@@ -420,7 +449,7 @@ class XGBTuner(Tuner):
         for i in indices:
             row = self._knob_rows.get(i)
             if row is None:
-                row = self._knob_rows[i] = config_features(self.space, self.space.get(i))
+                row = self._knob_rows[i] = config_features_at(self.space, i)
             rows.append(row)
         scores = self.knob_model.predict(np.stack(rows)) if rows else np.zeros(0)
         featureless = [k for k, i in enumerate(indices) if i in self._features and self._features[i] is None

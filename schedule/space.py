@@ -92,6 +92,7 @@ class ConfigSpace:
         self.knobs: dict[str, Knob] = {}
         self.rules: list = []           # predicates over a config's values that a point to search must meet
         self._searchable: dict[int, bool] = {}   # index -> searchable(index), while no knob or rule is added
+        self._radices: tuple | None = None       # candidates per knob, while no knob is added
 
     def _add(self, name: str, kind: str, candidates, absent: tuple = ()) -> None:
         if name in self.knobs:
@@ -104,6 +105,7 @@ class ConfigSpace:
             raise ConfigError(f"knob {name!r}: its value when absent, {absent[0]!r}, is not a candidate")
         self.knobs[name] = Knob(name, kind, candidates, absent)
         self._searchable.clear()
+        self._radices = None
 
     def define_split(self, name: str, axis, num_outputs: int = 2, policy: str = "factors",
                      candidate=None, max_factor: int | None = None) -> None:
@@ -200,10 +202,23 @@ class ConfigSpace:
         return known
 
     # ------------------------------------------------------------------ points
+    @property
+    def radices(self) -> tuple:
+        """The number of candidates of each knob, in knob order.
+
+        Example:
+            >>> s = ConfigSpace(); s.define_knob("a", [1, 2]); s.define_knob("b", "xyz")
+            >>> s.radices
+            (2, 3)
+        """
+        if self._radices is None:
+            self._radices = tuple(len(k) for k in self.knobs.values())
+        return self._radices
+
     def __len__(self) -> int:
         n = 1
-        for k in self.knobs.values():
-            n *= len(k)
+        for r in self.radices:
+            n *= r
         return n
 
     def get(self, index: int) -> "Config":
@@ -216,11 +231,15 @@ class ConfigSpace:
         """
         if not isinstance(index, int) or not 0 <= index < len(self):
             raise ConfigError(f"config index {index!r} out of range for a space of {len(self)}")
-        values, rest = {}, index
-        for knob in reversed(list(self.knobs.values())):
-            rest, pick = divmod(rest, len(knob))
-            values[knob.name] = knob.candidates[pick]
-        return Config({name: values[name] for name in self.knobs})
+        picks, rest = [], index
+        for radix in reversed(self.radices):
+            rest, pick = divmod(rest, radix)
+            picks.append(pick)
+        values = {}
+        for knob, pick in zip(self.knobs.values(), reversed(picks)):
+            value = knob.candidates[pick]       # a JSON value already: only a list is copied
+            values[knob.name] = _jsonable(value) if type(value) is list else value
+        return Config._of_candidates(values)
 
     def index_of(self, config: "Config") -> int:
         """The index of ``config`` in this space; ConfigError if it is not a point of it.
@@ -281,6 +300,13 @@ class Config:
 
     def __init__(self, values: dict):
         self.values = {k: _jsonable(v) for k, v in values.items()}
+
+    @classmethod
+    def _of_candidates(cls, values: dict) -> "Config":
+        """A Config of knob candidates (checked JSON values when their knob was defined)."""
+        config = cls.__new__(cls)
+        config.values = values
+        return config
 
     def __getitem__(self, name: str):
         try:

@@ -352,3 +352,26 @@ def test_start_with_configs_come_first_once_and_the_tuner_fills_the_batch(name):
     assert not {space.index_of(c) for c in later} & {3, 7}
     with pytest.raises(ConfigError):
         tuner.start_with([Config({"tile_i": 999})])
+
+
+def test_xgb_computes_the_rows_a_plan_needs_at_once_with_featurize_many():
+    import functools
+    from autotune.features import FeatureError, features_of
+    t = template_for(compute((4096,), lambda i: placeholder((4096,), name="A")[i] * 2.0, name="B"))
+    asked, bad = [], t.space.get(3)
+
+    def many(configs):
+        asked.append(len(configs))
+        return [FeatureError("no") if c == bad else features_of(t, c) for c in configs]
+    tuner = XGBTuner(t.space, functools.partial(features_of, t), seed=0, min_train=4, featurize_many=many)
+    for _ in range(3):
+        batch = tuner.next_batch(4)
+        tuner.update(batch, [Measured((1e-6 * c["vector"] * c["unroll"],)) for c in batch])
+    assert asked and max(asked) > 1 and tuner.model.is_trained
+    fresh = XGBTuner(t.space, functools.partial(features_of, t), seed=0, featurize_many=many)
+    fresh._compute_features([0, t.space.index_of(bad)])        # two rows missing: one call
+    assert asked[-1] == 2
+    assert np.array_equal(fresh.features(0), features_of(t, t.space.get(0)))
+    assert fresh.features(t.space.index_of(bad)) is None and "no" in fresh.feature_errors[t.space.index_of(bad)]
+    with pytest.raises(TypeError, match="featurize_many"):
+        XGBTuner(t.space, functools.partial(features_of, t), featurize_many=3)
