@@ -292,3 +292,23 @@ def test_prefetches_count_their_executions_and_how_far_ahead_they_fetch():
     fetches, ahead = features(8)
     assert round(fetches) == 2 * 256 * 32 and round(ahead) == 8 * 128
     assert round(features(16)[1]) == 16 * 128
+
+
+def test_features_on_workers_match_and_a_failed_job_is_a_feature_error():
+    from autotune.executor import Executor, JobResult, LocalExecutor
+    from autotune.features import features_on
+    A = placeholder((300,), name="A")
+    t = template_for(compute((300,), lambda i: A[i] * 2.0 + 1.0, name="B"))
+    configs = [t.space.get(0), t.space.get(len(t.space) - 1)]
+    with LocalExecutor(workers=2) as pool:
+        rows = features_on(pool, t, configs)
+    assert all(np.array_equal(row, features_of(t, c)) for row, c in zip(rows, configs))
+
+    class Dying(Executor):
+        def run(self, calls, timeout, parallel=True):
+            return [JobResult(value=fn(*args)) for fn, args in calls[:1]] + \
+                   [JobResult(error="crash", message="killed by SIGSEGV") for _ in calls[1:]]
+    first, second = features_on(Dying(), t, configs)
+    assert np.array_equal(first, features_of(t, configs[0]))
+    assert isinstance(second, FeatureError) and "crash" in str(second) and "SIGSEGV" in str(second)
+    assert features_on(Dying(), t, []) == []
