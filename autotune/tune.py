@@ -324,7 +324,7 @@ class Yardstick:
         >>> stick.note([timed(0, 1.0), timed(1, 0.9), timed(0, 1.0),      # a steady batch
         ...             timed(0, 1.6), timed(2, 1.2), timed(0, 1.6),      # a slow spell
         ...             timed(0, 1.0), timed(3, 0.5), timed(0, 2.5)])     # a burst at the tail
-        >>> stick.reference, [stick.cost(timed(k, 0).config_key, 9.0) for k in (1, 2, 3, 4)]
+        >>> stick.reference, [round(stick.cost(timed(k, 0).config_key, 9.0), 6) for k in (1, 2, 3, 4)]
         (1.3, [1.17, 0.975, 0.65, 9.0])
     """
 
@@ -365,7 +365,7 @@ class Yardstick:
     def cost(self, key: str, raw: float) -> float:
         """Config ``key``'s cost on the scale of ``reference`` (``raw`` when it has no ratio)."""
         ratio = self.ratios.get(key)
-        return raw if ratio is None else round(ratio * self.reference, 15)
+        return raw if ratio is None else ratio * self.reference
 
 
 def _record(task: Task, config: Config, result, target) -> Record:

@@ -426,4 +426,5 @@ def test_the_yardstick_reads_failed_timings_and_records_without_a_default_around
     stick.note([timed(0), timed(4, 0.5)])                # no timing around it that ran
     assert stick.defaults == [2.0] and stick.reference == 2.0
     assert [stick.cost(key[k], 9.0) for k in range(1, 5)] == [9.0, 1.0, 9.0, 9.0]
+    assert stick.cost(key[0], 5.0) == stick.reference          # the default costs the reference exactly
     assert Yardstick(key[0]).reference == math.inf
