@@ -204,16 +204,20 @@ def build_candidate(task: Task, config: Config) -> Kernel:
 
 
 def time_calls(fn, number: int = 1, repeat: int = 3, min_repeat_ms: float = 0,
-               clock=time.perf_counter, flush=None) -> tuple[float, ...]:
+               clock=time.perf_counter, flush=None, give_up: float | None = None) -> tuple[float, ...]:
     """Time ``fn()``: ``repeat`` costs, each the mean seconds of ``number`` calls in a row.
     While a repeat lasts less than ``min_repeat_ms``, it is thrown away and ``number`` grows
     (to what should last that long, at least 1.6 times more) for it and the repeats after.
     With ``flush`` (a function), each cost is one call right after ``flush()`` (untimed).
+    With ``give_up`` (seconds), the costs so far are returned as soon as one exceeds it: a
+    candidate that slow is out of the running, and its other repeats would cost the most time.
 
     Example:
         >>> ticks = iter(range(1000))
         >>> time_calls(lambda: None, number=2, repeat=3, clock=lambda: next(ticks))
         (0.5, 0.5, 0.5)
+        >>> time_calls(lambda: None, repeat=3, clock=lambda: next(ticks), give_up=0.5)
+        (1.0,)
     """
     if flush is not None:
         costs = []
@@ -222,6 +226,8 @@ def time_calls(fn, number: int = 1, repeat: int = 3, min_repeat_ms: float = 0,
             start = clock()
             fn()
             costs.append(clock() - start)
+            if give_up is not None and costs[-1] > give_up:
+                break
         return tuple(costs)
     costs = []
     for _ in range(repeat):
@@ -235,6 +241,8 @@ def time_calls(fn, number: int = 1, repeat: int = 3, min_repeat_ms: float = 0,
             per_call = max(elapsed / number, 1e-9)
             number = max(math.ceil(min_repeat_ms / 1000 / per_call), math.ceil(number * 1.618))
         costs.append(elapsed / number)
+        if give_up is not None and costs[-1] > give_up:
+            break
     return tuple(costs)
 
 
@@ -300,7 +308,7 @@ def _inputs_and_reference(task: Task, reference_blob: bytes | None, seed: int):
 
 
 def _run_job(task: Task, blob: bytes, reference_blob: bytes | None, options: MeasureOptions,
-             target_key: str) -> tuple[str, object]:
+             target_key: str, give_up: float | None = None) -> tuple[str, object]:
     here = Target.host()
     if here.key != target_key:
         raise RuntimeError(f"this runner's CPU ({here.cpu}) is not the target tuned for (key {target_key})")
@@ -316,7 +324,7 @@ def _run_job(task: Task, blob: bytes, reference_blob: bytes | None, options: Mea
     call, weights = call_as_in_graph(kernel, arrays, constant_inputs(task))
     scratch = scratch_used_by(call)     # warm up again right before timing: idle pool threads wake slowly
     flush = (lambda: flush_from_caches(*weights, scratch)) if options.flush_cache and weights else None
-    return "ok", time_calls(call, options.number, options.repeat, options.min_repeat_ms, flush=flush)
+    return "ok", time_calls(call, options.number, options.repeat, options.min_repeat_ms, flush=flush, give_up=give_up)
 
 
 def constant_inputs(task: Task) -> list[int]:
@@ -403,7 +411,8 @@ def _as_config(task: Task, config) -> Config:
 
 
 def measure_batch(task: Task, configs, options: MeasureOptions | None = None,
-                  executor: Executor | None = None, *, builder=build_candidate) -> list[MeasureResult]:
+                  executor: Executor | None = None, *, builder=build_candidate,
+                  give_up: float | None = None) -> list[MeasureResult]:
     """Build, check and time ``configs`` of ``task``; one MeasureResult per config, in order
     (a config listed several times is built once and timed at each of its places, in turn;
     the default config is built once per task and builder, and its kernel kept for the next
@@ -411,8 +420,10 @@ def measure_batch(task: Task, configs, options: MeasureOptions | None = None,
 
     ``executor`` defaults to the shared ``LocalExecutor``; ``builder`` (a picklable top-level
     function ``(task, config) -> Kernel``, default ``build_candidate``) builds each candidate
-    and the default config. Raises MeasureError when checking is on and the default config does
-    not build; ValueError for a config that is not in the task's space.
+    and the default config. ``give_up`` (seconds): a config stops being timed once one of its
+    repeats took longer (``time_calls``), so it has fewer costs. Raises MeasureError when
+    checking is on and the default config does not build; ValueError for a config that is not
+    in the task's space.
 
     Example:
         >>> # results = measure_batch(task, task.space.sample(8), MeasureOptions(repeat=3))
@@ -454,7 +465,7 @@ def measure_batch(task: Task, configs, options: MeasureOptions | None = None,
     runs, run_at = [], []
     for i, (config, made) in enumerate(zip(configs, (built[c] for c in configs))):
         if made.ok:
-            runs.append((_run_job, (task, made.value[0], reference_blob, options, task.target.key)))
+            runs.append((_run_job, (task, made.value[0], reference_blob, options, task.target.key, give_up)))
             run_at.append(i)
         else:
             kind = "compile" if made.error == "exception" else made.error

@@ -271,6 +271,11 @@ def _drive(run, grant, report):
     return state.tuner
 
 
+HOPELESS = 4.0
+"""A candidate stops being timed once one of its repeats takes this many times the default's
+reference cost (``Yardstick.reference``): resnet50's searches meet many configs 10-60 times
+slower than the default, and their ten repeats with the weights flushed took most of a batch's
+timing."""
 PRIOR_GAIN = 0.05
 """The share of its best cost one trial of a task with few measurements is assumed to save,
 shrinking as 1/trials: so every task gets tried before the gradients decide."""
@@ -456,7 +461,8 @@ def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned)
         timed = batch if default in batch else [default, *batch, default]   # the yardstick around the batch
         try:
             try:
-                results = measure_batch(task, timed, setting.options, setting.executor)
+                results = measure_batch(task, timed, setting.options, setting.executor,
+                                        give_up=HOPELESS * stick.reference if stick.defaults else None)
             except MeasureError as err:
                 report.errors["compile"] += 1
                 report.first_error.setdefault("compile", str(err))

@@ -141,7 +141,8 @@ def test_cache_flush_times_single_calls_after_flushing_the_weights(tuned, tmp_pa
     assert code == EXIT_OK, err
     assert seen[0].flush_cache and seen[0].repeat == cli.FLUSHED_REPEATS
     assert "weights are flushed from the caches before each timed call\n" in out      # asked: no reason given
-    assert all(len(r.costs) == cli.FLUSHED_REPEATS for r in read_log(log).records if r.is_ok)
+    for r in read_log(log).records:     # all its repeats, or fewer ending with one slow enough to give up
+        assert not r.is_ok or len(r.costs) == cli.FLUSHED_REPEATS or r.costs[-1] == max(r.costs)
 
 
 @pytest.mark.parametrize("cache_bytes, options, flushed", [(1 << 30, [], False), (64, [], True),

@@ -321,7 +321,8 @@ def test_a_cache_flush_pushes_out_the_scratch_buffers_too(monkeypatch):
 def test_a_cache_flush_leaves_a_kernel_without_weights_timed_as_usual(monkeypatch):
     monkeypatch.setattr(measure, "flush_from_caches", lambda *arrays: pytest.fail("flushed data inputs"))
     timed = []
-    monkeypatch.setattr(measure, "time_calls", lambda call, *args, flush=None: timed.append((args, flush)) or (1e-3,))
+    monkeypatch.setattr(measure, "time_calls", lambda call, *args, flush=None, give_up=None:
+                        timed.append((args, flush)) or (1e-3,))
     for task in (elementwise_task(), _weights_task(constant=False)):
         results = measure_batch(task, [task.template.default_config()],
                                 MeasureOptions(repeat=4, min_repeat_ms=5, flush_cache=True), InProcessExecutor())
@@ -358,3 +359,18 @@ def test_a_prepacked_kernel_is_timed_as_a_compiled_graph_calls_it(monkeypatch):
     call, weights = measure.call_as_in_graph(plain.template.build(), x)
     call()                                                      # a plain kernel: its own call
     assert (x[1] == 3.0).all() and weights == []
+
+
+def test_a_config_slower_than_give_up_is_timed_once(pool):
+    task = matmul_task(16, 8, 32)
+    default = task.template.default_config()
+    slow, fast = measure_batch(task, [default, default], MeasureOptions(repeat=5), pool, give_up=0.0), \
+        measure_batch(task, [default], MeasureOptions(repeat=5), pool, give_up=10.0)
+    assert [len(r.costs) for r in slow] == [1, 1] and all(r.ok for r in slow)
+    assert len(fast[0].costs) == 5
+
+
+def test_time_calls_gives_up_with_the_cache_flushed_too():
+    flushes, ticks = [], iter(range(0, 1000, 2))
+    costs = time_calls(lambda: None, repeat=4, clock=lambda: next(ticks), flush=lambda: flushes.append(1), give_up=1.5)
+    assert costs == (2,) and len(flushes) == 1

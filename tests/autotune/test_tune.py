@@ -217,7 +217,7 @@ def _check_measured_as(monkeypatch, default_ms, tuned_ms, runner_up_ms=None):
     seen, count = [], [0]
     runner_up_ms = 1.2 * tuned_ms if runner_up_ms is None else runner_up_ms
 
-    def fake(task, configs, options=None, executor=None):
+    def fake(task, configs, options=None, executor=None, give_up=None):
         default = task.template.default_config()
         if _is_check(task, configs):
             seen.append(list(configs))
@@ -277,7 +277,7 @@ def test_one_interrupted_call_does_not_decide_a_round_of_the_check(tmp_path, mon
     from autotune.measure import MeasureResult
     tune_module = sys.modules["autotune.tune"]
 
-    def fake(task, configs, options=None, executor=None):
+    def fake(task, configs, options=None, executor=None, give_up=None):
         default = task.template.default_config()
         if _is_check(task, configs):
             width = len(configs) // tune_module.CHECK_ROUNDS
@@ -325,7 +325,7 @@ def test_the_gradient_scheduler_gives_the_trials_to_the_task_that_keeps_improvin
     improving, flat = matmul(16, 16, 32), matmul(16, 16, 48)
     seen = {improving.key: 0, flat.key: 0}
 
-    def fake(task, configs, options=None, executor=None):
+    def fake(task, configs, options=None, executor=None, give_up=None):
         out = []
         for c in configs:
             seen[task.key] += 1
@@ -393,7 +393,7 @@ def test_candidates_rank_against_the_default_timed_in_their_own_batch(monkeypatc
     costs, batches = {default: 1e-3}, []
     own = iter([0.9e-3, 0.95e-3, 0.6e-3, 1.0e-3])    # the candidates' costs on a steady machine
 
-    def measure(task_, configs, options, executor):
+    def measure(task_, configs, options, executor, give_up=None):
         batches.append(list(configs))
         slow = 2.0 if len(batches) == 3 else 1.0      # the third batch meets a machine twice as slow
         for c in configs:
