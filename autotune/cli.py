@@ -967,7 +967,7 @@ def cmd_plot(args) -> int:
     prepare_image(args.output, "-o")
     curves = plots.tuning_curves(records, descriptions)
     unit = plots.draw_tuning_curves(curves, args.output, title=f"{Path(args.source).name}: best so far per task")
-    trials = first_measurements(records)       # the default timed again at each batch's head is no trial
+    trials = first_measurements(records)       # the default timed again around each batch is no trial
     failed = sum(not r.is_ok for r in trials)
     print(f"wrote {args.output}: {len(curves)} task(s), {len(trials)} trial(s) ({failed} failed), "
           f"best so far in {unit}")
