@@ -663,12 +663,8 @@ def config_features_at(space: ConfigSpace, index: int) -> np.ndarray:
         >>> config_features_at(s, 3).tolist() == config_features(s, s.get(3)).tolist()
         True
     """
-    rest, picks = index, []
-    for radix in reversed(space.radices):
-        rest, pick = divmod(rest, radix)
-        picks.append(pick)
     out: list[float] = []
-    for knob, pick in zip(space.knobs.values(), reversed(picks)):
+    for knob, pick in zip(space.knobs.values(), space.digits(index)):
         out += _encoded_candidates(knob)[pick]
     return np.asarray(out, dtype=np.float64)
 

@@ -61,11 +61,7 @@ def to_digits(space: ConfigSpace, index: int) -> list[int]:
         >>> to_digits(s, 4), s.get(4).values
         ([1, 1], {'a': 2, 'b': 'y'})
     """
-    digits = []
-    for r in reversed(space.radices):
-        index, d = divmod(index, r)
-        digits.append(d)
-    return digits[::-1]
+    return space.digits(index)
 
 
 def from_digits(space: ConfigSpace, digits: Sequence[int]) -> int:

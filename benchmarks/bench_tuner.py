@@ -29,6 +29,7 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 
 import autotune  # noqa: E402
+from autotune.plots import best_so_far  # noqa: E402
 from autotune.record import first_measurements  # noqa: E402
 from tensorir import compute, placeholder, reduce_axis, sum as rsum  # noqa: E402
 from tensorir.ops import nn, window  # noqa: E402
@@ -62,16 +63,6 @@ def softmax():
 
 
 TASKS = {"gemm": gemm, "conv": conv, "depthwise": depthwise, "softmax": softmax}
-
-
-def best_so_far(records) -> list[float]:
-    """The best mean cost after each record, in measurement order (inf before the first ok)."""
-    curve, best = [], math.inf
-    for r in records:
-        if r.is_ok:
-            best = min(best, r.mean_cost)
-        curve.append(best)
-    return curve
 
 
 def run(task, tuner: str, seed: int, trials: int):

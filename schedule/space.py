@@ -221,6 +221,22 @@ class ConfigSpace:
             n *= r
         return n
 
+    def digits(self, index: int) -> list[int]:
+        """The candidate position of each knob at point ``index``, in knob order (``index`` is
+        mixed-radix over the knobs, the last knob fastest; not checked against the space's size).
+
+        Example:
+            >>> s = ConfigSpace(); s.define_knob("a", [1, 2]); s.define_knob("b", ["x", "y", "z"])
+            >>> s.digits(4)
+            [1, 1]
+        """
+        picks = []
+        for radix in reversed(self.radices):
+            index, pick = divmod(index, radix)
+            picks.append(pick)
+        picks.reverse()
+        return picks
+
     def get(self, index: int) -> "Config":
         """The configuration at ``index`` (mixed-radix over the knobs, last knob fastest).
 
@@ -231,12 +247,8 @@ class ConfigSpace:
         """
         if not isinstance(index, int) or not 0 <= index < len(self):
             raise ConfigError(f"config index {index!r} out of range for a space of {len(self)}")
-        picks, rest = [], index
-        for radix in reversed(self.radices):
-            rest, pick = divmod(rest, radix)
-            picks.append(pick)
         values = {}
-        for knob, pick in zip(self.knobs.values(), reversed(picks)):
+        for knob, pick in zip(self.knobs.values(), self.digits(index)):
             value = knob.candidates[pick]       # a JSON value already: only a list is copied
             values[knob.name] = _jsonable(value) if type(value) is list else value
         return Config._of_candidates(values)
