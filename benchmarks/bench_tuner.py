@@ -1,5 +1,5 @@
 """Tuners against each other: xgb, random and grid search, several seeds each, on a GEMM, a
-convolution, a depthwise convolution and a softmax task, best so far against trials.
+convolution, a depthwise convolution and a softmax task: each run's pick against trials.
 
 For every (task, tuner, seed) the task is tuned alone in a fresh in-memory database with
 ``autotune.tune`` (``--trials`` trials, batches of 8). Its records, in measurement order, give
@@ -21,9 +21,9 @@ task and tuner (medians over seeds):
 * the trials each run needed to find a config within 5% of the best any run of the task
   found ("-" when a run never did);
 * tuning throughput, trials per second of wall time (build, check and timing included);
-* how many trials xgb needs to be as good as random search's 256 trials (median over tasks
-  and seeds) against half the trials, what the cost model is for: for found configs and for
-  picks, exactly and within 2% (the re-timing's own noise).
+* how many trials xgb needs to be as good as random search after all its trials (median over
+  tasks and seeds) against half the trials, what the cost model is for: for found configs and
+  for picks, exactly and within 2% (the re-timing's own noise), and per task and seed.
 
 With matplotlib installed (the optional ``[plot]`` extra), ``--plot curves.png`` draws the
 median curve of found configs of each tuner, one panel per task.
@@ -212,7 +212,7 @@ def plot(curves, args) -> None:
             ax.plot(range(1, length + 1), median, label=tuner)
         ax.set_title(name)
         ax.set_xlabel("trials")
-        ax.set_ylabel("pick ms (timed again)")
+        ax.set_ylabel("found config ms (timed again)")
         ax.legend()
     fig.tight_layout()
     fig.savefig(args.plot, dpi=120)
