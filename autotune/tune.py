@@ -527,10 +527,9 @@ def _check_against_default(task, report, default, database, options, executor, t
     else:
         group = [default, *candidates]
         try:
-            results = measure_batch(task, group * CHECK_ROUNDS, options, executor)
+            costs = rounds_in_turn(task, group, CHECK_ROUNDS, options, executor)
         except MeasureError:
             return
-        costs = [[_round_cost(r) for r in results[k::len(group)]] for k in range(len(group))]
         if not all(math.isfinite(c) for c in costs[0]):
             return                              # the default did not run: nothing to compare with
         best_of = [min(c) for c in costs]       # the best round of each, as benchmarks compare
@@ -562,10 +561,25 @@ def _best_configs(task, records, default: Config, count: int, cost=lambda r: r.m
     return found
 
 
+def rounds_in_turn(task: Task, configs, rounds: int, options: MeasureOptions | None = None,
+                   executor=None) -> list[list[float]]:
+    """Time ``configs`` of ``task`` in turn, each once per round for ``rounds`` rounds, in one
+    batch (so all of them meet the same machine); per config, the cost of each of its rounds
+    in seconds (the median of the round's timed calls; ``inf`` for an error). Each config is
+    built once (``measure_batch``, which raises MeasureError when the default does not build).
+
+    Example:
+        >>> # best = [min(c) for c in rounds_in_turn(task, [task.template.default_config(), other], 3)]
+    """
+    configs = list(configs)
+    results = measure_batch(task, configs * rounds, options, executor)
+    return [[_round_cost(r) for r in results[k::len(configs)]] for k in range(len(configs))]
+
+
 def _round_cost(result) -> float:
-    """A round of the final check: the median of its timed calls, so that one call the machine
-    interrupted (a neighbour's burst doubles a call on a shared VM) does not decide the round;
-    ``inf`` for an error."""
+    """A round of ``rounds_in_turn``: the median of its timed calls, so that one call the
+    machine interrupted (a neighbour's burst doubles a call on a shared VM) does not decide the
+    round; ``inf`` for an error."""
     if not math.isfinite(result_cost(result)):
         return math.inf
     return float(np.median(result.costs))

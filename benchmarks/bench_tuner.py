@@ -41,9 +41,9 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 
 import autotune  # noqa: E402
-from autotune.measure import MeasureOptions, measure_batch  # noqa: E402
+from autotune.measure import MeasureOptions  # noqa: E402
 from autotune.record import config_key, first_measurements  # noqa: E402
-from autotune.tune import Yardstick  # noqa: E402
+from autotune.tune import Yardstick, rounds_in_turn  # noqa: E402
 from tensorir import compute, placeholder, reduce_axis, sum as rsum  # noqa: E402
 from tensorir.ops import nn, window  # noqa: E402
 
@@ -110,12 +110,8 @@ def retime(task, configs: dict) -> dict:
     """Config key -> cost (seconds) of each of ``configs`` (key -> config), timed in turn for
     ``ROUNDS`` rounds in this process (the best round's median; inf when it failed)."""
     keys = list(configs)
-    results = measure_batch(task, [configs[k] for k in keys] * ROUNDS, RETIME)
-    costs = {}
-    for n, key in enumerate(keys):
-        rounds = [statistics.median(r.costs) for r in results[n::len(keys)] if r.ok and r.costs]
-        costs[key] = min(rounds) if rounds else math.inf
-    return costs
+    rounds = rounds_in_turn(task, [configs[k] for k in keys], ROUNDS, RETIME)
+    return {key: min(costs) for key, costs in zip(keys, rounds)}
 
 
 def trials_to(curve, target: float):
