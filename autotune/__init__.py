@@ -2,7 +2,7 @@
 real measurements, kept in a sqlite database and JSON-lines logs, and used by compilation.
 
 Example:
-    >>> import autotune
+    >>> from tilefuse import autotune
     >>> # tasks = autotune.extract_tasks(graph)
     >>> # autotune.tune(tasks, trials=64, db="tuning.db", log="tuning_logs/model.jsonl", seed=0)
     >>> # with autotune.apply_history_best("tuning.db"): compiled = graph_api.compile_graph(graph)

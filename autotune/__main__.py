@@ -1,11 +1,11 @@
-"""``python -m autotune ...``: the ``autotune`` command (see ``autotune.cli``).
+"""``python -m tilefuse.autotune ...``: the ``autotune`` command (see ``autotune.cli``).
 
 Example:
-    >>> # python -m autotune tune examples/mlp.json --trials 64
+    >>> # python -m tilefuse.autotune tune examples/mlp.json --trials 64
 """
 import sys
 
-from autotune.cli import main
+from tilefuse.autotune.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

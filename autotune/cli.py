@@ -67,7 +67,7 @@ from pathlib import Path
 
 import numpy as np
 
-import graph_api
+from tilefuse import graph_api
 
 from . import plots
 from .database import Database, TuningDatabaseError
@@ -82,8 +82,8 @@ from .record import ERROR_KINDS, first_measurements
 from .target import current_target
 from .tune import SCHEDULERS, tune
 from .tuner import TUNERS
-from tensorir.runtime.cache_lines import flushes_here
-from tensorir.errors import TilefuseError
+from tilefuse.tensorir.runtime.cache_lines import flushes_here
+from tilefuse.tensorir.errors import TilefuseError
 
 EXIT_OK = 0
 EXIT_UNUSABLE = 1
@@ -193,7 +193,7 @@ def load_graph(path) -> "graph_api.Graph":
         >>> load_graph("model.pb")
         Traceback (most recent call last):
         ...
-        autotune.cli.BadInput: model.pb: unknown graph format '.pb'; expected one of .json, .onnx
+        tilefuse.autotune.cli.BadInput: model.pb: unknown graph format '.pb'; expected one of .json, .onnx
     """
     path = Path(path)
     reader = GRAPH_READERS.get(path.suffix.lower())
@@ -219,7 +219,7 @@ def open_database(path, must_exist: bool) -> Database:
         >>> open_database("no/such/tuning.db", must_exist=True)
         Traceback (most recent call last):
         ...
-        autotune.cli.BadInput: no tuning database at no/such/tuning.db (run `autotune tune` or `autotune import` first, or pass --db)
+        tilefuse.autotune.cli.BadInput: no tuning database at no/such/tuning.db (run `autotune tune` or `autotune import` first, or pass --db)
     """
     path = os.fspath(path)
     if must_exist and not os.path.exists(path):
@@ -701,7 +701,7 @@ def model_check_line(model) -> str:
     configs, with every pick and with the picks kept, and the picks dropped.
 
     Example:
-        >>> from autotune.model_check import ModelCheck, WorkloadCheck
+        >>> from tilefuse.autotune.model_check import ModelCheck, WorkloadCheck
         >>> print(model_check_line(ModelCheck(1e-4, 1.1e-4, 1e-4, 0.02, [WorkloadCheck("k", "matmul", 2, 4e-5, 5e-5, False)])))
         in the model: default 0.100 ms, tuned 0.110 ms, kept 0.100 ms (±2%); 1 of 1 tuned pick(s) dropped (slower there): matmul
         >>> print(model_check_line(ModelCheck(1e-4, 0.9e-4, 0.8e-4, 0.02, [WorkloadCheck("k", "matmul", 2, 4e-5, 5e-5, False)], 1.05e-4)))
@@ -904,7 +904,7 @@ def read_tuning_records(path) -> tuple[list, dict]:
         >>> read_tuning_records("no/such.jsonl")
         Traceback (most recent call last):
         ...
-        autotune.cli.BadInput: no/such.jsonl: no such tuning log or database
+        tilefuse.autotune.cli.BadInput: no/such.jsonl: no such tuning log or database
     """
     if not os.path.exists(path):
         raise BadInput(f"{path}: no such tuning log or database")
@@ -944,7 +944,7 @@ def prepare_image(path, option: str) -> None:
         >>> prepare_image("/no/such/folder/curve.png", "-o")
         Traceback (most recent call last):
         ...
-        autotune.plots.PlotError: -o /no/such/folder/curve.png: cannot write: No such file or directory
+        tilefuse.autotune.plots.PlotError: -o /no/such/folder/curve.png: cannot write: No such file or directory
     """
     try:
         plots.check_writable(path)
@@ -1000,7 +1000,7 @@ def onnxruntime_runner(path, feeds):
     except ImportError:
         return None
     try:
-        from graph_api.onnx import import_onnx
+        from tilefuse.graph_api.onnx import import_onnx
         with warnings.catch_warnings():          # load_graph reported them already
             warnings.simplefilter("ignore")
             names = {tid: name for name, tid in import_onnx(str(path)).inputs if tid is not None}

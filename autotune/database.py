@@ -62,9 +62,9 @@ from typing import Iterable
 
 import sqlite_utils
 
-from autotune.record import Record, SCHEMA_VERSION, config_key, is_text
-from autotune.target import current_target
-from tensorir.errors import TilefuseError
+from tilefuse.autotune.record import Record, SCHEMA_VERSION, config_key, is_text
+from tilefuse.autotune.target import current_target
+from tilefuse.tensorir.errors import TilefuseError
 
 DB_SCHEMA_VERSION = 1
 BUSY_TIMEOUT_SECONDS = 60.0

@@ -20,9 +20,9 @@ import contextlib
 import hashlib
 import warnings
 
-from schedule.config_source import active_sources, using_configs
-from schedule.space import Config
-from tensorir.errors import TilefuseError
+from tilefuse.schedule.config_source import active_sources, using_configs
+from tilefuse.schedule.space import Config
+from tilefuse.tensorir.errors import TilefuseError
 
 from .database import Database
 from .target import current_target
@@ -41,8 +41,8 @@ def workload_key(template) -> str:
     """The key tuning records of ``template``'s workload are stored under (``Task.key``).
 
     Example:
-        >>> from tensorir import placeholder, compute
-        >>> from schedule import template_for
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import template_for
         >>> A = placeholder((8,), name="A"); B = compute((8,), lambda i: A[i] * 2.0, name="B")
         >>> workload_key(template_for(B)) == Task(B).key
         True
@@ -54,8 +54,8 @@ class HistoryBest:
     """The best records of a database for this CPU: a ConfigSource and a KernelCache.
 
     Example:
-        >>> from tensorir import placeholder, compute
-        >>> from schedule import template_for
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import template_for
         >>> A = placeholder((8,), name="A"); B = compute((8,), lambda i: A[i] * 2.0, name="B")
         >>> import warnings
         >>> with warnings.catch_warnings(record=True):
@@ -151,7 +151,7 @@ def best_config(task: Task, db=None) -> Config:
     ``apply_history_best``), else the template's default.
 
     Example:
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> A = placeholder((8,), name="A"); B = compute((8,), lambda i: A[i] * 2.0, name="B")
         >>> best_config(Task(B)) == Task(B).template.default_config()
         True

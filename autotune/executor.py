@@ -130,7 +130,7 @@ class Executor:
 # ---------------------------------------------------------------------------- local workers
 
 _BOOT = ("import sys, json; sys.path[:0] = json.loads(sys.argv[3]); "
-         "from autotune.executor import _worker_main; _worker_main(int(sys.argv[1]), int(sys.argv[2]))")
+         "from tilefuse.autotune.executor import _worker_main; _worker_main(int(sys.argv[1]), int(sys.argv[2]))")
 
 
 def _signal_name(number: int) -> str:
@@ -365,9 +365,9 @@ def _worker_main(read_fd: int, write_fd: int) -> None:
     inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     import importlib
-    for module in ("numpy", "schedule", "autotune.measure"):   # warm what measurement jobs need
+    for module in ("numpy", "tilefuse.schedule", "tilefuse.autotune.measure"):   # warm what measurement jobs need
         importlib.import_module(module)
-    from tensorir.runtime.threadpool import ensure_runtime
+    from tilefuse.tensorir.runtime.threadpool import ensure_runtime
     ensure_runtime()
     outbox.send(("ready", os.getpid(), 0.0))
     while True:

@@ -26,7 +26,7 @@ def extract_tasks(graph, policy: str = "fusion") -> list[Task]:
         >>> class _Graph:
         ...     def __init__(self, parts): self.parts = parts
         ...     def get_partitions(self, policy): return self.parts
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> def relu(n):
         ...     A = placeholder((n,), name="A"); return [compute((n,), lambda i: A[i] * 2.0, name="B")]
         >>> tasks = extract_tasks(_Graph([_Partition(relu(64)), _Partition(relu(64)), _Partition(relu(8))]))

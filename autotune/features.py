@@ -17,8 +17,8 @@ log-transformed, ``log2(1 + x)``. The vector has the same length for every funct
 two after lowering ``template.apply(config)``.
 
 Example:
-    >>> from tensorir import placeholder, compute
-    >>> from schedule import template_for
+    >>> from tilefuse.tensorir import placeholder, compute
+    >>> from tilefuse.schedule import template_for
     >>> A = placeholder((1024,), name="A"); B = compute((1024,), lambda i: A[i] * 2.0, name="B")
     >>> t = template_for(B)
     >>> x = features_of(t, t.default_config())
@@ -32,15 +32,15 @@ import math
 
 import numpy as np
 
-from schedule.lower import lower
-from schedule.space import Config, ConfigError, ConfigSpace
-from tensorir import expr as E
-from tensorir import stmt as S
-from tensorir.dtype import is_float, itemsize
-from tensorir.node import same
-from tensorir.visitor import Visitor
-from tensorir.simplify import bound
-from tensorir.errors import TilefuseError
+from tilefuse.schedule.lower import lower
+from tilefuse.schedule.space import Config, ConfigError, ConfigSpace
+from tilefuse.tensorir import expr as E
+from tilefuse.tensorir import stmt as S
+from tilefuse.tensorir.dtype import is_float, itemsize
+from tilefuse.tensorir.node import same
+from tilefuse.tensorir.visitor import Visitor
+from tilefuse.tensorir.simplify import bound
+from tilefuse.tensorir.errors import TilefuseError
 
 CACHE_LINE_BYTES = 64
 TOP_STORES = 3                  # stores with the most executions that get a slot of their own
@@ -525,8 +525,8 @@ def loop_features(func: S.PrimFunc) -> np.ndarray:
     kernel; see the module docstring and ``FEATURE_DOCS`` for the entries.
 
     Example:
-        >>> from tensorir import placeholder, compute
-        >>> from schedule import create_schedule, lower
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import create_schedule, lower
         >>> A = placeholder((64,), name="A"); B = compute((64,), lambda i: A[i] + 1.0, name="B")
         >>> x = loop_features(lower(create_schedule(B), [A, B]))
         >>> x.shape == (len(FEATURE_NAMES),), float(x[FEATURE_NAMES.index("store0.instances")])  # log2(1 + 64)
@@ -686,8 +686,8 @@ def features_of(template, config: Config) -> np.ndarray:
     naming the config and chaining the cause.
 
     Example:
-        >>> from tensorir import placeholder, compute
-        >>> from schedule import template_for
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import template_for
         >>> A = placeholder((256,), name="A"); B = compute((256,), lambda i: A[i] + 1.0, name="B")
         >>> t = template_for(B)
         >>> features_of(t, t.space.get(0)).shape == features_of(t, t.space.get(5)).shape

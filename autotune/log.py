@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import Iterable
 
-from autotune.record import Record
-from tensorir.errors import TilefuseError
+from tilefuse.autotune.record import Record
+from tilefuse.tensorir.errors import TilefuseError
 
 LOG_KIND = "tilefuse-record"
 
@@ -217,7 +217,7 @@ def import_log(db, path: str | os.PathLike) -> tuple[int, int, tuple]:
 
     Example:
         >>> import tempfile, pathlib
-        >>> from autotune.database import Database
+        >>> from tilefuse.autotune.database import Database
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.jsonl"
         >>> _ = append_records(path, [Record.create("wk1", "d", "c", {"t": 8}, costs=[1e-3])])
         >>> db = Database(":memory:")
@@ -237,7 +237,7 @@ def export_log(db, path: str | os.PathLike, workload_key: str | None = None,
 
     Example:
         >>> import tempfile, pathlib
-        >>> from autotune.database import Database
+        >>> from tilefuse.autotune.database import Database
         >>> db = Database(":memory:")
         >>> db.add(Record.create("wk1", "d", "c", {"t": 8}, costs=[1e-3]))
         True

@@ -20,8 +20,8 @@ In either phase a worker killed by a signal gives ``"crash"`` and one still busy
 candidates go on.
 
 Example:
-    >>> from tensorir import placeholder, compute
-    >>> from autotune.task import Task
+    >>> from tilefuse.tensorir import placeholder, compute
+    >>> from tilefuse.autotune.task import Task
     >>> A = placeholder((1024,), name="A"); B = compute((1024,), lambda i: A[i] * 2.0, name="B")
     >>> task = Task(B)
     >>> results = measure_batch(task, task.space.sample(2), MeasureOptions(repeat=2))  # doctest: +SKIP
@@ -38,19 +38,19 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from schedule.space import Config
-from tensorir.dtype import itemsize
-from tensorir.runtime import artifact
-from tensorir.runtime.cache_lines import flush_from_caches, last_level_cache_bytes
-from tensorir.runtime.scratch import scratch_used_by
-from tensorir.runtime.kernel import Kernel
-from tensorir.runtime.prepacked import PrepackedKernel
-from tensorir.runtime.target import Target
+from tilefuse.schedule.space import Config
+from tilefuse.tensorir.dtype import itemsize
+from tilefuse.tensorir.runtime import artifact
+from tilefuse.tensorir.runtime.cache_lines import flush_from_caches, last_level_cache_bytes
+from tilefuse.tensorir.runtime.scratch import scratch_used_by
+from tilefuse.tensorir.runtime.kernel import Kernel
+from tilefuse.tensorir.runtime.prepacked import PrepackedKernel
+from tilefuse.tensorir.runtime.target import Target
 
 from .executor import Executor, JobResult, default_executor
 from .record import ERROR_KINDS
 from .task import Task, random_inputs
-from tensorir.errors import TilefuseError
+from tilefuse.tensorir.errors import TilefuseError
 
 
 class MeasureError(TilefuseError, RuntimeError):
@@ -331,7 +331,7 @@ def constant_inputs(task: Task) -> list[int]:
     """The positions in ``task.args`` of its constant inputs (weights).
 
     Example:
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> x = placeholder((4,), name="x"); w = placeholder((4,), name="w", constant=True)
         >>> constant_inputs(Task(compute((4,), lambda i: x[i] * w[i], name="y")))
         [1]
@@ -344,7 +344,7 @@ def weight_bytes(tasks) -> int:
     constant inputs, as many times as its weight (how many partitions share it).
 
     Example:
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> x = placeholder((4,), name="x"); w = placeholder((4,), name="w", constant=True)
         >>> weight_bytes([Task(compute((4,), lambda i: x[i] * w[i], name="y"), weight=3)])
         48
@@ -360,7 +360,7 @@ def weights_outgrow_caches(tasks, cache_bytes: int | None = None) -> bool:
     measures them.
 
     Example:
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> x = placeholder((4,), name="x"); w = placeholder((4,), name="w", constant=True)
         >>> task = Task(compute((4,), lambda i: x[i] * w[i], name="y"))
         >>> weights_outgrow_caches([task], cache_bytes=8), weights_outgrow_caches([task], cache_bytes=1 << 20)

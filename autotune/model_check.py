@@ -32,8 +32,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-import graph_api
-from schedule.config_source import FixedConfigs
+from tilefuse import graph_api
+from tilefuse.schedule.config_source import FixedConfigs
 
 from .database import Database, Pick
 from .dispatch import HistoryBest
@@ -133,7 +133,7 @@ def random_feeds(ports, seed: int = 0) -> dict:
     integers in [0, 4), random booleans.
 
     Example:
-        >>> from graph_api import DataType, LogicalTensor
+        >>> from tilefuse.graph_api import DataType, LogicalTensor
         >>> feeds = random_feeds([LogicalTensor(0, DataType.f32, (2, 3))], seed=1)
         >>> feeds[0].shape, feeds[0].dtype
         ((2, 3), dtype('float32'))

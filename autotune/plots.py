@@ -9,7 +9,7 @@ read exactly what is drawn. Graphs are drawn by Graphviz's ``dot`` program (a su
 with a timeout) when it is on PATH; DOT text needs nothing.
 
 Example:
-    >>> from autotune.record import Record
+    >>> from tilefuse.autotune.record import Record
     >>> records = [Record.create("wk1", "dense", "complex", {"t": t}, costs=[c], timestamp=t)
     ...            for t, c in enumerate([3e-3, 4e-3, 1e-3])]
     >>> [curve.best_ms() for curve in tuning_curves(records)]
@@ -26,7 +26,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tensorir.errors import TilefuseError
+from tilefuse.tensorir.errors import TilefuseError
 
 from .record import first_measurements
 
@@ -119,7 +119,7 @@ def best_so_far(records) -> tuple:
     first ok one. Failed records keep the best as it was.
 
     Example:
-        >>> from autotune.record import Record
+        >>> from tilefuse.autotune.record import Record
         >>> rs = [Record.create("w", "t", "x", {}, error_kind="crash"),
         ...       Record.create("w", "t", "x", {}, costs=[2.0]), Record.create("w", "t", "x", {}, costs=[3.0])]
         >>> best_so_far(rs)
@@ -173,7 +173,7 @@ def tuning_curves(records, descriptions: dict | None = None) -> list:
     count.
 
     Example:
-        >>> from autotune.record import Record
+        >>> from tilefuse.autotune.record import Record
         >>> rs = [Record.create("wk1", "dense", "complex", {"t": 1}, costs=[2e-3], timestamp=2.0),
         ...       Record.create("wk1", "dense", "complex", {"t": 2}, error_kind="crash", timestamp=1.0)]
         >>> curve, = tuning_curves(rs, {"wk1": {"flop": 4_000_000, "outputs": [{"shape": [8, 8]}]}})
@@ -414,7 +414,7 @@ def check_writable(path) -> None:
         >>> check_writable("/no/such/folder/curve.png")
         Traceback (most recent call last):
         ...
-        autotune.plots.PlotError: /no/such/folder/curve.png: cannot write: No such file or directory
+        tilefuse.autotune.plots.PlotError: /no/such/folder/curve.png: cannot write: No such file or directory
     """
     if os.path.isdir(path):
         raise PlotError(f"{path} is a directory; give a file path such as {Path(path) / 'picture.png'}")

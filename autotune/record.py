@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from autotune.target import Target, current_target, target_key, versions as current_versions
+from tilefuse.autotune.target import Target, current_target, target_key, versions as current_versions
 
 SCHEMA_VERSION = 1
 ERROR_KINDS = ("compile", "runtime", "timeout", "crash", "wrong_answer")

@@ -8,7 +8,7 @@ never enumerating the space. Scores come from ``score_fn(indices) -> scores`` (h
 better; ``-inf`` or NaN for a config that cannot be scored).
 
 Example:
-    >>> from schedule.space import ConfigSpace
+    >>> from tilefuse.schedule.space import ConfigSpace
     >>> s = ConfigSpace(); s.define_knob("a", list(range(10))); s.define_knob("b", list(range(10)))
     >>> best = simulated_annealing(s, lambda idx: [-abs(i - 42.2) for i in idx], 3, exclude={42})
     >>> sorted(best)
@@ -21,7 +21,7 @@ import math
 import random
 from typing import Callable, Iterable, Sequence
 
-from schedule.space import ConfigSpace
+from tilefuse.schedule.space import ConfigSpace
 
 ScoreFn = Callable[[Sequence[int]], Sequence[float]]
 

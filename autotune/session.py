@@ -8,12 +8,12 @@ Example:
 """
 from __future__ import annotations
 
-import graph_api.session
+from tilefuse.graph_api import session as graph_session
 
 from .dispatch import HistoryBest
 
 
-class InferenceSession(graph_api.session.InferenceSession):
+class InferenceSession(graph_session.InferenceSession):
     """A ``graph_api.InferenceSession`` whose ``db`` (a path or a ``Database``; None: the
     templates' defaults) gives the configs; ``strict_records``: a workload without a record is
     ``MissingTuningRecord`` instead of a warning.
@@ -23,7 +23,7 @@ class InferenceSession(graph_api.session.InferenceSession):
     """
 
     def __init__(self, model, db=None, strict: bool = False, num_threads: int | None = None,
-                 max_compiled_shapes: int = graph_api.session.MAX_COMPILED_SHAPES, strict_records: bool = False):
+                 max_compiled_shapes: int = graph_session.MAX_COMPILED_SHAPES, strict_records: bool = False):
         configs = None if db is None else HistoryBest(db, strict=strict_records)
         super().__init__(model, configs=configs, strict=strict, num_threads=num_threads,
                          max_compiled_shapes=max_compiled_shapes)

@@ -12,7 +12,7 @@ import functools
 import importlib.metadata
 import platform
 
-from tensorir.runtime.target import Target, normalize_features, target_key
+from tilefuse.tensorir.runtime.target import Target, normalize_features, target_key
 
 __all__ = ["Target", "current_target", "normalize_features", "target_key", "versions"]
 

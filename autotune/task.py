@@ -10,7 +10,7 @@ Tasks pickle (for measurement workers): the IR travels as is and the template is
 the other side.
 
 Example:
-    >>> from tensorir import placeholder, compute, reduce_axis, sum
+    >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
     >>> A = placeholder((64, 32), name="A"); B = placeholder((32, 48), name="B")
     >>> r = reduce_axis((0, 32), name="r")
     >>> C = compute((64, 48), lambda i, j: sum(A[i, r] * B[r, j], axis=r), name="C")
@@ -26,15 +26,15 @@ from operator import mul
 
 import numpy as np
 
-from schedule.templates import template_for
-from tensorir.runtime.aligned import aligned_zeros
-from tensorir.runtime.target import Target
-from tensorir import dtype as dt
-from tensorir.expr import (Add, Call, Const, Div, FloorDiv, FloorMod, IterVar, Max, Min, Mul, Reduce,
+from tilefuse.schedule.templates import template_for
+from tilefuse.tensorir.runtime.aligned import aligned_zeros
+from tilefuse.tensorir.runtime.target import Target
+from tilefuse.tensorir import dtype as dt
+from tilefuse.tensorir.expr import (Add, Call, Const, Div, FloorDiv, FloorMod, IterVar, Max, Min, Mul, Reduce,
                            Select, Sub, TensorLoad, Var, reserve_uids_through)
-from tensorir.node import Node, field_names
-from tensorir.tensor import ComputeOp, PlaceholderOp, Tensor, post_order
-from tensorir.visit import walk
+from tilefuse.tensorir.node import Node, field_names
+from tilefuse.tensorir.tensor import ComputeOp, PlaceholderOp, Tensor, post_order
+from tilefuse.tensorir.visit import walk
 
 KEY_FORMAT = "tilefuse-workload-v1"   # bump when canonical_text changes: keys change with it
 
@@ -67,7 +67,7 @@ def canonical_text(outputs, template_name: str) -> str:
     Names of tensors and variables never appear.
 
     Example:
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> X = placeholder((8,), name="X"); Y = compute((8,), lambda i: X[i] * 2.0, name="Y")
         >>> print(canonical_text(Y, "injective"))
         tilefuse-workload-v1 template=injective
@@ -139,7 +139,7 @@ def estimate_flop(outputs) -> int:
     of pure data movement counts 0.
 
     Example:
-        >>> from tensorir import placeholder, compute, reduce_axis, sum, exp
+        >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum, exp
         >>> A = placeholder((4, 8), name="A"); r = reduce_axis((0, 8), name="r")
         >>> B = compute((4,), lambda i: sum(exp(A[i, r]) * 2.0, axis=r), name="B")
         >>> estimate_flop(B)     # 4 rows x 8 points x (exp + mul + add)
@@ -193,7 +193,7 @@ class Task:
     equal when their keys are.
 
     Example:
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> A = placeholder((100,), name="A"); B = compute((100,), lambda i: A[i] + 1.0, name="B")
         >>> X = placeholder((100,), name="X"); Y = compute((100,), lambda k: X[k] + 1.0, name="Y")
         >>> Task(B) == Task(Y, name="other", weight=3)
@@ -230,7 +230,7 @@ class Task:
         """The name of the template (operator class): injective, reduction, complex or opaque.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((4,), name="A"); Task(compute((4,), lambda i: A[i] - 1.0)).template_name
             'injective'
         """
@@ -241,7 +241,7 @@ class Task:
         """The template's config space.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((4,), name="A"); len(Task(compute((4,), lambda i: A[i] - 1.0)).space)
             40
         """
@@ -252,7 +252,7 @@ class Task:
         """The kernel's parameters: input placeholders in order of first use, then outputs.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] - 1.0, name="B")
             >>> [t.name for t in Task(B).args]
             ['A', 'B']
@@ -264,7 +264,7 @@ class Task:
         """The input placeholders, in order of first use.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] - 1.0, name="B")
             >>> [t.name for t in Task(B).inputs]
             ['A']
@@ -275,7 +275,7 @@ class Task:
         """The same task with another weight.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] * 3.0, name="B")
             >>> Task(B).with_weight(5).weight
             5
@@ -286,7 +286,7 @@ class Task:
         """A JSON-able description for the tuning database and logs.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((4,), "float64", name="A"); B = compute((4,), lambda i: A[i] * 3.0, name="B")
             >>> d = Task(B).describe(); d["template"], d["inputs"], d["outputs"]
             ('injective', [{'name': 'A', 'shape': [4], 'dtype': 'float64'}], [{'name': 'B', 'shape': [4], 'dtype': 'float64'}])
@@ -318,7 +318,7 @@ def random_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:
     and 64-byte aligned. The same seed gives the same arrays.
 
     Example:
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> A = placeholder((3,), name="A"); B = compute((3,), lambda i: A[i] + 1.0, name="B")
         >>> a, b = random_inputs(Task(B), seed=7)
         >>> bool(((-1 <= a) & (a < 1)).all()), b.tolist()

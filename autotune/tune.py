@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from schedule.space import Config
+from tilefuse.schedule.space import Config
 
 from .database import Database, Pick
 from .executor import default_executor
@@ -323,7 +323,7 @@ class Yardstick:
     Replaying a task's records gives again the costs its run ranked by.
 
     Example:
-        >>> from autotune.record import Record
+        >>> from tilefuse.autotune.record import Record
         >>> def timed(knob, cost): return Record.create("w", "t", "x", {"k": knob}, costs=[cost])
         >>> stick = Yardstick(timed(0, 1.0).config_key)
         >>> stick.note([timed(0, 1.0), timed(1, 0.9), timed(0, 1.0),      # a steady batch

@@ -21,7 +21,7 @@ the same proposals.
 ``EarlyStopping`` says when the best cost has not improved for ``patience`` measurements.
 
 Example:
-    >>> from schedule.space import ConfigSpace
+    >>> from tilefuse.schedule.space import ConfigSpace
     >>> space = ConfigSpace(); space.define_knob("tile", [4, 8, 16, 32])
     >>> tuner = make_tuner("grid", space)
     >>> batch = tuner.next_batch(2); [c["tile"] for c in batch]
@@ -38,7 +38,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from schedule.space import Config, ConfigSpace
+from tilefuse.schedule.space import Config, ConfigSpace
 
 from .cost_model import XGBCostModel, relevance
 from .features import FeatureError, config_features_at
@@ -113,7 +113,7 @@ class Tuner:
         those not measured by then (a template's ``starting_points``).
 
         Example:
-            >>> from schedule.space import ConfigSpace
+            >>> from tilefuse.schedule.space import ConfigSpace
             >>> s = ConfigSpace(); s.define_knob("a", [1, 2, 3])
             >>> tuner = RandomTuner(s, seed=0); tuner.start_with([Config({"a": 3})])
             >>> tuner.next_batch(1)
@@ -221,7 +221,7 @@ class GridTuner(Tuner):
     """Configs in index order, skipping measured ones.
 
     Example:
-        >>> from schedule.space import ConfigSpace
+        >>> from tilefuse.schedule.space import ConfigSpace
         >>> s = ConfigSpace(); s.define_knob("a", [1, 2, 3])
         >>> [c["a"] for c in GridTuner(s).next_batch(5)]
         [1, 2, 3]
@@ -244,7 +244,7 @@ class RandomTuner(Tuner):
     """Uniformly random configs without repetition.
 
     Example:
-        >>> from schedule.space import ConfigSpace
+        >>> from tilefuse.schedule.space import ConfigSpace
         >>> s = ConfigSpace(); s.define_knob("a", list(range(10)))
         >>> t = RandomTuner(s, seed=1)
         >>> len({c["a"] for c in t.next_batch(4) + t.next_batch(6)})
@@ -271,9 +271,9 @@ class XGBTuner(Tuner):
 
     Example:
         >>> import functools
-        >>> from tensorir import placeholder, compute
-        >>> from schedule import template_for
-        >>> from autotune.features import features_of
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import template_for
+        >>> from tilefuse.autotune.features import features_of
         >>> A = placeholder((4096,), name="A"); B = compute((4096,), lambda i: A[i] * 2.0, name="B")
         >>> t = template_for(B)
         >>> tuner = XGBTuner(t.space, functools.partial(features_of, t), seed=0, min_train=4)
@@ -546,7 +546,7 @@ def make_tuner(name: str, space: ConfigSpace, featurize: Callable | None = None,
     to the XGBTuner (``plan_size``, ``epsilon``, ``transfer``, ...).
 
     Example:
-        >>> from schedule.space import ConfigSpace
+        >>> from tilefuse.schedule.space import ConfigSpace
         >>> s = ConfigSpace(); s.define_knob("a", [1, 2])
         >>> type(make_tuner("random", s, seed=3)).__name__
         'RandomTuner'

@@ -20,10 +20,10 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import autotune  # noqa: E402
-from schedule import Config  # noqa: E402
-from tensorir import compute, placeholder, reduce_axis, sum  # noqa: E402
-from tensorir.ops.elementwise import relu  # noqa: E402
+from tilefuse import autotune  # noqa: E402
+from tilefuse.schedule import Config  # noqa: E402
+from tilefuse.tensorir import compute, placeholder, reduce_axis, sum  # noqa: E402
+from tilefuse.tensorir.ops.elementwise import relu  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

@@ -12,7 +12,7 @@ unset_openblas_overrides()
 
 import numpy as np  # noqa: E402
 
-from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType, compile_graph  # noqa: E402
+from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType, compile_graph  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

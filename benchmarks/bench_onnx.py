@@ -169,8 +169,8 @@ class TorchOnnxModule:
 # ---------------------------------------------------------------------------- tilefuse
 
 def _compile(graph, db=None):
-    import autotune
-    import graph_api
+    from tilefuse import autotune
+    from tilefuse import graph_api
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = graph_api.compile_graph(graph, configs=None if db is None else autotune.HistoryBest(db))
@@ -197,7 +197,7 @@ def tune_graph(graph, name: str, trials_per_task: int, db_path: str) -> float:
     Example:
         >>> # tune_graph(graph_api.from_onnx("examples/resnet_block.onnx"), "resnet_block", 16, "/tmp/t.db")
     """
-    import autotune
+    from tilefuse import autotune
     tasks = autotune.extract_tasks(graph)
     started = time.monotonic()
     reports = autotune.tune(tasks, trials=trials_per_task * sum(t.weight for t in tasks), db=db_path,
@@ -290,7 +290,7 @@ def bench_model(name: str, args) -> dict:
     except NotImplementedError as err:
         print(f"  torch: skipped: {err}")
 
-    import graph_api
+    from tilefuse import graph_api
     if not hasattr(graph_api, "from_onnx"):
         print("  tilefuse: graph_api.from_onnx is not there yet, skipped")
         rows = timed_interleaved(engines, args.rounds)

@@ -245,8 +245,8 @@ CASES = {
 def bench_case(key: str, rounds: int) -> tuple[float, float, str]:
     """(onnxruntime seconds, tilefuse seconds, notes) of one case, outputs checked first."""
     import onnxruntime
-    import graph_api
-    from graph_api.onnx.importer import import_onnx
+    from tilefuse import graph_api
+    from tilefuse.graph_api.onnx.importer import import_onnx
     _, make = CASES[key]
     model = make()
     mb_feeds = _feeds(model)

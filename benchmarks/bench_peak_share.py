@@ -28,13 +28,13 @@ unset_openblas_overrides()
 import argparse  # noqa: E402
 import warnings  # noqa: E402
 
-import graph_api  # noqa: E402
-from autotune import HistoryBest  # noqa: E402
-from autotune.extract import tasks_by_workload  # noqa: E402
-from autotune.model_check import random_feeds, time_steps  # noqa: E402
+from tilefuse import graph_api  # noqa: E402
+from tilefuse.autotune import HistoryBest  # noqa: E402
+from tilefuse.autotune.extract import tasks_by_workload  # noqa: E402
+from tilefuse.autotune.model_check import random_feeds, time_steps  # noqa: E402
 from machine import copy_bandwidth_gbs, fma_peak_gflops  # noqa: E402
-from schedule.config_source import FixedConfigs  # noqa: E402
-from tensorir.ops.winograd import tile_grid, transform_matrices  # noqa: E402
+from tilefuse.schedule.config_source import FixedConfigs  # noqa: E402
+from tilefuse.tensorir.ops.winograd import tile_grid, transform_matrices  # noqa: E402
 
 
 def winograd_products_flop(task, config) -> int:

@@ -14,8 +14,8 @@ unset_openblas_overrides()
 
 import numpy as np  # noqa: E402
 
-from schedule import Config, build, create_schedule, template_for  # noqa: E402
-from tensorir import compute, if_then_else, placeholder, reduce_axis, sum  # noqa: E402
+from tilefuse.schedule import Config, build, create_schedule, template_for  # noqa: E402
+from tilefuse.tensorir import compute, if_then_else, placeholder, reduce_axis, sum  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

@@ -26,7 +26,7 @@ if mode == "ort":
     import onnxruntime as ort
     sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
 else:
-    from graph_api import InferenceSession, load_compiled
+    from tilefuse.graph_api import InferenceSession, load_compiled
     sess = InferenceSession(model) if mode == "compile" else load_compiled(saved)
 ready = time.perf_counter()
 x = sess.get_inputs()[0]

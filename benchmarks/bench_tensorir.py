@@ -14,9 +14,9 @@ unset_openblas_overrides()
 
 import numpy as np  # noqa: E402
 
-from schedule import build, create_schedule  # noqa: E402
-from tensorir import compute, exp, placeholder, reduce_axis, sum  # noqa: E402
-from tensorir.runtime import threadpool  # noqa: E402
+from tilefuse.schedule import build, create_schedule  # noqa: E402
+from tilefuse.tensorir import compute, exp, placeholder, reduce_axis, sum  # noqa: E402
+from tilefuse.tensorir.runtime import threadpool  # noqa: E402
 
 
 def bench_elementwise(n=1 << 22):

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import llvmlite.binding as llvm  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tensorir.runtime import threadpool  # noqa: E402
-from tensorir.runtime.target import new_target_machine, optimize_module  # noqa: E402
+from tilefuse.tensorir.runtime import threadpool  # noqa: E402
+from tilefuse.tensorir.runtime.target import new_target_machine, optimize_module  # noqa: E402
 
 BENCH_IR = r"""
 declare void @tilefuse_parallel_for(ptr, ptr, i64)

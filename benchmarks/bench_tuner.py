@@ -40,12 +40,12 @@ import math  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
-import autotune  # noqa: E402
-from autotune.measure import MeasureOptions  # noqa: E402
-from autotune.record import config_key, first_measurements  # noqa: E402
-from autotune.tune import Yardstick, rounds_in_turn  # noqa: E402
-from tensorir import compute, placeholder, reduce_axis, sum as rsum  # noqa: E402
-from tensorir.ops import nn, window  # noqa: E402
+from tilefuse import autotune  # noqa: E402
+from tilefuse.autotune.measure import MeasureOptions  # noqa: E402
+from tilefuse.autotune.record import config_key, first_measurements  # noqa: E402
+from tilefuse.autotune.tune import Yardstick, rounds_in_turn  # noqa: E402
+from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum  # noqa: E402
+from tilefuse.tensorir.ops import nn, window  # noqa: E402
 
 TUNERS = ("xgb", "random", "grid")
 WITHIN = 0.05           # "reached the best": within this share of the best pick any run made

@@ -12,11 +12,11 @@ import time
 
 import numpy as np
 
-from schedule import build, create_schedule
-from tensorir import compute, placeholder
-from tensorir.runtime.kernel import ArgSpec, compile_llvm
-from tensorir.runtime.target import Target
-from tensorir.runtime.threadpool import get_num_threads
+from tilefuse.schedule import build, create_schedule
+from tilefuse.tensorir import compute, placeholder
+from tilefuse.tensorir.runtime.kernel import ArgSpec, compile_llvm
+from tilefuse.tensorir.runtime.target import Target
+from tilefuse.tensorir.runtime.threadpool import get_num_threads
 
 ACCUMULATORS = 16       # independent FMA chains per thread: enough to cover the FMA latency twice
 ITERATIONS = 200_000    # trips of the chain loop per thread and call

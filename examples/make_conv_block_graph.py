@@ -9,7 +9,7 @@ to write the file again; ``tests/autotune/test_cli.py`` checks that it matches.
 """
 from pathlib import Path
 
-from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
 
 
 def conv_block_graph(channels: int = 16, size: int = 28) -> Graph:

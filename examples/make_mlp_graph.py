@@ -2,7 +2,7 @@
 ReLU between layers, softmax at the end) for a batch of 32, in oneDNN's graph format."""
 from pathlib import Path
 
-from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
 
 
 def mlp_graph(batch=32, sizes=(256, 128, 64, 10)) -> Graph:

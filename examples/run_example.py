@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from graph_api import compile_graph, load_json, reference
+from tilefuse.graph_api import compile_graph, load_json, reference
 
-from schedule import build, create_schedule, lower
-from tensorir import compute, exp, placeholder, reduce_axis, sum
+from tilefuse.schedule import build, create_schedule, lower
+from tilefuse.tensorir import compute, exp, placeholder, reduce_axis, sum
 
 
 def best_of(fn, repeat=20):

@@ -1,7 +1,7 @@
 """graph_api: a front end in the style of the oneDNN Graph API.
 
 Example:
-    >>> from graph_api import LogicalTensor, DataType, Op, OpKind
+    >>> from tilefuse.graph_api import LogicalTensor, DataType, Op, OpKind
     >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
     >>> Op(0, OpKind.ReLU, [x], [y]).kind.value
     'ReLU'

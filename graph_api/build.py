@@ -19,10 +19,10 @@ import json
 import multiprocessing
 import os
 
-from schedule import template_for
-from schedule.config_source import ConfigSource, active_sources
-from tensorir.runtime import artifact
-from tensorir.runtime.kernel_cache import KernelCache, LRUCache, cache_key
+from tilefuse.schedule import template_for
+from tilefuse.schedule.config_source import ConfigSource, active_sources
+from tilefuse.tensorir.runtime import artifact
+from tilefuse.tensorir.runtime.kernel_cache import KernelCache, LRUCache, cache_key
 
 from .lowering import placeholder_for, lower_op
 

@@ -37,11 +37,11 @@ import warnings
 
 import numpy as np
 
-from tensorir.errors import Unsupported
-from tensorir.runtime import artifact
-from tensorir.runtime.abi import PARAM_ALIGN
-from tensorir.runtime.aligned import aligned_empty, data_address, on_cache_line
-from tensorir.runtime.prepacked import PrepackedKernel
+from tilefuse.tensorir.errors import Unsupported
+from tilefuse.tensorir.runtime import artifact
+from tilefuse.tensorir.runtime.abi import PARAM_ALIGN
+from tilefuse.tensorir.runtime.aligned import aligned_empty, data_address, on_cache_line
+from tilefuse.tensorir.runtime.prepacked import PrepackedKernel
 
 from . import reference
 from .build import build_partitions, partition_signature
@@ -65,7 +65,7 @@ class CompiledGraph:
     ``__reduce__``.
 
     Example:
-        >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+        >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
         >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
         >>> g = Graph(); _ = g.add_op(Op(0, OpKind.ReLU, [x], [y])); g.finalize()
         >>> compile_graph(g).run({0: np.array([[-1, 2, -3], [4, -5, 6]], "float32")})[1].tolist()
@@ -133,7 +133,7 @@ class CompiledGraph:
 
         Example:
             >>> import pickle
-            >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+            >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
             >>> x = LogicalTensor(0, DataType.f32, (3,)); y = LogicalTensor(1, DataType.f32, (3,))
             >>> g = Graph(); _ = g.add_op(Op(0, OpKind.ReLU, [x], [y])); g.finalize()
             >>> again = pickle.loads(pickle.dumps(compile_graph(g)))

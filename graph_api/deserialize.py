@@ -28,7 +28,7 @@ def load_json(source) -> Graph:
         >>> load_json(io.StringIO('{"graph": [{"id": 3, "kind": "Foo", "inputs": [], "outputs": []}]}'))
         Traceback (most recent call last):
         ...
-        graph_api.logical_tensor.GraphError: <stream>: op 3: unknown op kind 'Foo'
+        tilefuse.graph_api.logical_tensor.GraphError: <stream>: op 3: unknown op kind 'Foo'
     """
     if isinstance(source, (str, os.PathLike)):
         name = str(source)

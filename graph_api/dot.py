@@ -7,7 +7,7 @@ def graph_to_dot(graph, policy: str = "fusion") -> str:
     shape, and one cluster per partition (dashed when the partition is not supported).
 
     Example:
-        >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+        >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
         >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
         >>> g = Graph(); _ = g.add_op(Op(0, OpKind.ReLU, [x], [y])); g.finalize()
         >>> print(graph_to_dot(g).splitlines()[0])

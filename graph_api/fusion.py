@@ -79,8 +79,8 @@ def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str 
     ``constant_of(op)`` whether the op computes constants.
 
     Example:
-        >>> from graph_api.logical_tensor import LogicalTensor as T
-        >>> from graph_api.op import Op
+        >>> from tilefuse.graph_api.logical_tensor import LogicalTensor as T
+        >>> from tilefuse.graph_api.op import Op
         >>> a, b, c = T(0, "f32", (4,)), T(1, "f32", (4,)), T(2, "f32", (4,))
         >>> ops = [Op(0, "Exp", [a], [b]), Op(1, "ReLU", [b], [c])]
         >>> prod = {1: ops[0], 2: ops[1]}

@@ -6,7 +6,7 @@ pipeline compiles is its ``GraphIR`` (``Graph.ir()``, ``graph_api.ir``), which p
 without going back through ``add_op``.
 
 Example:
-    >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+    >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
     >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
     >>> g = Graph()
     >>> g.add_op(Op(0, OpKind.ReLU, [x], [y]))
@@ -38,7 +38,7 @@ class Graph:
     know them, the same property type (``undef`` matches any).
 
     Example:
-        >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+        >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
         >>> a = LogicalTensor(0, DataType.f32, (4,)); b = LogicalTensor(1, DataType.f32, (4,))
         >>> c = LogicalTensor(2, DataType.f32, (4,))
         >>> g = Graph("cpu", "strict")
@@ -73,7 +73,7 @@ class Graph:
         error is returned as its message instead of raised (and the graph is left unchanged).
 
         Example:
-            >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+            >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
             >>> x = LogicalTensor(0, DataType.f32, (2,)); y = LogicalTensor(1, DataType.f16, (2,))
             >>> Graph().add_op(Op(3, OpKind.ReLU, [x], [y]), allow_exception=False)
             'op 3 (ReLU): output 0 (dst, tensor 1) has data type f16 but input 0 (src, tensor 0) has f32'
@@ -124,7 +124,7 @@ class Graph:
 
         Example:
             >>> import numpy as np
-            >>> from graph_api import DataType, LogicalTensor, Op, OpKind, PropertyType
+            >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind, PropertyType
             >>> w = LogicalTensor(0, DataType.f32, (2,), property_type=PropertyType.constant)
             >>> y = LogicalTensor(1, DataType.f32, (2,))
             >>> g = Graph(); _ = g.add_op(Op(0, OpKind.ReLU, [w], [y]))
@@ -225,7 +225,7 @@ class Graph:
             >>> Graph().tensor(5)
             Traceback (most recent call last):
             ...
-            graph_api.logical_tensor.GraphError: no logical tensor 5 in the graph
+            tilefuse.graph_api.logical_tensor.GraphError: no logical tensor 5 in the graph
         """
         try:
             return self._tensors[tensor_id]
@@ -297,7 +297,7 @@ class Graph:
         groups ops by operator class; "debug" gives one op per partition).
 
         Example:
-            >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+            >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
             >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
             >>> z = LogicalTensor(2, DataType.f32, (2, 3))
             >>> g = Graph(); _ = g.add_op(Op(0, OpKind.Exp, [x], [y])); _ = g.add_op(Op(1, OpKind.ReLU, [y], [z]))

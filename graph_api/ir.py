@@ -8,7 +8,7 @@ the user added them to a ``Graph``), so a pass rewrites by making a new one with
 that validates ops as they come and hands its IR to the pipeline (``Graph.ir()``).
 
 Example:
-    >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+    >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
     >>> x = LogicalTensor(0, DataType.f32, (2,)); y = LogicalTensor(1, DataType.f32, (2,))
     >>> z = LogicalTensor(2, DataType.f32, (2,))
     >>> ir = GraphIR([Op(1, OpKind.Exp, [y], [z]), Op(0, OpKind.Abs, [x], [y])])
@@ -147,7 +147,7 @@ class GraphIR:
             >>> GraphIR([]).tensor(5)
             Traceback (most recent call last):
             ...
-            graph_api.logical_tensor.GraphError: no logical tensor 5 in the graph
+            tilefuse.graph_api.logical_tensor.GraphError: no logical tensor 5 in the graph
         """
         try:
             return self._tensors[tensor_id]

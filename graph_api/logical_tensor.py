@@ -5,7 +5,7 @@ import enum
 from dataclasses import dataclass
 
 import numpy as np
-from tensorir.errors import TilefuseError
+from tilefuse.tensorir.errors import TilefuseError
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1

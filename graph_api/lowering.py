@@ -9,16 +9,16 @@ whose lowering raises ``Unsupported`` (a kind, attribute value or data type with
 definition) is opaque and runs in the reference interpreter. Any other error propagates.
 
 Example:
-    >>> from graph_api import LogicalTensor, OpKind
+    >>> from tilefuse.graph_api import LogicalTensor, OpKind
     >>> x = LogicalTensor(0, DataType.f32, (7, 13)); y = LogicalTensor(1, DataType.f32, (7, 13))
     >>> OpKind.ConvTranspose in LOWERED_KINDS, op_class(Op(0, OpKind.SoftMax, [x], [y], {"axis": -1}))
     (True, 'reduction')
 """
 from __future__ import annotations
 
-from tensorir import placeholder
-from tensorir.errors import Unsupported
-from tensorir.tensor import ComputeOp, post_order
+from tilefuse.tensorir import placeholder
+from tilefuse.tensorir.errors import Unsupported
+from tilefuse.tensorir.tensor import ComputeOp, post_order
 
 from .fusion import dominant_class
 from .logical_tensor import DataType, LogicalTensor, PropertyType
@@ -35,7 +35,7 @@ def lower_op(op: Op, inputs: list) -> list:
     """The op's outputs as tensorir tensors computed from ``inputs`` (tensorir tensors).
 
     Example:
-        >>> from graph_api import LogicalTensor, OpKind
+        >>> from tilefuse.graph_api import LogicalTensor, OpKind
         >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
         >>> [t.shape for t in lower_op(Op(0, OpKind.ReLU, [x], [y]), [placeholder_for(x)])]
         [(2, 3)]
@@ -74,13 +74,13 @@ def op_class(op: Op) -> str:
     """The operator class of a graph op, from the compute bodies it lowers to.
 
     Example:
-        >>> from graph_api import LogicalTensor, OpKind
+        >>> from tilefuse.graph_api import LogicalTensor, OpKind
         >>> a = LogicalTensor(0, DataType.f32, (4, 8)); b = LogicalTensor(1, DataType.f32, (8, 3))
         >>> c = LogicalTensor(2, DataType.f32, (4, 3))
         >>> op_class(Op(0, OpKind.MatMul, [a, b], [c]))
         'complex'
     """
-    from schedule.templates import op_class as compute_class
+    from tilefuse.schedule.templates import op_class as compute_class
     if any(t.dtype not in COMPILED_DTYPES for t in op.outputs):
         return "opaque"      # its lowering could not name the output's element type
     try:

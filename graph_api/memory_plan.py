@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensorir.runtime.aligned import aligned_empty
+from tilefuse.tensorir.runtime.aligned import aligned_empty
 
 
 @dataclass(frozen=True)

@@ -145,7 +145,7 @@ class Op:
     strings, bools, lists of ints or floats).
 
     Example:
-        >>> from graph_api.logical_tensor import DataType
+        >>> from tilefuse.graph_api.logical_tensor import DataType
         >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
         >>> op = Op(0, OpKind.ReLU, [x], [y], name="relu")
         >>> op.kind, [t.id for t in op.inputs]

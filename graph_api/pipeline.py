@@ -18,7 +18,7 @@ partition lowers to a compute DAG and compiles when ``Partition.compile`` is cal
 the layouts its graph gives.
 
 Example:
-    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+    >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
     >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, None)
     >>> z = LogicalTensor(2, DataType.f32, None)
     >>> g = Graph(); _ = g.add_op(Op(0, OpKind.Exp, [x], [y])); _ = g.add_op(Op(1, OpKind.ReLU, [y], [z]))
@@ -65,7 +65,7 @@ def prepare(graph, policy: str = "fusion") -> GraphIR:
     """The IR of a finalized graph after every step of ``STEPS``.
 
     Example:
-        >>> from graph_api import Graph
+        >>> from tilefuse.graph_api import Graph
         >>> g = Graph(); g.finalize(); prepare(g).ops
         []
     """

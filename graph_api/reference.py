@@ -15,8 +15,8 @@ and cast once to each output's data type (``op.outputs[i].dtype``). A kind witho
 
 Example:
     >>> import numpy as np
-    >>> from graph_api.logical_tensor import DataType, LogicalTensor
-    >>> from graph_api.op import Op, OpKind
+    >>> from tilefuse.graph_api.logical_tensor import DataType, LogicalTensor
+    >>> from tilefuse.graph_api.op import Op, OpKind
     >>> a, b = LogicalTensor(0, DataType.f32, (2,)), LogicalTensor(1, DataType.f32, (2,))
     >>> evaluate(Op(0, OpKind.Exp, [a], [b]), [np.zeros(2, np.float32)])[0]
     array([1., 1.], dtype=float32)
@@ -77,8 +77,8 @@ def evaluate(op: Op, inputs: list) -> list:
 
     Example:
         >>> import numpy as np
-        >>> from graph_api.logical_tensor import DataType, LogicalTensor
-        >>> from graph_api.op import Op, OpKind
+        >>> from tilefuse.graph_api.logical_tensor import DataType, LogicalTensor
+        >>> from tilefuse.graph_api.op import Op, OpKind
         >>> a = LogicalTensor(0, DataType.f32, (2, 3)); b = LogicalTensor(1, DataType.f32, (3, 2))
         >>> c = LogicalTensor(2, DataType.f32, (2, 2))
         >>> op = Op(0, OpKind.MatMul, [a, b], [c])
@@ -88,7 +88,7 @@ def evaluate(op: Op, inputs: list) -> list:
         >>> evaluate(Op(1, OpKind.Wildcard, [a], [c]), [np.ones((2, 3))])
         Traceback (most recent call last):
         ...
-        graph_api.logical_tensor.GraphError: op 1 (Wildcard): the reference interpreter does not implement this op
+        tilefuse.graph_api.logical_tensor.GraphError: op 1 (Wildcard): the reference interpreter does not implement this op
     """
     handler = op_def(op.kind).reference
     if handler is None:
@@ -167,8 +167,8 @@ def run(graph_or_ops, feeds: dict) -> dict:
 
     Example:
         >>> import numpy as np
-        >>> from graph_api.logical_tensor import DataType, LogicalTensor
-        >>> from graph_api.op import Op, OpKind
+        >>> from tilefuse.graph_api.logical_tensor import DataType, LogicalTensor
+        >>> from tilefuse.graph_api.op import Op, OpKind
         >>> t = [LogicalTensor(i, DataType.f32, (3,)) for i in range(3)]
         >>> ops = [Op(1, OpKind.ReLU, [t[1]], [t[2]]), Op(0, OpKind.Abs, [t[0]], [t[1]])]
         >>> run(ops, {0: np.array([-1, 0, 2], np.float32)})
@@ -176,7 +176,7 @@ def run(graph_or_ops, feeds: dict) -> dict:
         >>> run(ops, {})
         Traceback (most recent call last):
         ...
-        graph_api.logical_tensor.GraphError: tensor 0 (input 0 of op 0 (Abs)) has no feed
+        tilefuse.graph_api.logical_tensor.GraphError: tensor 0 (input 0 of op 0 (Abs)) has no feed
     """
     ops = _op_list(graph_or_ops)
     producer: dict[int, Op] = {}

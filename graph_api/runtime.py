@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorir.runtime.aligned import aligned_empty
+from tilefuse.tensorir.runtime.aligned import aligned_empty
 
 from .logical_tensor import GraphError, LogicalTensor
 
@@ -46,7 +46,7 @@ class Tensor:
     (allocated when ``handle`` is None).
 
     Example:
-        >>> from graph_api.logical_tensor import DataType
+        >>> from tilefuse.graph_api.logical_tensor import DataType
         >>> t = Tensor(LogicalTensor(0, DataType.f32, (2, 3)), Engine())
         >>> t.handle.shape, t.handle.dtype
         ((2, 3), dtype('float32'))

@@ -9,7 +9,7 @@ unknown rank as ``"shape": null`` (our extension: oneDNN has no spelling for it)
 
 Example:
     >>> import io
-    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, load_json
+    >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, load_json
     >>> g = Graph()
     >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
     >>> _ = g.add_op(Op(0, OpKind.Elu, [x], [y], {"alpha": 0.5})); g.finalize()
@@ -35,7 +35,7 @@ def graph_to_json(graph) -> str:
 
     Example:
         >>> import json
-        >>> from graph_api import Graph
+        >>> from tilefuse.graph_api import Graph
         >>> sorted(json.loads(graph_to_json(Graph("cpu", "bf16"))))
         ['engine_kind', 'fpmath_mode', 'fpmath_mode_apply_to_int', 'graph', 'input_ports', 'output_ports', 'version']
     """

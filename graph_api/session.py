@@ -31,7 +31,7 @@ as with any pickle.
 
 Example:
     >>> import numpy as np
-    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+    >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
     >>> x = LogicalTensor(0, DataType.f32, (2,)); y = LogicalTensor(1, DataType.f32, (2,))
     >>> g = Graph(); _ = g.add_op(Op(0, OpKind.ReLU, [x], [y])); g.finalize()
     >>> sess = InferenceSession(g)
@@ -54,9 +54,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensorir.runtime.artifact import read_envelope
-from tensorir.runtime.target import Target
-from tensorir.runtime.threadpool import set_num_threads
+from tilefuse.tensorir.runtime.artifact import read_envelope
+from tilefuse.tensorir.runtime.target import Target
+from tilefuse.tensorir.runtime.threadpool import set_num_threads
 
 from .compiled_graph import CompiledGraph
 from .deserialize import load_json
@@ -247,7 +247,7 @@ def load_compiled(path) -> InferenceSession:
         >>> load_compiled(__file__)
         Traceback (most recent call last):
         ...
-        graph_api.logical_tensor.GraphError: ...session.py: not a saved tilefuse session
+        tilefuse.graph_api.logical_tensor.GraphError: ...session.py: not a saved tilefuse session
     """
     where = os.fspath(path)
     try:

@@ -3,7 +3,7 @@ each kind's shape rule in the op registry (``graph_api.ops``), with oneDNN's rul
 output shapes are checked.
 
 Example:
-    >>> from graph_api import DataType, LogicalTensor, Op, OpKind, Graph
+    >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind, Graph
     >>> a = LogicalTensor(0, DataType.f32, (8, 1, 3)); b = LogicalTensor(1, DataType.f32, (5, 1))
     >>> g = Graph(); _ = g.add_op(Op(0, OpKind.Add, [a, b], [LogicalTensor(2, DataType.f32, None)]))
     >>> infer_shapes(g)[2].shape
@@ -28,13 +28,13 @@ def infer_shapes(graph) -> dict[int, LogicalTensor]:
     naming the op. The graph is not changed.
 
     Example:
-        >>> from graph_api import DataType, LogicalTensor, Op, OpKind, Graph
+        >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind, Graph
         >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 4))
         >>> g = Graph(); _ = g.add_op(Op(5, OpKind.ReLU, [x], [y]))
         >>> infer_shapes(g)
         Traceback (most recent call last):
         ...
-        graph_api.logical_tensor.GraphError: op 5 (ReLU): output 0 (tensor 1) is given shape [2, 4] but ...
+        tilefuse.graph_api.logical_tensor.GraphError: op 5 (ReLU): output 0 (tensor 1) is given shape [2, 4] but ...
     """
     tensors = graph.tensors
     for op in graph.topological_ops():
@@ -66,7 +66,7 @@ def infer_op_shapes(op: Op, input_shapes) -> list:
     has no shape rule.
 
     Example:
-        >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+        >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
         >>> x = LogicalTensor(0, DataType.f32, (3, 1)); y = LogicalTensor(1, DataType.f32, None)
         >>> infer_op_shapes(Op(0, OpKind.Expand, [x], [y], {"shape": [2, 1, 4]}), [(3, 1)])
         [(2, 3, 4)]
@@ -87,7 +87,7 @@ def with_inferred_shapes(graph) -> GraphIR:
     completes.
 
     Example:
-        >>> from graph_api import DataType, LogicalTensor, Op, OpKind, Graph
+        >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind, Graph
         >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, None)
         >>> g = Graph(); _ = g.add_op(Op(0, OpKind.Tanh, [x], [y]))
         >>> with_inferred_shapes(g).ops[0].outputs[0].shape

@@ -1,8 +1,8 @@
 """schedule: Halide/TVM-style schedules over tensorir algorithms, lowering and building.
 
 Example:
-    >>> from tensorir import placeholder, compute
-    >>> from schedule import create_schedule, lower, build
+    >>> from tilefuse.tensorir import placeholder, compute
+    >>> from tilefuse.schedule import create_schedule, lower, build
     >>> A = placeholder((100,), name="A")
     >>> B = compute((100,), lambda i: A[i] * 2.0, name="B")
     >>> s = create_schedule(B)

@@ -1,9 +1,9 @@
 """Build: schedule -> loop IR -> native Kernel for the host CPU."""
 from __future__ import annotations
 
-from tensorir.codegen import build_prim_func
-from tensorir.runtime.kernel import Kernel
-from tensorir.runtime.target import Target
+from tilefuse.tensorir.codegen import build_prim_func
+from tilefuse.tensorir.runtime.kernel import Kernel
+from tilefuse.tensorir.runtime.target import Target
 
 from .lower import lower
 from .schedule import Schedule
@@ -18,8 +18,8 @@ def build(sch: Schedule, args: list, name: str = "main", fast_math: bool = False
 
     Example:
         >>> import numpy as np
-        >>> from tensorir import placeholder, compute
-        >>> from schedule import create_schedule
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import create_schedule
         >>> A = placeholder((3,), name="A"); B = compute((3,), lambda i: A[i] * A[i], name="B")
         >>> f = build(create_schedule(B), [A, B])
         >>> b = np.empty(3, "float32"); f(np.array([1, 2, 3], "float32"), b); b.tolist()

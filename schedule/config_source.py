@@ -7,8 +7,8 @@ configs=...)``) or made active for a block with ``using_configs(source)``: there
 of active sources per thread, and the innermost source that has a config for a template wins.
 
 Example:
-    >>> from tensorir import placeholder, compute
-    >>> from schedule.templates import template_for
+    >>> from tilefuse.tensorir import placeholder, compute
+    >>> from tilefuse.schedule.templates import template_for
     >>> A = placeholder((100,), name="A"); B = compute((100,), lambda i: A[i] * 2.0, name="B")
     >>> t = template_for(B); other = t.space.get(len(t.space) - 1)
     >>> with using_configs(FixedConfigs(lambda template: other)):
@@ -101,8 +101,8 @@ def chosen_config(template, source: ConfigSource | None = None) -> Config:
     active source that has one, else the template's default.
 
     Example:
-        >>> from tensorir import placeholder, compute
-        >>> from schedule.templates import template_for
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule.templates import template_for
         >>> A = placeholder((10,), name="A"); t = template_for(compute((10,), lambda i: A[i] + 1.0))
         >>> chosen_config(t, FixedConfigs(lambda template: None)) == t.default_config()
         True

@@ -12,8 +12,8 @@ the main kernel on the packed copies.
 
 Example:
     >>> import numpy as np
-    >>> from tensorir import placeholder, compute, reduce_axis, sum
-    >>> from schedule import create_schedule
+    >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
+    >>> from tilefuse.schedule import create_schedule
     >>> A = placeholder((8, 32), name="A"); W = placeholder((32, 40), name="W", constant=True)
     >>> r = reduce_axis((0, 32), name="r")
     >>> C = compute((8, 40), lambda i, j: sum(A[i, r] * W[r, j], axis=r), name="C")
@@ -25,10 +25,10 @@ Example:
 """
 from __future__ import annotations
 
-from tensorir.expr import TensorLoad
-from tensorir.runtime.prepacked import PrepackedKernel
-from tensorir.tensor import PlaceholderOp, Tensor, post_order
-from tensorir.visit import walk
+from tilefuse.tensorir.expr import TensorLoad
+from tilefuse.tensorir.runtime.prepacked import PrepackedKernel
+from tilefuse.tensorir.tensor import PlaceholderOp, Tensor, post_order
+from tilefuse.tensorir.visit import walk
 
 from .build import build
 from .schedule import Schedule, create_schedule
@@ -38,8 +38,8 @@ def hoistable(s: Schedule, constants) -> list[Tensor]:
     ``constants`` placeholders.
 
     Example:
-        >>> from tensorir import placeholder, compute
-        >>> from schedule import create_schedule
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import create_schedule
         >>> W = placeholder((4,), name="W"); X = placeholder((4,), name="X")
         >>> W2 = compute((4,), lambda i: W[i] * 2.0, name="W2")
         >>> Y = compute((4,), lambda i: X[i] + W2[i], name="Y")

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import functools
 
-from tensorir import expr as E
-from tensorir.dtype import itemsize
-from tensorir import stmt as S
-from tensorir.node import same
-from tensorir.pipeline import run_passes
-from tensorir.simplify import Linear, bound, simplify
-from tensorir.tensor import PlaceholderOp, Tensor
-from tensorir.visit import free_vars, rewrite, substitute, walk
+from tilefuse.tensorir import expr as E
+from tilefuse.tensorir.dtype import itemsize
+from tilefuse.tensorir import stmt as S
+from tilefuse.tensorir.node import same
+from tilefuse.tensorir.pipeline import run_passes
+from tilefuse.tensorir.simplify import Linear, bound, simplify
+from tilefuse.tensorir.tensor import PlaceholderOp, Tensor
+from tilefuse.tensorir.visit import free_vars, rewrite, substitute, walk
 
 from .schedule import Fuse, Schedule, ScheduleError, Split, Stage, split_extents
 
@@ -37,8 +37,8 @@ def lower(sch: Schedule, args: list, name: str = "main") -> S.PrimFunc:
     """Lower ``sch`` to a PrimFunc whose parameters are ``args`` (tensors and scalar vars).
 
     Example:
-        >>> from tensorir import placeholder, compute
-        >>> from schedule import create_schedule
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import create_schedule
         >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] * 2.0, name="B")
         >>> print(lower(create_schedule(B), [A, B]))
         func main(A: float32[4], B: float32[4]) {

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensorir.expr import IterVar, Reduce, TensorLoad, as_expr
-from tensorir.intrinsics import if_then_else
-from tensorir.runtime.prepacked import PanelPack
-from tensorir.tensor import ComputeOp, PlaceholderOp, Tensor, placeholder, post_order
-from tensorir.visit import rewrite, substitute, walk
-from tensorir.errors import TilefuseError
+from tilefuse.tensorir.expr import IterVar, Reduce, TensorLoad, as_expr
+from tilefuse.tensorir.intrinsics import if_then_else
+from tilefuse.tensorir.runtime.prepacked import PanelPack
+from tilefuse.tensorir.tensor import ComputeOp, PlaceholderOp, Tensor, placeholder, post_order
+from tilefuse.tensorir.visit import rewrite, substitute, walk
+from tilefuse.tensorir.errors import TilefuseError
 
 MAX_VECTOR_LANES = 256
 MAX_UNROLL = 1024
@@ -63,7 +63,7 @@ class Stage:
     """The schedule of one compute op: its loops, their order and kinds.
 
     Example:
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> A = placeholder((100,), name="A")
         >>> B = compute((100,), lambda i: A[i] * 2.0, name="B")
         >>> s = create_schedule(B)
@@ -124,7 +124,7 @@ class Stage:
         of extent ``nparts``). A factor that does not divide the extent leaves a guarded tail.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((10,), name="A"); B = compute((10,), lambda i: A[i], name="B")
             >>> s = create_schedule(B); xo, xi = s[B].split(B.op.axis[0], factor=4)
             >>> xo.dom_extent, xi.dom_extent
@@ -151,7 +151,7 @@ class Stage:
         """Split two axes and order the result (x.outer, y.outer, x.inner, y.inner).
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((64, 64), name="A"); B = compute((64, 64), lambda i, j: A[i, j], name="B")
             >>> s = create_schedule(B); i, j = B.op.axis
             >>> [a.name for a in s[B].tile(i, j, 8, 16)]
@@ -166,7 +166,7 @@ class Stage:
         """Fuse consecutive loops (outermost first) into one.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((4, 8), name="A"); B = compute((4, 8), lambda i, j: A[i, j], name="B")
             >>> s = create_schedule(B); f = s[B].fuse(*B.op.axis)
             >>> f.name, f.dom_extent
@@ -198,7 +198,7 @@ class Stage:
         """Put the given loops in this order, in the positions they occupy together.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((4, 8), name="A"); B = compute((4, 8), lambda i, j: A[i, j], name="B")
             >>> s = create_schedule(B); i, j = B.op.axis; s[B].reorder(j, i)
             >>> [a.name for a in s[B].leaf_iter_vars]
@@ -232,7 +232,7 @@ class Stage:
         a tail under a guard becomes masked loads and stores).
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((100,), name="A"); B = compute((100,), lambda i: A[i] + 1.0, name="B")
             >>> s = create_schedule(B); outer, inner = s[B].split(B.op.axis[0], factor=16)
             >>> s[B].vectorize(inner)
@@ -243,7 +243,7 @@ class Stage:
         """Replicate the loop body ``extent`` times.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((8, 4), name="A"); B = compute((8, 4), lambda i, j: A[i, j] * 2.0, name="B")
             >>> s = create_schedule(B); s[B].unroll(B.op.axis[1])
         """
@@ -253,7 +253,7 @@ class Stage:
         """Run the loop's iterations on the thread pool, in one contiguous chunk per thread.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((8, 4), name="A"); B = compute((8, 4), lambda i, j: A[i, j] * 2.0, name="B")
             >>> s = create_schedule(B); s[B].parallel(B.op.axis[0])
         """
@@ -271,7 +271,7 @@ class Stage:
         row), or when a reduction streams weights that serve few rows (a classifier's).
 
         Example:
-            >>> from tensorir import placeholder, compute, reduce_axis, sum
+            >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
             >>> A = placeholder((64, 1024), name="A"); B = compute((64, 1024), lambda i, j: A[i, j] * 2.0, name="B")
             >>> s = create_schedule(B); s[B].prefetch(A, B.op.axis[0], 1)
             >>> s[B].prefetch(B, B.op.axis[0], 1, write=True)
@@ -295,7 +295,7 @@ class Stage:
         output of the schedule).
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((8, 512), name="A")
             >>> B = compute((8, 512), lambda i, j: A[i, j] * 2.0, name="B")
             >>> C = compute((8, 512), lambda i, j: B[i, j] + 1.0, name="C")
@@ -335,7 +335,7 @@ class Stage:
         packed input whose last block is filled).
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((64, 64), name="A")
             >>> B = compute((64, 64), lambda i, j: A[i, j] * 2.0, name="B")
             >>> C = compute((64, 64), lambda i, j: B[i, j] + 1.0, name="C")
@@ -366,7 +366,7 @@ class Stage:
         """Substitute this stage's expression into its consumers; it gets no buffer or loops.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((8,), name="A")
             >>> B = compute((8,), lambda i: A[i] * 2.0, name="B")
             >>> C = compute((8,), lambda i: B[i] + 1.0, name="C")
@@ -382,7 +382,7 @@ class Stage:
         """Compute this stage in full, at the top level, before its consumers (the default).
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((8,), name="A"); B = compute((8,), lambda i: A[i], name="B")
             >>> s = create_schedule(B); s[B].compute_root()
         """
@@ -405,7 +405,7 @@ class Schedule:
     """Stages for every compute op reachable from the outputs, producers first.
 
     Example:
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> A = placeholder((4,), name="A")
         >>> B = compute((4,), lambda i: A[i] + 1.0, name="B")
         >>> C = compute((4,), lambda i: B[i] * 2.0, name="C")
@@ -444,7 +444,7 @@ class Schedule:
         vector along the channels is contiguous in the buffer.
 
         Example:
-            >>> from tensorir import placeholder, compute, reduce_axis, sum
+            >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
             >>> A = placeholder((64, 64), name="A"); B = placeholder((64, 64), name="B")
             >>> r = reduce_axis((0, 64), name="r")
             >>> C = compute((64, 64), lambda i, j: sum(A[i, r] * B[r, j], axis=r), name="C")
@@ -475,7 +475,7 @@ class Schedule:
         """Copy ``tensor`` into a new stage ``<name>.<scope>`` that ``readers`` read instead.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((64,), name="A"); B = compute((64,), lambda i: A[i] * 2.0, name="B")
             >>> s = create_schedule(B); AL = s.cache_read(A, "local", [B])
             >>> [st.op.name for st in s.stages]
@@ -496,7 +496,7 @@ class Schedule:
         axis=1, block=16. ``readers`` (all by default) read the packed tensor instead.
 
         Example:
-            >>> from tensorir import placeholder, compute, reduce_axis, sum
+            >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
             >>> A = placeholder((8, 32), name="A"); B = placeholder((32, 40), name="B")
             >>> r = reduce_axis((0, 32), name="r")
             >>> C = compute((8, 40), lambda i, j: sum(A[i, r] * B[r, j], axis=r), name="C")
@@ -542,7 +542,7 @@ class Schedule:
         annotated or moved; an equivalent that reads ``tensor`` (or a reader of it) is refused.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((8,), name="A"); B = compute((8,), lambda i: A[i] * 4.0, name="B")
             >>> twice = compute((8,), lambda i: A[i] * 2.0, name="twice")
             >>> s = create_schedule(B); s.redefine(B, compute((8,), lambda i: twice[i] * 2.0))
@@ -577,7 +577,7 @@ class Schedule:
         call. Stages only ``tensor`` read stay in the schedule, unused.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((8,), name="A"); B = compute((8,), lambda i: A[i] + 1.0, name="B")
             >>> C = compute((8,), lambda i: B[i] * 2.0, name="C")
             >>> s = create_schedule(C); BI = s.as_input(B)
@@ -606,7 +606,7 @@ class Schedule:
         be vectorized or parallelized; ``tensor`` then reduces over that axis only.
 
         Example:
-            >>> from tensorir import placeholder, compute, reduce_axis, sum
+            >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
             >>> A = placeholder((4, 100), name="A"); r = reduce_axis((0, 100), name="r")
             >>> B = compute((4,), lambda i: sum(A[i, r], axis=r), name="B")
             >>> s = create_schedule(B); ro, ri = s[B].split(r, factor=16)
@@ -706,7 +706,7 @@ def create_schedule(outputs) -> Schedule:
     before its consumers, with row-major serial loops.
 
     Example:
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i], name="B")
         >>> s = create_schedule(B); s[B]
         Stage(B)

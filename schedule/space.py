@@ -19,7 +19,7 @@ import itertools
 import json
 import random
 from dataclasses import dataclass
-from tensorir.errors import TilefuseError
+from tilefuse.tensorir.errors import TilefuseError
 
 
 class ConfigError(TilefuseError, ValueError):

@@ -2,7 +2,7 @@
 and the runtime of tilefuse.
 
 Example:
-    >>> from tensorir import placeholder, compute, exp
+    >>> from tilefuse.tensorir import placeholder, compute, exp
     >>> A = placeholder((1024,), "float32", name="A")
     >>> B = compute((1024,), lambda i: exp(A[i]) * 2.0, name="B")
 """

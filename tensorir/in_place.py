@@ -19,8 +19,8 @@ store; only windows computed at a tile are shifted, and those are not outputs), 
 always comes first.
 
 Example:
-    >>> from tensorir import compute, placeholder
-    >>> from schedule import create_schedule, lower
+    >>> from tilefuse.tensorir import compute, placeholder
+    >>> from tilefuse.schedule import create_schedule, lower
     >>> A, B = placeholder((8,), name="A"), placeholder((8,), name="B")
     >>> C = compute((8,), lambda i: A[i] + B[i] * 2.0, name="C")
     >>> in_place_inputs(lower(create_schedule(C), [A, B, C]))

@@ -23,7 +23,7 @@ def _unary(name: str):
     intrinsic.__name__ = name
     intrinsic.__doc__ = (f"Elementwise {name} of a float expression.\n\n"
                          f"    Example:\n"
-                         f"        >>> from tensorir import placeholder\n"
+                         f"        >>> from tilefuse.tensorir import placeholder\n"
                          f"        >>> A = placeholder((4,), name='A')\n"
                          f"        >>> {name}(A[0]).dtype\n"
                          f"        'float32'\n")
@@ -45,7 +45,7 @@ def abs(x) -> Expr:  # noqa: A001 - the DSL name, as in numpy
     """Absolute value of a numeric expression.
 
     Example:
-        >>> from tensorir import var
+        >>> from tilefuse.tensorir import var
         >>> str(abs(var("n", "int32")))
         'abs(n)'
     """
@@ -59,7 +59,7 @@ def pow(x, y) -> Expr:  # noqa: A001
     """``x`` raised to the power ``y`` (both float, same dtype).
 
     Example:
-        >>> from tensorir import var
+        >>> from tilefuse.tensorir import var
         >>> pow(var("x", "float32"), 2.0).dtype
         'float32'
     """
@@ -77,7 +77,7 @@ def if_then_else(cond, true_value, false_value) -> Expr:
     evaluated, so the other may read out of bounds (as when padding).
 
     Example:
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> A = placeholder((8,), name="A")
         >>> P = compute((10,), lambda i: if_then_else((i >= 1) & (i < 9), A[i - 1], 0.0), name="P")
     """
@@ -100,7 +100,7 @@ def cast(dtype: str, x) -> Expr:
     """Convert ``x`` to ``dtype`` (numpy's ``astype`` semantics for in-range values).
 
     Example:
-        >>> from tensorir import var
+        >>> from tilefuse.tensorir import var
         >>> cast("float32", var("i")).dtype
         'float32'
     """

@@ -39,7 +39,7 @@ def field_names(cls) -> tuple[str, ...]:
     """Names of the dataclass fields of node class ``cls``.
 
     Example:
-        >>> from tensorir.expr import Add
+        >>> from tilefuse.tensorir.expr import Add
         >>> field_names(Add)
         ('a', 'b', 'dtype')
     """
@@ -56,7 +56,7 @@ def same(a, b) -> bool:
     """Structural equality of two nodes (or tuples of nodes, or plain values).
 
     Example:
-        >>> from tensorir.expr import const
+        >>> from tilefuse.tensorir.expr import const
         >>> same(const(1) + 2, const(1) + 2)
         True
     """
@@ -77,7 +77,7 @@ def map_children(node: Node, fn) -> Node:
     """Rebuild ``node`` with ``fn`` applied to each child node; returns ``node`` if nothing changed.
 
     Example:
-        >>> from tensorir.expr import const
+        >>> from tilefuse.tensorir.expr import const
         >>> e = const(1) + const(2)
         >>> str(map_children(e, lambda c: const(5)))
         '5 + 5'
@@ -107,7 +107,7 @@ def children(node: Node) -> list:
     """The child nodes of ``node`` in field order.
 
     Example:
-        >>> from tensorir.expr import const
+        >>> from tilefuse.tensorir.expr import const
         >>> [str(c) for c in children(const(1) + 2)]
         ['1', '2']
     """
@@ -127,7 +127,7 @@ class IdentityMemo:
     pass or code generator, not one for the life of the process.
 
     Example:
-        >>> from tensorir.expr import const
+        >>> from tilefuse.tensorir.expr import const
         >>> calls = []
         >>> count_children = IdentityMemo(lambda n: calls.append(n) or len(list(children(n))))
         >>> e = const(1) + 2

@@ -19,8 +19,8 @@ Code generation first runs ``CODEGEN_PASSES``, which turn loop kinds into explic
 Code generation only translates: it refuses unrolled, parallel and vectorized loops.
 
 Example:
-    >>> from tensorir.expr import Buffer, const, var
-    >>> from tensorir.stmt import BufferStore, For
+    >>> from tilefuse.tensorir.expr import Buffer, const, var
+    >>> from tilefuse.tensorir.stmt import BufferStore, For
     >>> A = Buffer("A", (4,), "float32"); i = var("i")
     >>> loop = For(i, const(0), const(4), "serial", BufferStore(A, const(1.0) + const(1.0), (i,)))
     >>> [p.__name__ for p in LOWERING_PASSES]
@@ -46,7 +46,7 @@ def run_passes(body: S.Stmt, passes=LOWERING_PASSES) -> S.Stmt:
     """``body`` after each of ``passes`` in order.
 
     Example:
-        >>> from tensorir.stmt import SeqStmt
+        >>> from tilefuse.tensorir.stmt import SeqStmt
         >>> run_passes(SeqStmt(()), passes=()) == SeqStmt(())
         True
     """

@@ -66,7 +66,7 @@ def expr_str(e: E.Expr) -> str:
     """Infix text of an expression.
 
     Example:
-        >>> from tensorir.expr import var
+        >>> from tilefuse.tensorir.expr import var
         >>> i = var("i")
         >>> expr_str((i + 1) * 2)
         '(i + 1) * 2'
@@ -135,8 +135,8 @@ def stmt_str(s: S.Stmt, indent: int = 0) -> str:
     """Pseudo-code of a statement, one line per store, braces around loop bodies.
 
     Example:
-        >>> from tensorir.expr import Buffer, var, const
-        >>> from tensorir.stmt import For, BufferStore
+        >>> from tilefuse.tensorir.expr import Buffer, var, const
+        >>> from tilefuse.tensorir.stmt import For, BufferStore
         >>> A = Buffer("A", (4,), "float32"); i = var("i")
         >>> print(stmt_str(For(i, const(0), const(4), "serial", BufferStore(A, const(0.0), (i,)))))
         for (i, 0, 4) {
@@ -152,8 +152,8 @@ def func_str(f: S.PrimFunc) -> str:
     """Pseudo-code of a whole function with its typed parameters.
 
     Example:
-        >>> from tensorir.expr import Buffer
-        >>> from tensorir.stmt import PrimFunc, seq
+        >>> from tilefuse.tensorir.expr import Buffer
+        >>> from tilefuse.tensorir.stmt import PrimFunc, seq
         >>> print(func_str(PrimFunc("f", (Buffer("A", (2, 3), "float32"),), seq())))
         func f(A: float32[2, 3]) {
         }

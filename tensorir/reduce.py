@@ -50,7 +50,7 @@ def _reducer(combiner: str):
     reducer.__name__ = combiner
     reducer.__doc__ = (f"The {combiner} of ``expr`` over one reduce axis or a list of them.\n\n"
                        f"    Example:\n"
-                       f"        >>> from tensorir import placeholder, compute, reduce_axis\n"
+                       f"        >>> from tilefuse.tensorir import placeholder, compute, reduce_axis\n"
                        f"        >>> A = placeholder((4, 8), name='A')\n"
                        f"        >>> r = reduce_axis((0, 8), name='r')\n"
                        f"        >>> B = compute((4,), lambda i: {combiner}(A[i, r], axis=r), name='B')\n")

@@ -157,7 +157,7 @@ def sum_of_simplified(terms) -> E.Expr:
     expression anew; a flattened address of an unrolled copy has hundreds).
 
     Example:
-        >>> from tensorir.expr import var
+        >>> from tilefuse.tensorir.expr import var
         >>> i, j = var("i"), var("j")
         >>> str(sum_of_simplified([(i // 4, 32), (i % 4, 8), (j, 1)]))
         'i * 8 + j'
@@ -215,7 +215,7 @@ def linear_coefficient(e: E.Expr, v: E.Var):
     ``e`` is not affine in ``v`` with a constant coefficient.
 
     Example:
-        >>> from tensorir.expr import var
+        >>> from tilefuse.tensorir.expr import var
         >>> i, j = var("i"), var("j")
         >>> c, rest = linear_coefficient(i * 64 + j * 2 + 1, j)
         >>> c, str(rest)
@@ -259,7 +259,7 @@ def bound(e: E.Expr, ranges: Ranges | None = None) -> tuple:
     """Inclusive integer interval ``(lo, hi)`` containing every value of ``e`` (may be infinite).
 
     Example:
-        >>> from tensorir.expr import var
+        >>> from tilefuse.tensorir.expr import var
         >>> i = var("i")
         >>> bound(i * 4 + 3, {i.uid: (0, 8)})
         (3, 31)
@@ -314,7 +314,7 @@ def prove(cond: E.Expr, ranges: Ranges | None = None):
     """True or False when ``cond`` can be decided from the ranges, else None.
 
     Example:
-        >>> from tensorir.expr import var
+        >>> from tilefuse.tensorir.expr import var
         >>> i = var("i")
         >>> prove(i < 10, {i.uid: (0, 10)}), prove(i < 5, {i.uid: (0, 10)})
         (True, None)
@@ -329,7 +329,7 @@ def simplify(e: E.Expr, ranges: Ranges | None = None) -> E.Expr:
     """Simplify ``e`` given the ranges of its variables (uid or Var -> (min, extent)).
 
     Example:
-        >>> from tensorir.expr import var
+        >>> from tilefuse.tensorir.expr import var
         >>> i, j = var("i"), var("j")
         >>> r = {i.uid: (0, 4), j.uid: (0, 16)}
         >>> str(simplify((i * 16 + j) // 16, r)), str(simplify((i * 16 + j) % 16, r))

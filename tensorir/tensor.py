@@ -194,7 +194,7 @@ def compute(shape, fcompute, name: str = "compute", tag: str = "") -> Tensor:
     A reduction (``sum``, ``max``, ...) must be the whole body.
 
     Example:
-        >>> from tensorir import reduce_axis, sum
+        >>> from tilefuse.tensorir import reduce_axis, sum
         >>> A = placeholder((4, 8), name="A")
         >>> r = reduce_axis((0, 8), name="r")
         >>> B = compute((4,), lambda i: sum(A[i, r] * 2.0, axis=r), name="B")

@@ -9,7 +9,7 @@ def walk(node: Node):
     """Yield ``node`` and every node below it, parents before children.
 
     Example:
-        >>> from tensorir.expr import const
+        >>> from tilefuse.tensorir.expr import const
         >>> len(list(walk(const(1) + 2)))
         3
     """
@@ -29,7 +29,7 @@ def walk_distinct(node: Node):
     body) is walked once, where ``walk`` walks it under every parent.
 
     Example:
-        >>> from tensorir.expr import var
+        >>> from tilefuse.tensorir.expr import var
         >>> i = var("i"); e = i * 2
         >>> len(list(walk(e + e))), len(list(walk_distinct(e + e)))
         (7, 4)
@@ -53,8 +53,8 @@ def statements(node: Node):
     expressions (which hold no statements).
 
     Example:
-        >>> from tensorir.expr import Buffer, const
-        >>> from tensorir.stmt import BufferStore, SeqStmt
+        >>> from tilefuse.tensorir.expr import Buffer, const
+        >>> from tilefuse.tensorir.stmt import BufferStore, SeqStmt
         >>> A = Buffer("A", (2,), "float32")
         >>> seq = SeqStmt((BufferStore(A, const(1.0), (const(0),)), BufferStore(A, const(2.0), (const(1),))))
         >>> [type(s).__name__ for s in statements(seq)]
@@ -75,7 +75,7 @@ def rewrite(node: Node, fn) -> Node:
     ``fn`` returns its argument to keep a node. The input is never mutated.
 
     Example:
-        >>> from tensorir.expr import Const, const
+        >>> from tilefuse.tensorir.expr import Const, const
         >>> e = rewrite(const(1) + 2, lambda n: Const(n.value * 10, n.dtype) if isinstance(n, Const) else n)
         >>> str(e)
         '10 + 20'
@@ -87,7 +87,7 @@ def substitute(node: Node, mapping: dict) -> Node:
     """Replace variables by expressions; ``mapping`` maps Var (or its uid) to Expr.
 
     Example:
-        >>> from tensorir.expr import var
+        >>> from tilefuse.tensorir.expr import var
         >>> i = var("i")
         >>> str(substitute(i * 2, {i: i + 1}))
         '(i + 1) * 2'
@@ -107,7 +107,7 @@ def reads_var(node: Node, var: Var) -> bool:
     """Whether ``var`` occurs anywhere in ``node``.
 
     Example:
-        >>> from tensorir.expr import var
+        >>> from tilefuse.tensorir.expr import var
         >>> i, j = var("i"), var("j")
         >>> reads_var(i * 2 + 1, i), reads_var(i * 2 + 1, j)
         (True, False)
@@ -119,7 +119,7 @@ def free_vars(node: Node) -> list[Var]:
     order of first use.
 
     Example:
-        >>> from tensorir.expr import var
+        >>> from tilefuse.tensorir.expr import var
         >>> [v.name for v in free_vars(var("a") + var("b"))]
         ['a', 'b']
     """

@@ -3,8 +3,8 @@ the stack of enclosing loops; ``Mutator`` rebuilds what its methods change. Code
 the loop passes, the printer and the tuner's features all walk the IR through them.
 
 Example:
-    >>> from tensorir.expr import Buffer, const, var
-    >>> from tensorir.stmt import BufferStore, For
+    >>> from tilefuse.tensorir.expr import Buffer, const, var
+    >>> from tilefuse.tensorir.stmt import BufferStore, For
     >>> A = Buffer("A", (4, 4), "float32"); i, j = var("i"), var("j")
     >>> nest = For(i, const(0), const(4), "serial", For(j, const(0), const(4), "vectorized",
     ...            BufferStore(A, const(0.0), (i, j))))
@@ -31,7 +31,7 @@ class Visitor:
     itself enters the loop with ``with self.inside(loop):``.
 
     Example:
-        >>> from tensorir.expr import const
+        >>> from tilefuse.tensorir.expr import const
         >>> class Consts(Visitor):
         ...     def __init__(self):
         ...         super().__init__(); self.seen = []
@@ -48,7 +48,7 @@ class Visitor:
         """Dispatch ``node`` to its ``visit_`` method.
 
         Example:
-            >>> from tensorir.stmt import SeqStmt
+            >>> from tilefuse.tensorir.stmt import SeqStmt
             >>> Visitor().visit(SeqStmt(())) is None
             True
         """
@@ -63,7 +63,7 @@ class Visitor:
         """Visit the children of ``node`` in field order.
 
         Example:
-            >>> from tensorir.stmt import SeqStmt
+            >>> from tilefuse.tensorir.stmt import SeqStmt
             >>> Visitor().generic_visit(SeqStmt(())) is None
             True
         """
@@ -75,8 +75,8 @@ class Visitor:
         """``loop`` is on the loop stack for the duration of the block.
 
         Example:
-            >>> from tensorir.expr import const, var
-            >>> from tensorir.stmt import For, SeqStmt
+            >>> from tilefuse.tensorir.expr import const, var
+            >>> from tilefuse.tensorir.stmt import For, SeqStmt
             >>> v = Visitor(); loop = For(var("i"), const(0), const(2), "serial", SeqStmt(()))
             >>> with v.inside(loop):
             ...     len(v.loops)
@@ -100,7 +100,7 @@ class Mutator(Visitor):
     visited children (the node itself when none changed). Inputs are never mutated.
 
     Example:
-        >>> from tensorir.expr import Const, const
+        >>> from tilefuse.tensorir.expr import Const, const
         >>> class Double(Mutator):
         ...     def visit_Const(self, e):
         ...         return Const(e.value * 2, e.dtype)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from graph_api import compile_graph, load_json, reference
+from tilefuse.graph_api import compile_graph, load_json, reference
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-import schedule
-import tensorir
+from tilefuse import schedule
+from tilefuse import tensorir
 
 MODULES = sorted({m.name for pkg in (tensorir, schedule)
                   for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")} | {"tensorir", "schedule"})

@@ -1,6 +1,8 @@
-"""The layer table, read from the source: tensorir <- schedule <- graph_api <- autotune.
+"""The layer table, read from the source: tilefuse.tensorir <- tilefuse.schedule <-
+tilefuse.graph_api <- tilefuse.autotune, each package's folder at the repository's root.
 
-Each package imports only the packages below it; graph_api does not touch llvmlite (native
+Each package imports only the packages below it, by their installed names (never a bare
+``tensorir`` or ``schedule``: PyPI has an unrelated ``schedule``); graph_api does not touch llvmlite (native
 code is the business of tensorir); and no two modules import each other, directly or around
 a longer circle, except the loop-IR printer (nodes print themselves through it, and it reads
 the nodes). Imports inside functions count: a lazy import that points up is still one.
@@ -11,14 +13,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ["tensorir", "schedule", "graph_api", "autotune"]
-FORBIDDEN = {"graph_api": {"llvmlite"}}
-CIRCLES_ALLOWED = [{"tensorir.printer", "tensorir.expr", "tensorir.stmt"}]
+FOLDERS = ["tensorir", "schedule", "graph_api", "autotune"]
+LAYERS = [f"tilefuse.{folder}" for folder in FOLDERS]
+FORBIDDEN = {"tilefuse.graph_api": {"llvmlite"}}
+CIRCLES_ALLOWED = [{"tilefuse.tensorir.printer", "tilefuse.tensorir.expr", "tilefuse.tensorir.stmt"}]
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    """The installed name of a package file: graph_api/ops/__init__.py is tilefuse.graph_api.ops."""
+    parts = ["tilefuse", *path.relative_to(ROOT).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> str:
+    """The package a module name belongs to (its first two parts under tilefuse, else its first)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "tilefuse" else parts[0]
 
 
 def _imports(path: Path) -> list[tuple[str, int]]:
@@ -41,7 +51,7 @@ def _imports(path: Path) -> list[tuple[str, int]]:
 
 
 def _sources():
-    return sorted(p for layer in LAYERS for p in (ROOT / layer).rglob("*.py"))
+    return sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py"))
 
 
 def _upward_imports(path: Path, own: str) -> list[str]:
@@ -49,12 +59,28 @@ def _upward_imports(path: Path, own: str) -> list[str]:
     its layer must not touch."""
     above = set(LAYERS[LAYERS.index(own) + 1:]) | FORBIDDEN.get(own, set())
     return [f"{path.name}:{line} imports {name}, above or outside {own}"
-            for name, line in _imports(path) if name.split(".")[0] in above]
+            for name, line in _imports(path) if _layer(name) in above]
+
+
+def _bare_imports(path: Path) -> list[str]:
+    """Imports of a package by its folder's name instead of its installed one."""
+    return [f"{path.name}:{line} imports {name}, not tilefuse.{name}"
+            for name, line in _imports(path) if name.split(".")[0] in FOLDERS]
 
 
 @pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_imports_point_down(path):
-    assert _upward_imports(path, path.relative_to(ROOT).parts[0]) == []
+    assert _upward_imports(path, f"tilefuse.{path.relative_to(ROOT).parts[0]}") == []
+
+
+def _python_files_outside_packages():
+    skip = {".venv", ".git", "build"}
+    return sorted(p for p in ROOT.rglob("*.py") if not skip & set(p.relative_to(ROOT).parts))
+
+
+@pytest.mark.parametrize("path", _python_files_outside_packages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_file_imports_the_installed_names(path):
+    assert _bare_imports(path) == []
 
 
 def _module_graph() -> dict[str, set[str]]:
@@ -96,7 +122,8 @@ def _circles(graph) -> list[set[str]]:
 def _without_packages(graph) -> dict[str, set[str]]:
     """A package's ``__init__`` re-exports its modules; an import of the package stands for
     the modules it names, so edges into ``__init__`` files are left out of the circle test."""
-    packages = {name for name in graph if (ROOT / name.replace(".", "/") / "__init__.py").exists()}
+    packages = {name for name in graph
+                if (ROOT / name.removeprefix("tilefuse.").replace(".", "/") / "__init__.py").exists()}
     return {name: deps - packages for name, deps in graph.items() if name not in packages}
 
 
@@ -109,11 +136,25 @@ def test_the_layer_check_sees_upward_and_lazy_imports(tmp_path, monkeypatch):
     monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
     (tmp_path / "schedule").mkdir()
     probe = tmp_path / "schedule" / "probe.py"
-    probe.write_text("import numpy\nfrom tensorir import expr\ndef f():\n    from graph_api.op import Op\n")
-    assert _upward_imports(probe, "schedule") == ["probe.py:4 imports graph_api.op, above or outside schedule",
-                                                  "probe.py:4 imports graph_api.op.Op, above or outside schedule"]
-    probe.write_text("import llvmlite.binding\n")
-    assert _upward_imports(probe, "graph_api") == ["probe.py:1 imports llvmlite.binding, above or outside graph_api"]
+    probe.write_text("import numpy\nfrom tilefuse.tensorir import expr\ndef f():\n    from tilefuse.graph_api.op import Op\n")
+    assert _upward_imports(probe, "tilefuse.schedule") == [
+        "probe.py:4 imports tilefuse.graph_api.op, above or outside tilefuse.schedule",
+        "probe.py:4 imports tilefuse.graph_api.op.Op, above or outside tilefuse.schedule"]
+    probe.write_text("import llvmlite.binding\nfrom ..graph_api import compile_graph\n")
+    assert _upward_imports(probe, "tilefuse.graph_api") == [
+        "probe.py:1 imports llvmlite.binding, above or outside tilefuse.graph_api"]
+    assert _upward_imports(probe, "tilefuse.schedule") == [
+        "probe.py:2 imports tilefuse.graph_api, above or outside tilefuse.schedule",
+        "probe.py:2 imports tilefuse.graph_api.compile_graph, above or outside tilefuse.schedule"]
+
+
+def test_the_name_check_sees_bare_package_names(tmp_path, monkeypatch):
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import schedule\nfrom tilefuse.schedule import build\nfrom graph_api.op import Op\n")
+    assert _bare_imports(probe) == ["probe.py:1 imports schedule, not tilefuse.schedule",
+                                    "probe.py:3 imports graph_api.op, not tilefuse.graph_api.op",
+                                    "probe.py:3 imports graph_api.op.Op, not tilefuse.graph_api.op.Op"]
 
 
 def test_the_circle_check_finds_a_circle():

@@ -3,7 +3,7 @@
 ``onnx.backend`` Backend (``backend``).
 
 Example:
-    >>> from graph_api.onnx import from_onnx, import_onnx
+    >>> from tilefuse.graph_api.onnx import from_onnx, import_onnx
 """
 from .builder import ONNX_DTYPES, OnnxDynamicShape, OnnxInputValueNeeded, OnnxUnsupported
 from .importer import OnnxImport, from_onnx, import_onnx

@@ -4,7 +4,7 @@ compile with ``compile_graph``, run.
 The module itself is the backend, as onnx's backend test runner expects::
 
     import onnx.backend.test
-    from graph_api.onnx import backend as onnx_backend
+    from tilefuse.graph_api.onnx import backend as onnx_backend
     globals().update(onnx.backend.test.BackendTest(onnx_backend, __name__).test_cases)
 
 ``prepare(model)`` imports and compiles the model once; ``rep.run(inputs)`` takes the inputs in

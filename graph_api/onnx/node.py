@@ -89,7 +89,7 @@ def check_onnx_node(attrs: dict, inputs: list, label: str, output_shapes=None) -
         >>> check_onnx_node(wildcard_attrs(helper.make_node("Hardmax", ["x"], ["y"], axis=9), 13),
         ...                 [(np.dtype("float32"), (2, 3))], "Hardmax node 'y'")
         Traceback (most recent call last):
-        graph_api.logical_tensor.GraphError: ONNX Hardmax node 'y' cannot run in onnx's reference implementation: ...
+        tilefuse.graph_api.logical_tensor.GraphError: ONNX Hardmax node 'y' cannot run in onnx's reference implementation: ...
     """
     what = f"ONNX {label}"
     try:

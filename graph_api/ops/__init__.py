@@ -23,7 +23,7 @@ plumbing       End, Wildcard
 =============  ==========================================================================
 
 Example:
-    >>> from graph_api.op import OpKind
+    >>> from tilefuse.graph_api.op import OpKind
     >>> set(REGISTRY) == set(OpKind)
     True
 """
@@ -36,6 +36,6 @@ from .registry import REGISTRY, OpDef, RuleError, define, op_def
 
 __all__ = ["REGISTRY", "OpDef", "RuleError", "define", "normalize_op", "op_def"]
 
-_missing = set(REGISTRY) ^ set(__import__("graph_api.op", fromlist=["OpKind"]).OpKind)
+_missing = set(REGISTRY) ^ set(__import__("tilefuse.graph_api.op", fromlist=["OpKind"]).OpKind)
 if _missing:
     raise ImportError(f"op kinds without a definition: {sorted(k.value for k in _missing)}")

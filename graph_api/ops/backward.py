@@ -3,7 +3,7 @@ BiasAdd and BatchNorm backward with shape rules, references and compute definiti
 convolution, pooling, PReLU, LayerNorm and Interpolate gradients as schemas only.
 
 Example:
-    >>> from graph_api.ops import op_def
+    >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("ReLUBackward").schema.attrs["use_dst"].default, op_def("MaxPoolBackward").lower is None
     (True, True)
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from tensorir import ops as T
+from tilefuse.tensorir import ops as T
 
 from ..op import Op, OpKind
 from ._lower import _attrs, _inputs

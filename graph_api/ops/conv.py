@@ -2,14 +2,14 @@
 ``auto_pad`` (resolved once, by ``_window.normalize_window``).
 
 Example:
-    >>> from graph_api.ops import op_def
+    >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("ConvTranspose").schema.attrs["weights_format"].default
     'XOI'
 """
 from __future__ import annotations
 
 import numpy as np
-from tensorir import ops as T
+from tilefuse.tensorir import ops as T
 
 from ..op import Op
 from ._lower import _attrs, _inputs

@@ -2,7 +2,7 @@
 (Add, Multiply, ..., GreaterEqual), Select, Pow, PReLU and BiasAdd.
 
 Example:
-    >>> from graph_api.ops import op_def
+    >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("GELU").schema.attrs["mode"].default
     'gelu_erf'
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from tensorir import ops as T
+from tilefuse.tensorir import ops as T
 
 from ..logical_tensor import DataType, GraphError
 from ..op import Op, OpKind

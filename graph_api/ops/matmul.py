@@ -2,14 +2,14 @@
 transposes and a bias.
 
 Example:
-    >>> from graph_api.ops import op_def
+    >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("MatMul").schema.attrs["transpose_b"].default
     False
 """
 from __future__ import annotations
 
 import numpy as np
-from tensorir import ops as T
+from tilefuse.tensorir import ops as T
 
 from ..op import Op
 from ._lower import _inputs

@@ -2,14 +2,14 @@
 Gather, Slice, Pad, Expand, GenIndex and (inference) Dropout.
 
 Example:
-    >>> from graph_api.ops import op_def
+    >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("Pad").schema.attrs["mode"].default
     'constant'
 """
 from __future__ import annotations
 
 import numpy as np
-from tensorir import ops as T
+from tilefuse.tensorir import ops as T
 
 from ..logical_tensor import DataType, GraphError
 from ..op import Op
@@ -100,7 +100,7 @@ def _shape_slice_ranges(op, shape) -> list:
     (ONNX/Python clamping of starts and ends; dims the op does not name are whole).
 
     Example:
-        >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+        >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
         >>> x = LogicalTensor(0, DataType.f32, (5, 4)); y = LogicalTensor(1, DataType.f32, None)
         >>> op = Op(0, OpKind.Slice, [x], [y], {"starts": [-1], "ends": [-10**9], "axes": [0], "steps": [-2]})
         >>> _shape_slice_ranges(op, (5, 4))
@@ -135,14 +135,14 @@ def slice_view(op) -> tuple | None:
     can be a view of the input, with no copy; else None (or when the shapes are unknown).
 
     Example:
-        >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+        >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
         >>> x = LogicalTensor(0, DataType.f32, (1, 8, 4, 4)); y = LogicalTensor(1, DataType.f32, (1, 4, 4, 4))
         >>> slice_view(Op(0, OpKind.Slice, [x], [y], {"starts": [4], "ends": [8], "axes": [1]}))
         (slice(0, 1, 1), slice(4, 8, 1), slice(0, 4, 1), slice(0, 4, 1))
         >>> slice_view(Op(0, OpKind.Slice, [x], [y], {"starts": [0], "ends": [4], "axes": [2]})) is None
         True
     """
-    from tensorir.runtime.abi import PARAM_ALIGN
+    from tilefuse.tensorir.runtime.abi import PARAM_ALIGN
     src = op.inputs[0]
     if op.kind.value != "Slice" or src.shape is None or any(not isinstance(n, int) for n in src.shape):
         return None

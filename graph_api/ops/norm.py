@@ -2,14 +2,14 @@
 GroupNorm and RMSNorm.
 
 Example:
-    >>> from graph_api.ops import op_def
+    >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("LayerNorm").schema.attrs["begin_norm_axis"].default
     -1
 """
 from __future__ import annotations
 
 import numpy as np
-from tensorir import ops as T
+from tilefuse.tensorir import ops as T
 
 from ..op import Op
 from ._lower import _attrs, _inputs

@@ -7,7 +7,7 @@ schema does, and runs the kind's own ``normalize`` (windows: per-spatial-dim lis
 the src's rank and ``auto_pad`` resolved to explicit pads, ``graph_api/ops/_window.py``).
 
 Example:
-    >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+    >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
     >>> x = LogicalTensor(0, DataType.f32, (1, 3, 7, 7)); w = LogicalTensor(1, DataType.f32, (8, 3, 3, 3))
     >>> y = LogicalTensor(2, DataType.f32, None)
     >>> op = Op(0, OpKind.Convolution, [x, w], [y], {"strides": [2, 2], "dilations": [1, 1], "pads_begin": [],
@@ -29,7 +29,7 @@ def normalize_op(op: Op, input_shapes=None) -> Op:
     op when an attribute cannot be normalized.
 
     Example:
-        >>> from graph_api import DataType, LogicalTensor, OpKind
+        >>> from tilefuse.graph_api import DataType, LogicalTensor, OpKind
         >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, None)
         >>> normalize_op(Op(0, OpKind.SoftMax, [x], [y])).attrs
         {'axis': 1, 'mode': 'none'}

@@ -2,7 +2,7 @@
 one the ONNX importer made runs its ONNX node through onnx's reference implementation).
 
 Example:
-    >>> from graph_api.ops import op_def
+    >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("Wildcard").schema.open_attrs
     True
 """

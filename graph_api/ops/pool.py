@@ -2,14 +2,14 @@
 or counted, negative pads as crops, ``auto_pad`` resolved by ``_window.normalize_window``.
 
 Example:
-    >>> from graph_api.ops import op_def
+    >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("MaxPool").schema.attrs["rounding_type"].default
     'floor'
 """
 from __future__ import annotations
 
 import numpy as np
-from tensorir import ops as T
+from tilefuse.tensorir import ops as T
 
 from ..op import Op, OpKind
 from ._lower import _attrs, _inputs

@@ -2,15 +2,15 @@
 dynamic forms taking scales (and zero points) as inputs; per tensor or per channel.
 
 Example:
-    >>> from graph_api.ops import op_def
+    >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("Quantize").schema.attrs["qtype"].default
     'per_tensor'
 """
 from __future__ import annotations
 
 import numpy as np
-from tensorir import ops as T
-from tensorir.errors import Unsupported
+from tilefuse.tensorir import ops as T
+from tilefuse.tensorir.errors import Unsupported
 
 from ..logical_tensor import DataType
 from ..op import Op

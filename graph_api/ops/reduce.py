@@ -2,14 +2,14 @@
 over an ``axes`` attribute (or a run-time axes input, run by the reference interpreter).
 
 Example:
-    >>> from graph_api.ops import op_def
+    >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("ReduceSum").schema.attrs["keep_dims"].default
     False
 """
 from __future__ import annotations
 
 import numpy as np
-from tensorir import ops as T
+from tilefuse.tensorir import ops as T
 
 from ..op import Op
 from ._lower import _inputs

@@ -3,7 +3,7 @@
 inference, the reference interpreter, lowering).
 
 Example:
-    >>> import graph_api.ops
+    >>> import tilefuse.graph_api.ops
     >>> d = op_def("MaxPool")
     >>> d.kind.value, d.shape is not None, d.reference is not None, d.lower is not None
     ('MaxPool', True, True, True)
@@ -37,7 +37,7 @@ class OpDef:
     ``shape``, ``reference`` and ``lower`` receive ops already normalized (``normalize_op``).
 
     Example:
-        >>> import graph_api.ops
+        >>> import tilefuse.graph_api.ops
         >>> op_def("Convolution").schema.attrs["groups"].default
         1
     """
@@ -57,11 +57,11 @@ def define(schema, *, normalize=None, shape=None, reference=None, lower=None) ->
     """Register the record of ``schema.kind``; defining a kind twice is an error.
 
     Example:
-        >>> import graph_api.ops
+        >>> import tilefuse.graph_api.ops
         >>> define(op_def("ReLU").schema)
         Traceback (most recent call last):
         ...
-        graph_api.logical_tensor.GraphError: op kind ReLU is defined twice
+        tilefuse.graph_api.logical_tensor.GraphError: op kind ReLU is defined twice
     """
     if schema.kind in REGISTRY:
         raise GraphError(f"op kind {schema.kind.value} is defined twice")
@@ -74,7 +74,7 @@ def op_def(kind) -> OpDef:
     """The record of an op kind (an OpKind or its spelling).
 
     Example:
-        >>> import graph_api.ops
+        >>> import tilefuse.graph_api.ops
         >>> op_def(OpKind.Add).lower is not None
         True
     """

@@ -3,7 +3,7 @@ coordinates, to given sizes or scales; and Resize, ONNX's resampling of any axes
 coordinate transformations and nearest rounding modes.
 
 Example:
-    >>> from graph_api.ops import op_def
+    >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("Interpolate").schema.attrs["coordinate_transformation_mode"].default
     'half_pixel'
 """
@@ -13,8 +13,8 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from tensorir import ops as T
-from tensorir.errors import Unsupported
+from tilefuse.tensorir import ops as T
+from tilefuse.tensorir.errors import Unsupported
 
 from ..op import Op, OpKind
 from ._lower import _inputs

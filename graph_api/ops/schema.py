@@ -3,7 +3,7 @@ data-type rules, as the oneDNN Graph specification fixes them), ``validate_op`` 
 builders the op families (``graph_api/ops/<family>.py``) declare their schemas with.
 
 Example:
-    >>> from graph_api import DataType, LogicalTensor, Op, OpKind
+    >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
     >>> get_schema(OpKind.MatMul).attrs["transpose_a"]
     AttrSpec(type='bool', required=False, default=False, allowed=(), fold_case=False)
     >>> a = LogicalTensor(0, DataType.f32, (2, 3)); b = LogicalTensor(1, DataType.f32, (3, 4))
@@ -120,7 +120,7 @@ def get_attr(op: Op, name: str):
     """The op's attribute ``name``, or the schema default when the op does not set it.
 
     Example:
-        >>> from graph_api import DataType, LogicalTensor
+        >>> from tilefuse.graph_api import DataType, LogicalTensor
         >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, None)
         >>> get_attr(Op(0, OpKind.SoftMax, [x], [y]), "axis")
         1
@@ -139,12 +139,12 @@ def validate_op(op: Op) -> None:
     allowed set, or a data-type mismatch.
 
     Example:
-        >>> from graph_api import DataType, LogicalTensor
+        >>> from tilefuse.graph_api import DataType, LogicalTensor
         >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
         >>> validate_op(Op(4, OpKind.Elu, [x], [y]))
         Traceback (most recent call last):
         ...
-        graph_api.logical_tensor.GraphError: op 4 (Elu): missing required attribute 'alpha'
+        tilefuse.graph_api.logical_tensor.GraphError: op 4 (Elu): missing required attribute 'alpha'
     """
     reason = _check(op, get_schema(op.kind))
     if reason:

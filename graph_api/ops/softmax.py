@@ -1,14 +1,14 @@
 """SoftMax (with its optional stats output and ``inf_as_zero`` mode) and LogSoftmax.
 
 Example:
-    >>> from graph_api.ops import op_def
+    >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("SoftMax").schema.attrs["axis"].default, op_def("LogSoftmax").schema.attrs["axis"].default
     (1, -1)
 """
 from __future__ import annotations
 
 import numpy as np
-from tensorir import ops as T
+from tilefuse.tensorir import ops as T
 
 from ..op import Op, OpKind
 from ._numpy import _int, _choice, _nin, _nout, _f64, _axis

@@ -3,7 +3,7 @@ taken as its IR). Each pass is a function ``pass(graph) -> GraphIR`` that return
 input is never modified) whose output ports keep their tensor ids and values.
 
 Example:
-    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+    >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
     >>> t = [LogicalTensor(i, DataType.f32, (2,)) for i in range(4)]
     >>> g = Graph()
     >>> _ = g.add_op(Op(0, OpKind.Exp, [t[0]], [t[1]])); _ = g.add_op(Op(1, OpKind.Exp, [t[0]], [t[2]]))
@@ -31,7 +31,7 @@ def run_passes(graph, passes=DEFAULT):
     input graph itself when ``passes`` is empty).
 
     Example:
-        >>> from graph_api import Graph
+        >>> from tilefuse.graph_api import Graph
         >>> g = Graph(); g.finalize()
         >>> run_passes(g).ops, run_passes(g, passes=()) is g
         ([], True)

@@ -18,7 +18,7 @@ every output port of the input graph with the same tensor id):
   the other operand's shape and type as they are.
 
 Example:
-    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+    >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
     >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (3, 2))
     >>> z = LogicalTensor(2, DataType.f32, (2, 3)); w = LogicalTensor(3, DataType.f32, (2, 3))
     >>> g = Graph()
@@ -182,7 +182,7 @@ def simplify_algebra(graph: GraphIR, max_steps: int = 10_000) -> GraphIR:
     values; ops that no longer reach an output are dropped. The input graph is not modified.
 
     Example:
-        >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+        >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
         >>> a = LogicalTensor(0, DataType.f32, (4, 3)); at = LogicalTensor(1, DataType.f32, (3, 4))
         >>> b = LogicalTensor(2, DataType.f32, (4, 5)); c = LogicalTensor(3, DataType.f32, (3, 5))
         >>> g = Graph()

@@ -13,7 +13,7 @@ End, Wildcard and Dropout ops are never folded (no outputs, unknown semantics, r
 
 Example:
     >>> import numpy as np
-    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+    >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
     >>> c = PropertyType.constant
     >>> w = LogicalTensor(0, DataType.f32, (2,), property_type=c)
     >>> w2 = LogicalTensor(1, DataType.f32, (2,))
@@ -48,7 +48,7 @@ def fold_constants(graph: GraphIR) -> GraphIR:
     cannot evaluate is kept (and only marked).
 
     Example:
-        >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+        >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
         >>> w = LogicalTensor(0, DataType.f32, (2, 2), property_type=PropertyType.constant)
         >>> wt = LogicalTensor(1, DataType.f32, (2, 2)); x = LogicalTensor(2, DataType.f32, (2, 2))
         >>> y = LogicalTensor(3, DataType.f32, (2, 2))

@@ -1,7 +1,7 @@
 """Common-subexpression elimination.
 
 Example:
-    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+    >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
     >>> t = [LogicalTensor(i, DataType.f32, (2,)) for i in range(4)]
     >>> g = Graph()
     >>> _ = g.add_op(Op(0, OpKind.Exp, [t[0]], [t[1]])); _ = g.add_op(Op(1, OpKind.Exp, [t[0]], [t[2]]))
@@ -46,7 +46,7 @@ def eliminate_common_subexpressions(graph: GraphIR) -> GraphIR:
     ops are never merged. The input graph is not modified.
 
     Example:
-        >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+        >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
         >>> t = [LogicalTensor(i, DataType.f32, (2, 3)) for i in range(5)]
         >>> g = Graph()
         >>> _ = g.add_op(Op(0, OpKind.SoftMax, [t[0]], [t[1]], {"axis": 1}))

@@ -1,7 +1,7 @@
 """Dead-code elimination: drop the ops whose results never reach the wanted outputs.
 
 Example:
-    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+    >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
     >>> t = [LogicalTensor(i, DataType.f32, (2,)) for i in range(3)]
     >>> g = Graph()
     >>> _ = g.add_op(Op(0, OpKind.ReLU, [t[0]], [t[1]])); _ = g.add_op(Op(1, OpKind.Exp, [t[0]], [t[2]]))
@@ -23,7 +23,7 @@ def default_outputs(graph: GraphIR) -> list[int]:
     its output ports.
 
     Example:
-        >>> from graph_api import Graph
+        >>> from tilefuse.graph_api import Graph
         >>> default_outputs(Graph())
         []
     """
@@ -43,7 +43,7 @@ def eliminate_dead_ops(graph: GraphIR, outputs=None) -> GraphIR:
     GraphError when ``outputs`` names a tensor the graph does not have.
 
     Example:
-        >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+        >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
         >>> t = [LogicalTensor(i, DataType.f32, (2,)) for i in range(4)]
         >>> g = Graph()
         >>> _ = g.add_op(Op(0, OpKind.ReLU, [t[0]], [t[1]])); _ = g.add_op(Op(1, OpKind.Exp, [t[1]], [t[2]]))

@@ -21,7 +21,7 @@ they are: the window template schedules them.
 
 Example:
     >>> import numpy as np
-    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+    >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
     >>> f = DataType.f32
     >>> x = LogicalTensor(0, f, (1, 16, 5, 5)); w = LogicalTensor(1, f, (16, 8, 1, 1), property_type=PropertyType.constant)
     >>> y = LogicalTensor(2, f, (1, 16, 5, 5))
@@ -50,7 +50,7 @@ def split_grouped_convolutions(graph) -> GraphIR:
     one convolution per group (see the module docstring); the input graph is not modified.
 
     Example:
-        >>> from graph_api import Graph
+        >>> from tilefuse.graph_api import Graph
         >>> g = Graph(); g.finalize(); split_grouped_convolutions(g).ops
         []
     """

@@ -29,7 +29,7 @@ keep their ids, shapes and values. Channels-last tensors are new tensors with ne
 
 Example:
     >>> import numpy as np
-    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+    >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
     >>> f = DataType.f32
     >>> x = LogicalTensor(0, f, (1, 2, 5, 5)); w = LogicalTensor(1, f, (4, 2, 3, 3), property_type=PropertyType.constant)
     >>> y = LogicalTensor(2, f, (1, 4, 3, 3)); z = LogicalTensor(3, f, (1, 4, 3, 3))
@@ -69,7 +69,7 @@ def plan_layouts(graph) -> GraphIR:
     channels-last (see the module docstring); the input graph is not modified.
 
     Example:
-        >>> from graph_api import Graph
+        >>> from tilefuse.graph_api import Graph
         >>> g = Graph(); g.finalize(); plan_layouts(g).ops
         []
     """

@@ -19,7 +19,7 @@ Multiply and one Add by per-channel constants (``fold_batch_norms``).
 
 Example:
     >>> import numpy as np
-    >>> from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+    >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
     >>> c = PropertyType.constant
     >>> x = LogicalTensor(0, DataType.f32, (1, 2, 3, 3)); w = LogicalTensor(1, DataType.f32, (2, 2, 1, 1), property_type=c)
     >>> y = LogicalTensor(2, DataType.f32, (1, 2, 3, 3)); s = LogicalTensor(3, DataType.f32, (1, 2, 1, 1), property_type=c)
@@ -54,7 +54,7 @@ def fold_into_weights(graph) -> GraphIR:
     bias (see the module docstring); the input graph is not modified.
 
     Example:
-        >>> from graph_api import Graph
+        >>> from tilefuse.graph_api import Graph
         >>> g = Graph(); g.finalize(); fold_into_weights(g).ops
         []
     """
@@ -94,7 +94,7 @@ def fold_batch_norms(graph) -> GraphIR:
     root, division or mean is left to run. The input graph is not modified.
 
     Example:
-        >>> from graph_api import Graph
+        >>> from tilefuse.graph_api import Graph
         >>> g = Graph(); g.finalize(); fold_batch_norms(g).ops
         []
     """

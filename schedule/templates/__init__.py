@@ -5,7 +5,7 @@ injective, reduction, complex (complex-out-fusable), window (pooling, depthwise 
 or opaque.
 
 Example:
-    >>> from tensorir import placeholder, compute, reduce_axis, sum
+    >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
     >>> A = placeholder((64, 32), name="A"); B = placeholder((32, 48), name="B")
     >>> r = reduce_axis((0, 32), name="r")
     >>> C = compute((64, 48), lambda i, j: sum(A[i, r] * B[r, j], axis=r), name="C")

@@ -4,10 +4,10 @@ operator class among the subclasses (each registers itself in ``TEMPLATES`` by i
 """
 from __future__ import annotations
 
-from tensorir.dtype import itemsize
-from tensorir.errors import Unsupported
-from tensorir.runtime.target import Target
-from tensorir.tensor import Tensor
+from tilefuse.tensorir.dtype import itemsize
+from tilefuse.tensorir.errors import Unsupported
+from tilefuse.tensorir.runtime.target import Target
+from tilefuse.tensorir.tensor import Tensor
 
 from ..config_source import chosen_config
 from ..hoist import build_prepacked
@@ -26,7 +26,7 @@ def template_for(outputs, target: Target | None = None) -> "Template":
     DAG's shape gives way to the opaque template; any other error propagates.
 
     Example:
-        >>> from tensorir import placeholder, compute
+        >>> from tilefuse.tensorir import placeholder, compute
         >>> A = placeholder((100,), name="A"); B = compute((100,), lambda i: A[i] + 1.0, name="B")
         >>> template_for(B).name
         'injective'
@@ -46,8 +46,8 @@ class Template:
     ``default()`` and ``schedule(s, cfg)``.
 
     Example:
-        >>> from tensorir import placeholder, compute
-        >>> from schedule.templates import template_for
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule.templates import template_for
         >>> A = placeholder((1000,), name="A"); B = compute((1000,), lambda i: A[i] * 2.0, name="B")
         >>> t = template_for(B)
         >>> s = t.apply(t.default_config()); f = t.build()

@@ -56,12 +56,12 @@ from every row, and rows 4 KiB apart would all fall in the same L1 set and evict
 """
 from __future__ import annotations
 
-from tensorir.dtype import itemsize
-from tensorir.errors import Unsupported
-from tensorir.expr import IterVar, TensorLoad, as_expr
-from tensorir.simplify import simplify
-from tensorir.tensor import ComputeOp, PlaceholderOp
-from tensorir.visit import substitute, walk
+from tilefuse.tensorir.dtype import itemsize
+from tilefuse.tensorir.errors import Unsupported
+from tilefuse.tensorir.expr import IterVar, TensorLoad, as_expr
+from tilefuse.tensorir.simplify import simplify
+from tilefuse.tensorir.tensor import ComputeOp, PlaceholderOp
+from tilefuse.tensorir.visit import substitute, walk
 
 from .base import Template, fetch_panel_ahead, fuse_all, vectorize_by_registers
 from .injective import PARALLEL_MIN_ELEMENTS, extent, schedule_elementwise

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tensorir.expr import Cast, IterVar, Mul, Reduce, TensorLoad
-from tensorir.tensor import ComputeOp, Tensor, post_order
-from tensorir.visit import walk
+from tilefuse.tensorir.expr import Cast, IterVar, Mul, Reduce, TensorLoad
+from tilefuse.tensorir.tensor import ComputeOp, Tensor, post_order
+from tilefuse.tensorir.visit import walk
 
 OP_CLASSES = ("injective", "reduction", "complex", "opaque")
 """The operator classes of single ops. A whole DAG has one more kind, "window" (a pooling or
@@ -29,7 +29,7 @@ def op_class(op: ComputeOp) -> str:
     """The class of one compute op.
 
     Example:
-        >>> from tensorir import placeholder, compute, reduce_axis, sum
+        >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
         >>> A = placeholder((4, 8), name="A"); B = placeholder((8, 3), name="B")
         >>> r = reduce_axis((0, 8), name="r")
         >>> op_class(compute((4, 3), lambda i, j: sum(A[i, r] * B[r, j], axis=r)).op)
@@ -68,7 +68,7 @@ def is_window(op: ComputeOp) -> bool:
     an output axis, the output channel).
 
     Example:
-        >>> from tensorir import placeholder, compute, reduce_axis, max
+        >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, max
         >>> X = placeholder((4, 16), name="X"); k = reduce_axis((0, 3), name="k")
         >>> is_window(compute((4, 14), lambda c, x: max(X[c, x + k], axis=k)).op)
         True
@@ -106,7 +106,7 @@ class Dag:
         """Walk the DAG under ``outputs``.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] + 1.0, name="B")
             >>> d = Dag.of([B]); [op.name for op in d.ops], [t.name for t in d.placeholders]
             (['B'], ['A'])
@@ -155,7 +155,7 @@ class Dag:
         None.
 
         Example:
-            >>> from tensorir import placeholder, compute, reduce_axis, max
+            >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, max
             >>> X = placeholder((4, 16), name="X"); k = reduce_axis((0, 3), name="k")
             >>> M = compute((4, 14), lambda c, x: max(X[c, x + k], axis=k))
             >>> Dag.of([compute((4, 14), lambda c, x: M[c, x] * 2.0)]).window_anchor() is M.op
@@ -178,7 +178,7 @@ class Dag:
         """The operator class of the whole DAG, as the partitioner would group it.
 
         Example:
-            >>> from tensorir import placeholder, compute
+            >>> from tilefuse.tensorir import placeholder, compute
             >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] + 1.0, name="B")
             >>> Dag.of([B]).kind()
             'injective'

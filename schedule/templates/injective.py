@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorir import expr as E
-from tensorir.expr import IterVar, TensorLoad
-from tensorir.node import children
-from tensorir.tensor import ComputeOp
-from tensorir.visit import walk
+from tilefuse.tensorir import expr as E
+from tilefuse.tensorir.expr import IterVar, TensorLoad
+from tilefuse.tensorir.node import children
+from tilefuse.tensorir.tensor import ComputeOp
+from tilefuse.tensorir.visit import walk
 
 from .base import Template, fuse_all
 
@@ -67,9 +67,9 @@ def schedule_elementwise(stage, dag, vector: int, unroll: int, parallel: bool) -
     rows, the concat axis or the vectors.
 
     Example:
-        >>> from tensorir import placeholder, compute
-        >>> from schedule import create_schedule
-        >>> from schedule.templates import Dag
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import create_schedule
+        >>> from tilefuse.schedule.templates import Dag
         >>> A = placeholder((3, 40, 50), name="A"); B = compute(A.shape, lambda *i: A[i] + 1.0, name="B")
         >>> s = create_schedule(B); schedule_elementwise(s[B], Dag.of([B]), 16, 2, True)
         >>> [iv.name for iv in s[B].leaf_iter_vars]

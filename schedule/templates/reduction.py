@@ -22,9 +22,9 @@ run in parallel.
 """
 from __future__ import annotations
 
-from tensorir.dtype import itemsize
-from tensorir.expr import Call, IterVar, TensorLoad
-from tensorir.visit import walk
+from tilefuse.tensorir.dtype import itemsize
+from tilefuse.tensorir.expr import Call, IterVar, TensorLoad
+from tilefuse.tensorir.visit import walk
 
 from .base import Template, fuse_all
 from .injective import PARALLEL_MIN_ELEMENTS, extent

@@ -19,8 +19,8 @@ stride-1 window over two output rows reads four input rows, not six).
 """
 from __future__ import annotations
 
-from tensorir.expr import IterVar, TensorLoad
-from tensorir.visit import walk
+from tilefuse.tensorir.expr import IterVar, TensorLoad
+from tilefuse.tensorir.visit import walk
 
 from .base import Template, fuse_all
 from .injective import extent

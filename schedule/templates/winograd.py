@@ -26,12 +26,12 @@ Example:
 """
 from __future__ import annotations
 
-from tensorir.expr import IterVar, Mul, Reduce, TensorLoad
-from tensorir.ops.winograd import (STRIDES, TILE_SIZES, filter_tiles, input_tiles, output_pixel, output_rows,
+from tilefuse.tensorir.expr import IterVar, Mul, Reduce, TensorLoad
+from tilefuse.tensorir.ops.winograd import (STRIDES, TILE_SIZES, filter_tiles, input_tiles, output_pixel, output_rows,
                                    tile_grid, tile_products)
-from tensorir.runtime.prepacked import WinogradFilters
-from tensorir.simplify import simplify
-from tensorir.tensor import PlaceholderOp, compute
+from tilefuse.tensorir.runtime.prepacked import WinogradFilters
+from tilefuse.tensorir.simplify import simplify
+from tilefuse.tensorir.tensor import PlaceholderOp, compute
 
 from .base import fetch_panel_ahead, fuse_all, vectorize_by_registers
 
@@ -45,7 +45,7 @@ def winograd_operands(anchor):
     weights; else None.
 
     Example:
-        >>> from tensorir import placeholder, ops
+        >>> from tilefuse.tensorir import placeholder, ops
         >>> x = placeholder((1, 8, 8, 4), name="x"); w = placeholder((3, 3, 4, 8), name="w", constant=True)
         >>> y = ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1])
         >>> [t.name for t in winograd_operands(y.op)[:2]], winograd_operands(y.op)[2:]

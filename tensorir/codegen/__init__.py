@@ -14,8 +14,8 @@ def build_prim_func(func: S.PrimFunc, fast_math: bool = False, target: Target | 
     """Compile a loop-IR function for ``target`` (default: the host CPU).
 
     Example:
-        >>> from tensorir.expr import Buffer, var, const
-        >>> from tensorir.stmt import For, BufferStore, PrimFunc
+        >>> from tilefuse.tensorir.expr import Buffer, var, const
+        >>> from tilefuse.tensorir.stmt import For, BufferStore, PrimFunc
         >>> A = Buffer("A", (4,), "float32"); i = var("i")
         >>> k = build_prim_func(PrimFunc("fill", (A,), For(i, const(0), const(4), "serial",
         ...                                               BufferStore(A, const(1.0), (i,)))))

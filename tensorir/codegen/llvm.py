@@ -121,8 +121,8 @@ class CodeGen(Visitor):
     """Emit one PrimFunc as an LLVM module with an entry function of the same name.
 
     Example:
-        >>> from tensorir.expr import Buffer, var, const
-        >>> from tensorir.stmt import For, BufferStore, PrimFunc
+        >>> from tilefuse.tensorir.expr import Buffer, var, const
+        >>> from tilefuse.tensorir.stmt import For, BufferStore, PrimFunc
         >>> A = Buffer("A", (4,), "float32"); i = var("i")
         >>> f = PrimFunc("fill", (A,), For(i, const(0), const(4), "serial", BufferStore(A, const(1.0), (i,))))
         >>> 'define i32 @"fill"' in str(CodeGen(f).module)
@@ -875,8 +875,8 @@ def written_buffer_uids(func: S.PrimFunc) -> set[int]:
     """Uids of the buffers ``func`` stores to (its outputs, among the parameters).
 
     Example:
-        >>> from tensorir.expr import Buffer, const
-        >>> from tensorir.stmt import BufferStore, PrimFunc
+        >>> from tilefuse.tensorir.expr import Buffer, const
+        >>> from tilefuse.tensorir.stmt import BufferStore, PrimFunc
         >>> A = Buffer("A", (1,), "float32")
         >>> written_buffer_uids(PrimFunc("f", (A,), BufferStore(A, const(0.0), (const(0),)))) == {A.uid}
         True
@@ -888,7 +888,7 @@ def flat_index(buf: E.Buffer, indices) -> E.Expr:
     """The row-major element offset of ``buf[indices]``: a simplified int64 expression.
 
     Example:
-        >>> from tensorir.expr import Buffer, var
+        >>> from tilefuse.tensorir.expr import Buffer, var
         >>> i, j = var("i"), var("j")
         >>> str(flat_index(Buffer("A", (4, 8), "float32"), (i, j)))
         'i * 8 + j'
@@ -904,7 +904,7 @@ def var_uids(e: E.Expr) -> frozenset:
     """The uids of the variables ``e`` reads.
 
     Example:
-        >>> from tensorir.expr import var
+        >>> from tilefuse.tensorir.expr import var
         >>> i = var("i")
         >>> var_uids(i * 2 + i) == {i.uid}
         True

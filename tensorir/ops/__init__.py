@@ -14,8 +14,8 @@ Modules: ``elementwise`` (activations, binary arithmetic, Select, BiasAdd, PReLU
 ``quantize`` (Quantize, Dequantize) and ``backward`` (gradient ops).
 
 Example:
-    >>> from tensorir import placeholder
-    >>> from tensorir import ops
+    >>> from tilefuse.tensorir import placeholder
+    >>> from tilefuse.tensorir import ops
     >>> x = placeholder((7, 13), name="x"); w = placeholder((13, 37), name="w")
     >>> b = placeholder((37,), name="b")
     >>> y = ops.softmax(ops.gelu(ops.matmul(x, w, bias=b)), axis=-1)

@@ -141,7 +141,7 @@ def lookup(index: Expr, values, dtype: str) -> Expr:
     selects (``log2(len)`` comparisons deep).
 
     Example:
-        >>> from tensorir import var
+        >>> from tilefuse.tensorir import var
         >>> str(lookup(var("c"), [0.5, 0.5], "float32"))
         '0.5f'
     """

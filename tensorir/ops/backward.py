@@ -8,7 +8,7 @@ same shape, and returns ``diff_src = diff_dst * f'(...)`` in one compute; the fo
 comparisons at the kinks are oneDNN's (``src/common/math_utils.hpp``).
 
 Example:
-    >>> from tensorir import placeholder
+    >>> from tilefuse.tensorir import placeholder
     >>> y = placeholder((7, 13), name="y"); dy = placeholder((7, 13), name="dy")
     >>> dx = tanh_backward(y, dy)
     >>> dx.shape, dx.op.tag
@@ -59,7 +59,7 @@ def relu_backward(data: Tensor, diff_dst: Tensor, use_dst: bool = True, name: st
     both are positive at the same places).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> relu_backward(placeholder((3,)), placeholder((3,))).op.tag
         'relu_backward'
     """
@@ -73,7 +73,7 @@ def sigmoid_backward(data: Tensor, diff_dst: Tensor, use_dst: bool = True, name:
     ``use_dst``) or ``s = sigmoid(data)``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> sigmoid_backward(placeholder((3,)), placeholder((3,)), use_dst=False).shape
         (3,)
     """
@@ -90,7 +90,7 @@ def tanh_backward(data: Tensor, diff_dst: Tensor, use_dst: bool = True, name: st
     ``use_dst``) or ``t = tanh(data)``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> tanh_backward(placeholder((3,)), placeholder((3,))).op.tag
         'tanh_backward'
     """
@@ -108,7 +108,7 @@ def elu_backward(data: Tensor, diff_dst: Tensor, alpha: float, use_dst: bool = T
     Elu's dst, when ``use_dst``) or ``diff_dst * alpha * exp(src)``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> elu_backward(placeholder((3,)), placeholder((3,)), alpha=1.0, use_dst=False).op.tag
         'elu_backward'
     """
@@ -128,7 +128,7 @@ def gelu_backward(src: Tensor, diff_dst: Tensor, mode: str = "gelu_erf", name: s
     (x + 0.044715 x^3)``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> gelu_backward(placeholder((3,)), placeholder((3,)), mode="gelu_tanh").op.tag
         'gelu_backward'
     """
@@ -153,7 +153,7 @@ def hardsigmoid_backward(src: Tensor, diff_dst: Tensor, alpha: float, beta: floa
     """HardSigmoidBackward: ``diff_dst * alpha`` where ``0 < alpha * src + beta < 1``, else 0.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> hardsigmoid_backward(placeholder((3,)), placeholder((3,)), alpha=0.2, beta=0.5).shape
         (3,)
     """
@@ -171,7 +171,7 @@ def hardswish_backward(src: Tensor, diff_dst: Tensor, name: str | None = None) -
     ``x >= 3``, else 0.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> hardswish_backward(placeholder((3,)), placeholder((3,))).op.tag
         'hardswish_backward'
     """
@@ -187,7 +187,7 @@ def mish_backward(src: Tensor, diff_dst: Tensor, name: str | None = None) -> Ten
     tanh(softplus(x))``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> mish_backward(placeholder((3,)), placeholder((3,))).op.tag
         'mish_backward'
     """
@@ -201,7 +201,7 @@ def softplus_backward(src: Tensor, diff_dst: Tensor, beta: float = 1.0, name: st
     """SoftPlusBackward: ``diff_dst * sigmoid(beta * x)``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> softplus_backward(placeholder((3,)), placeholder((3,)), beta=-1.0).op.tag
         'softplus_backward'
     """
@@ -216,7 +216,7 @@ def sqrt_backward(data: Tensor, diff_dst: Tensor, use_dst: bool = True, name: st
     """SqrtBackward: ``diff_dst / (2 * dst)`` (``use_dst``) or ``diff_dst / (2 * sqrt(src))``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> sqrt_backward(placeholder((3,)), placeholder((3,))).op.tag
         'sqrt_backward'
     """
@@ -229,7 +229,7 @@ def abs_backward(src: Tensor, diff_dst: Tensor, name: str | None = None) -> Tens
     """AbsBackward: ``diff_dst * sign(src)`` (0 at 0).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> abs_backward(placeholder((3,)), placeholder((3,))).op.tag
         'abs_backward'
     """
@@ -245,7 +245,7 @@ def clamp_backward(data: Tensor, diff_dst: Tensor, min: float, max: float, use_d
     or src; the strict comparisons make both give the same).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> clamp_backward(placeholder((3,)), placeholder((3,)), min=0.0, max=6.0).op.tag
         'clamp_backward'
     """
@@ -274,7 +274,7 @@ def softmax_backward(diff_dst: Tensor, dst: Tensor, axis: int = 1, name: str | N
     Stages: the row sum (reduction), the elementwise result.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> dx = softmax_backward(placeholder((7, 37), name="dy"), placeholder((7, 37), name="y"), axis=-1)
         >>> dx.op.tag, sorted(t.name for t in dx.op.input_tensors)
         ('softmax_backward', ['dy', 'softmax_backward_sum', 'y'])
@@ -291,7 +291,7 @@ def log_softmax_backward(diff_dst: Tensor, dst: Tensor, axis: int = -1, name: st
     """LogSoftmaxBackward: ``diff_src = diff_dst - exp(dst) * sum(diff_dst, axis)``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> log_softmax_backward(placeholder((7, 37)), placeholder((7, 37))).op.tag
         'log_softmax_backward'
     """
@@ -308,7 +308,7 @@ def bias_add_backward(diff_dst: Tensor, data_format: str = "NXC", name: str | No
     axis (axis 1 for ``NCX``, the last for ``NXC``).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> db = bias_add_backward(placeholder((2, 5, 7)), data_format="NCX")
         >>> db.shape, db.op.tag
         ((5,), 'bias_add_backward')
@@ -344,7 +344,7 @@ def batch_norm_backward(x: Tensor, diff_dst: Tensor, mean: Tensor, variance: Ten
     Returns ``(diff_src, diff_gamma, diff_beta)``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> x = placeholder((2, 5, 7)); p = [placeholder((5,)) for _ in range(3)]
         >>> dx, dg, db = batch_norm_backward(x, placeholder((2, 5, 7)), *p, data_format="NCX")
         >>> dx.shape, dg.shape, dx.op.tag

@@ -5,7 +5,7 @@ Every function takes tensorir Tensors and oneDNN's attributes (same names, same 
 and returns one new compute (tag = the op kind, name = ``name`` or the op kind).
 
 Example:
-    >>> from tensorir import placeholder
+    >>> from tilefuse.tensorir import placeholder
     >>> x = placeholder((7, 13), name="x"); b = placeholder((13,), name="b")
     >>> y = gelu(add(x, b))
     >>> y.shape, y.op.tag, [t.name for t in y.op.input_tensors]
@@ -40,7 +40,7 @@ def abs(x: Tensor, name: str | None = None) -> Tensor:  # noqa: A001 - oneDNN's 
     """Abs: ``|x|``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> abs(placeholder((3,), "int32")).dtype
         'int32'
     """
@@ -51,7 +51,7 @@ def exp(x: Tensor, name: str | None = None) -> Tensor:
     """Exp: ``e ** x``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> exp(placeholder((3,))).op.tag
         'exp'
     """
@@ -62,7 +62,7 @@ def log(x: Tensor, name: str | None = None) -> Tensor:
     """Log: natural logarithm.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> log(placeholder((3,))).shape
         (3,)
     """
@@ -73,7 +73,7 @@ def erf(x: Tensor, name: str | None = None) -> Tensor:
     """Erf: the error function ``2 / sqrt(pi) * integral(exp(-t * t), 0, x)``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> erf(placeholder((3,))).op.tag
         'erf'
     """
@@ -84,7 +84,7 @@ def neg(x: Tensor, name: str | None = None) -> Tensor:
     """Neg: ``-x`` (any signed numeric dtype).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> neg(placeholder((3,), "int32")).dtype
         'int32'
     """
@@ -98,7 +98,7 @@ def sqrt(x: Tensor, name: str | None = None) -> Tensor:
     """Sqrt: square root.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> sqrt(placeholder((3,))).op.tag
         'sqrt'
     """
@@ -109,7 +109,7 @@ def square(x: Tensor, name: str | None = None) -> Tensor:
     """Square: ``x * x``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> square(placeholder((3,), "int32")).dtype
         'int32'
     """
@@ -120,7 +120,7 @@ def reciprocal(x: Tensor, name: str | None = None) -> Tensor:
     """Reciprocal: ``1 / x``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> reciprocal(placeholder((3,))).op.tag
         'reciprocal'
     """
@@ -131,7 +131,7 @@ def relu(x: Tensor, name: str | None = None) -> Tensor:
     """ReLU: ``max(x, 0)`` (NaN stays NaN).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> relu(placeholder((3,))).op.tag
         'relu'
     """
@@ -142,7 +142,7 @@ def leaky_relu(x: Tensor, alpha: float, name: str | None = None) -> Tensor:
     """LeakyReLU: ``x`` where ``x >= 0``, else ``alpha * x``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> leaky_relu(placeholder((3,)), alpha=0.01).op.tag
         'leaky_relu'
     """
@@ -155,7 +155,7 @@ def elu(x: Tensor, alpha: float, name: str | None = None) -> Tensor:
     """Elu: ``x`` where ``x >= 0``, else ``alpha * (exp(x) - 1)``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> elu(placeholder((3,)), alpha=1.0).op.tag
         'elu'
     """
@@ -172,7 +172,7 @@ def gelu(x: Tensor, mode: str = "gelu_erf", name: str | None = None) -> Tensor:
     as aliases.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> gelu(placeholder((3,)), mode="gelu_tanh").op.tag
         'gelu'
     """
@@ -191,7 +191,7 @@ def sigmoid(x: Tensor, name: str | None = None) -> Tensor:
     """Sigmoid: ``1 / (1 + exp(-x))``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> sigmoid(placeholder((3,))).op.tag
         'sigmoid'
     """
@@ -202,7 +202,7 @@ def tanh(x: Tensor, name: str | None = None) -> Tensor:
     """Tanh.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> tanh(placeholder((3,))).op.tag
         'tanh'
     """
@@ -213,7 +213,7 @@ def hardsigmoid(x: Tensor, alpha: float, beta: float, name: str | None = None) -
     """HardSigmoid: ``max(0, min(1, alpha * x + beta))``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> hardsigmoid(placeholder((3,)), alpha=1 / 6, beta=0.5).op.tag
         'hardsigmoid'
     """
@@ -227,7 +227,7 @@ def hardswish(x: Tensor, name: str | None = None) -> Tensor:
     """HardSwish: ``x * min(max(x + 3, 0), 6) / 6``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> hardswish(placeholder((3,))).op.tag
         'hardswish'
     """
@@ -247,7 +247,7 @@ def softplus(x: Tensor, beta: float = 1.0, name: str | None = None) -> Tensor:
     """SoftPlus: ``1 / beta * log(exp(beta * x) + 1)``, computed without overflow.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> softplus(placeholder((3,)), beta=2.0).op.tag
         'softplus'
     """
@@ -261,7 +261,7 @@ def mish(x: Tensor, name: str | None = None) -> Tensor:
     """Mish: ``x * tanh(softplus(x))``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> mish(placeholder((3,))).op.tag
         'mish'
     """
@@ -272,7 +272,7 @@ def clamp(x: Tensor, min: float, max: float, name: str | None = None) -> Tensor:
     """Clamp: ``min(max(x, min), max)``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> clamp(placeholder((3,)), min=0.0, max=6.0).op.tag
         'clamp'
     """
@@ -288,7 +288,7 @@ def round(x: Tensor, mode: str = "half_to_even", name: str | None = None) -> Ten
     ``np.rint``) or away from zero (``mode="half_away_from_zero"``, C's ``roundf``).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> round(placeholder((3,))).op.tag
         'round'
     """
@@ -310,7 +310,7 @@ def rint(v):
     ``np.rint``), as a float expression.
 
     Example:
-        >>> from tensorir import var
+        >>> from tilefuse.tensorir import var
         >>> rint(var("x", "float32")).dtype
         'float32'
     """
@@ -326,7 +326,7 @@ def pow(x: Tensor, beta, name: str | None = None) -> Tensor:  # noqa: A001
     the binary Pow of older oneDNN versions).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> pow(placeholder((3,)), beta=3.0).op.tag
         'pow'
     """
@@ -358,7 +358,7 @@ def add(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str | None = 
     """Add: ``a + b`` with numpy broadcasting (``auto_broadcast="none"``: equal shapes only).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> add(placeholder((7, 1)), placeholder((13,))).shape
         (7, 13)
     """
@@ -369,7 +369,7 @@ def subtract(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str | No
     """Subtract: ``a - b`` with numpy broadcasting.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> subtract(placeholder((2, 3)), placeholder((3,))).shape
         (2, 3)
     """
@@ -380,7 +380,7 @@ def multiply(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str | No
     """Multiply: ``a * b`` with numpy broadcasting.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> multiply(placeholder((2, 1, 4)), placeholder((3, 1))).shape
         (2, 3, 4)
     """
@@ -391,7 +391,7 @@ def divide(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str | None
     """Divide: ``a / b`` (true division of floats) with numpy broadcasting.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> divide(placeholder((2, 3)), placeholder((1,))).shape
         (2, 3)
     """
@@ -402,7 +402,7 @@ def maximum(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str | Non
     """Maximum: elementwise ``max(a, b)`` with numpy broadcasting (NaN-propagating).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> maximum(placeholder((2, 3)), placeholder((3,))).op.tag
         'maximum'
     """
@@ -413,7 +413,7 @@ def minimum(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str | Non
     """Minimum: elementwise ``min(a, b)`` with numpy broadcasting (NaN-propagating).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> minimum(placeholder((2, 3)), placeholder((3,))).op.tag
         'minimum'
     """
@@ -424,7 +424,7 @@ def squared_difference(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name
     """SquaredDifference: ``(a - b) ** 2`` with numpy broadcasting.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> squared_difference(placeholder((2, 3)), placeholder((3,))).op.tag
         'squared_difference'
     """
@@ -438,7 +438,7 @@ def greater_equal(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str
     """GreaterEqual: ``a >= b`` (a bool tensor) with numpy broadcasting.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> greater_equal(placeholder((2, 3)), placeholder((3,))).dtype
         'bool'
     """
@@ -450,7 +450,7 @@ def select(cond: Tensor, a: Tensor, b: Tensor, auto_broadcast: str = "numpy", na
     ``cond`` (bool) broadcasts one way to that shape.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> select(placeholder((13,), "bool"), placeholder((7, 13)), placeholder((1,))).shape
         (7, 13)
     """
@@ -476,7 +476,7 @@ def bias_add(x: Tensor, bias: Tensor, data_format: str = "NXC", name: str | None
     last for ``NXC``).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> bias_add(placeholder((2, 5, 7)), placeholder((5,)), data_format="NCX").shape
         (2, 5, 7)
     """
@@ -500,7 +500,7 @@ def prelu(x: Tensor, slope: Tensor, data_format: str = "NXC", per_channel_broadc
     (numpy, aligned right).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> prelu(placeholder((2, 5, 7)), placeholder((5,)), data_format="NCX").shape
         (2, 5, 7)
     """
@@ -527,7 +527,7 @@ def typecast(x: Tensor, dtype: str, name: str | None = None) -> Tensor:
     """TypeCast: convert every element to ``dtype`` (numpy ``astype`` for in-range values).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> typecast(placeholder((3,), "float32"), "float64").dtype
         'float64'
     """

@@ -8,7 +8,7 @@ it. Softmax, the norms and the reductions are chains of separate reduction and e
 computes, so the "reduction" template can compute each reduction one row at a time.
 
 Example:
-    >>> from tensorir import placeholder
+    >>> from tilefuse.tensorir import placeholder
     >>> x = placeholder((7, 13), name="x"); w = placeholder((13, 37), name="w")
     >>> y = softmax(matmul(x, w), axis=-1)
     >>> y.shape, y.op.tag, [t.name for t in y.op.input_tensors]
@@ -51,7 +51,7 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
     ``bias`` broadcasts one way to ``dst``, added by its own compute after the product.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> a = placeholder((2, 1, 7, 13), name="a"); b = placeholder((3, 37, 13), name="b")
         >>> c = matmul(a, b, transpose_b=True)
         >>> c.shape, c.op.tag
@@ -107,7 +107,7 @@ def batch_norm_inference(x: Tensor, gamma: Tensor, beta: Tensor, mean: Tensor, v
     parameter 1-D along the channel axis (axis 1 for ``NCX``, the last for ``NXC``).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> x = placeholder((2, 5, 7)); p = [placeholder((5,)) for _ in range(4)]
         >>> batch_norm_inference(x, *p, epsilon=1e-5, data_format="NCX").op.tag
         'batch_norm_inference'
@@ -199,7 +199,7 @@ def layer_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
     Stages: sum, mean, sum of squared deviations, variance (two-pass, as numpy), dst.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> x = placeholder((7, 37)); g = placeholder((37,)); b = placeholder((37,))
         >>> dst, mean, var = layer_norm(x, g, b)
         >>> dst.shape, mean.shape, dst.op.tag
@@ -233,7 +233,7 @@ def group_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
     ``keep_stats`` (oneDNN's default), else ``dst``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> x = placeholder((2, 6, 7, 5)); g = placeholder((6,)); b = placeholder((6,))
         >>> dst, mean, var = group_norm(x, g, b, groups=3, data_format="NCX")
         >>> dst.shape, mean.shape, dst.op.tag
@@ -280,7 +280,7 @@ def rms_norm(x: Tensor, gamma: Tensor | None = None, begin_norm_axis: int = -1, 
     second output).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> dst, rrms = rms_norm(placeholder((7, 37)), placeholder((37,)))
         >>> dst.shape, rrms.shape, dst.op.tag
         ((7, 37), (7,), 'rms_norm')
@@ -333,7 +333,7 @@ def softmax(x: Tensor, axis: int = 1, mode: str = "none", stats: bool = False, n
     reciprocal (and the stats).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> y = softmax(placeholder((7, 37)), axis=-1)
         >>> y.op.tag, [t.name for t in y.op.input_tensors]
         ('softmax', ['softmax_exp', 'softmax_sum'])
@@ -373,7 +373,7 @@ def log_softmax(x: Tensor, axis: int = -1, name: str | None = None) -> Tensor:
     Stages: max (reduction), sum of exp(x - max) (reduction), the difference.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> log_softmax(placeholder((7, 37))).op.tag
         'log_softmax'
     """
@@ -397,7 +397,7 @@ def reduce(kind: str, x: Tensor, axes=(), keep_dims: bool = False, name: str | N
     sum of squares, each in a second compute.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> y = reduce("mean", placeholder((7, 13, 5)), axes=[-1, 1], keep_dims=True)
         >>> y.shape, y.op.tag
         ((7, 1, 1), 'reduce_mean')

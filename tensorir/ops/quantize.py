@@ -8,7 +8,7 @@ integer type's range); ``Dequantize``: ``dst = (src - zp) * scale``. Per channel
 channel index, a constant when they are all equal).
 
 Example:
-    >>> from tensorir import placeholder
+    >>> from tilefuse.tensorir import placeholder
     >>> q = quantize(placeholder((7, 13)), scales=[0.5], zps=[3], dtype="uint8")
     >>> q.dtype, dequantize(q, scales=[0.5], zps=[3]).dtype
     ('uint8', 'float32')
@@ -65,7 +65,7 @@ def quantize(x: Tensor, scales, zps=None, qtype: str = "per_tensor", axis: int =
     (``per_channel``).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> quantize(placeholder((2, 3)), scales=[0.1, 0.2, 0.4], qtype="per_channel", axis=-1).dtype
         'int8'
     """
@@ -90,7 +90,7 @@ def dequantize(x: Tensor, scales, zps=None, qtype: str = "per_tensor", axis: int
     """Dequantize: ``(x - zp) * scale`` as ``dtype`` (float32), ``x`` int8 or uint8.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> dequantize(placeholder((2, 3), "uint8"), scales=[0.5], zps=[128]).shape
         (2, 3)
     """
@@ -140,7 +140,7 @@ def dynamic_quantize(x: Tensor, scales: Tensor, zps: Tensor | None = None, qtype
     tensors at run time.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> dynamic_quantize(placeholder((2, 3)), placeholder((3,)), qtype="per_channel", axis=-1).dtype
         'int8'
     """
@@ -164,7 +164,7 @@ def dynamic_dequantize(x: Tensor, scales: Tensor, zps: Tensor | None = None, qty
     tensors at run time (``per_tensor`` or ``per_channel``).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> dynamic_dequantize(placeholder((2, 3), "int8"), placeholder((1,))).dtype
         'float32'
     """

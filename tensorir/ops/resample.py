@@ -9,7 +9,7 @@ out)``; linear blends the two neighbours of the coordinate clamped to ``[0, in -
 after another (separable), in one injective compute.
 
 Example:
-    >>> from tensorir import placeholder
+    >>> from tilefuse.tensorir import placeholder
     >>> y = interpolate(placeholder((2, 3, 7, 13)), mode="linear", sizes=[14, 9], data_format="NCX")
     >>> y.shape, y.op.tag
     ((2, 3, 14, 9), 'interpolate')
@@ -86,7 +86,7 @@ def interpolate(x: Tensor, mode: str, sizes=None, scales=None, coordinate_transf
     (default) or ``align_corners`` (linear only).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> interpolate(placeholder((1, 5, 3)), mode="nearest", scales=[2.0]).shape
         (1, 10, 3)
     """
@@ -245,7 +245,7 @@ def resize(x: Tensor, sizes, scales=None, mode: str = "nearest", coordinate_tran
     and antialiasing are not compiled (``Unsupported``).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> y = resize(placeholder((1, 2, 5, 7)), sizes=(1, 2, 10, 14), mode="linear")
         >>> y.shape, y.op.tag
         ((1, 2, 10, 14), 'resize')

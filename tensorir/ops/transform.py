@@ -4,7 +4,7 @@ adds: Gather, Slice, Pad and Expand. Each is one injective compute that maps an 
 a source index.
 
 Example:
-    >>> from tensorir import placeholder
+    >>> from tilefuse.tensorir import placeholder
     >>> x = placeholder((2, 3, 4), name="x")
     >>> y = transpose(reshape(x, [6, -1], special_zero=False), [1, 0])
     >>> y.shape, y.op.tag
@@ -33,7 +33,7 @@ def reshape(x: Tensor, shape, special_zero: bool = False, name: str | None = Non
     The source index is computed from the flat index: ``x[(f // stride_d) % n_d, ...]``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> reshape(placeholder((2, 3, 4)), [0, -1], special_zero=True).shape
         (2, 12)
     """
@@ -90,7 +90,7 @@ def transpose(x: Tensor, order, name: str | None = None) -> Tensor:
     axes (negative values count from the end; empty means reverse them).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> transpose(placeholder((2, 3, 4)), [0, -1, 1]).shape
         (2, 4, 3)
     """
@@ -118,7 +118,7 @@ def concat(xs, axis: int, name: str | None = None) -> Tensor:
     the rank and the dtype must match.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> concat([placeholder((2, 3)), placeholder((2, 5))], axis=-1).shape
         (2, 8)
     """
@@ -159,7 +159,7 @@ def reorder(x: Tensor, name: str | None = None) -> Tensor:
     are row-major, so the algorithm is the identity.)
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> reorder(placeholder((2, 3))).op.tag
         'reorder'
     """
@@ -171,7 +171,7 @@ def identity(x: Tensor, name: str | None = None) -> Tensor:
     """A copy of ``x`` (tag "identity").
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> identity(placeholder((2, 3))).shape
         (2, 3)
     """
@@ -184,7 +184,7 @@ def gen_index(x: Tensor, axis: int, name: str | None = None) -> Tensor:
     ``axis`` (``x``'s values are not read).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> y = gen_index(placeholder((2, 3)), axis=-1)
         >>> y.shape, y.dtype
         ((2, 3), 'int32')
@@ -201,7 +201,7 @@ def dropout(x: Tensor, name: str | None = None):
     reproduced; this compute ignores those inputs and the probability.)
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> dst, mask = dropout(placeholder((2, 3)))
         >>> dst.shape, mask.dtype
         ((2, 3), 'uint8')
@@ -219,7 +219,7 @@ def gather(x: Tensor, indices: Tensor, axis: int = 0, name: str | None = None) -
     rather than read out of bounds.)
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> gather(placeholder((5, 4)), placeholder((2, 3), "int64"), axis=1).shape
         (5, 2, 3)
     """
@@ -244,7 +244,7 @@ def slice(x: Tensor, starts, ends, axes=None, steps=None, name: str | None = Non
     axes; steps default to 1), with Python's clamping of starts and ends (as ONNX Slice).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> slice(placeholder((7, 13)), starts=[-1, 2], ends=[-8, 100], axes=[0, 1], steps=[-2, 3]).shape
         (4, 4)
     """
@@ -282,7 +282,7 @@ def pad(x: Tensor, pads_begin, pads_end, mode: str = "constant", value: float = 
     periodically (numpy's ``pad`` modes).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> pad(placeholder((3, 4)), [1, -1], [2, 0], mode="reflect").shape
         (6, 3)
     """
@@ -339,7 +339,7 @@ def expand(x: Tensor, shape, name: str | None = None) -> Tensor:
     """Expand: ``x`` broadcast (numpy rules, both ways) with ``shape``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> expand(placeholder((3, 1)), [2, 1, 4]).shape
         (2, 3, 4)
     """

@@ -7,7 +7,7 @@ recognises; padding (and, for ConvTranspose, spreading the input out by the stri
 compute before it, and bias and the groups' channel layout one compute after it.
 
 Example:
-    >>> from tensorir import placeholder
+    >>> from tilefuse.tensorir import placeholder
     >>> x = placeholder((1, 8, 9, 9), name="x"); w = placeholder((16, 8, 3, 3), name="w")
     >>> y = conv(x, w, strides=[1, 1], pads_begin=[1, 1], pads_end=[1, 1], dilations=[1, 1],
     ...          data_format="NCX", weights_format="OIX")
@@ -189,7 +189,7 @@ def conv(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilations, groups:
     and adds ``bias`` where there is either.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> x = placeholder((2, 9, 9, 6), name="x"); w = placeholder((3, 3, 3, 4), name="w")
         >>> y = conv(x, w, strides=[2, 2], pads_begin=[0, 1], pads_end=[1, 0], dilations=[1, 1], groups=2)
         >>> y.shape, y.op.tag
@@ -254,7 +254,7 @@ def conv_transpose(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilation
     then the channel layout and ``bias`` as in ``conv``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> x = placeholder((2, 4, 5, 5), name="x"); w = placeholder((4, 3, 3, 3), name="w")
         >>> y = conv_transpose(x, w, strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1], dilations=[1, 1],
         ...                    data_format="NCX", weights_format="IOX", output_padding=[1, 1])
@@ -405,7 +405,7 @@ def pool(kind: str, x: Tensor, kernel, strides, pads_begin, pads_end, dilations=
     the window reduction (max or sum), and for avg the division by the count.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> x = placeholder((1, 3, 14, 14), name="x")
         >>> y = pool("avg", x, kernel=[3, 3], strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1],
         ...          exclude_pad=True, rounding_type="ceil", data_format="NCX")
@@ -489,7 +489,7 @@ def max_pool(x: Tensor, kernel, strides, pads_begin, pads_end, dilations=None, r
     """MaxPool: ``pool("max", ...)`` with oneDNN's MaxPool attributes.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> max_pool(placeholder((1, 7, 7, 3)), kernel=[2, 2], strides=[2, 2], pads_begin=[0, 0],
         ...          pads_end=[0, 0], rounding_type="ceil").shape
         (1, 4, 4, 3)
@@ -503,7 +503,7 @@ def avg_pool(x: Tensor, kernel, strides, pads_begin, pads_end, exclude_pad: bool
     """AvgPool: ``pool("avg", ...)`` with oneDNN's AvgPool attributes (no dilations).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> avg_pool(placeholder((1, 7, 7, 3)), kernel=[3, 3], strides=[1, 1], pads_begin=[1, 1],
         ...          pads_end=[1, 1], exclude_pad=False).shape
         (1, 7, 7, 3)

@@ -23,7 +23,7 @@ Rounding differs from the direct sum: the transforms' constants grow with m (up 
 1/24 for m = 4 at stride 1), so errors are a few times larger than the direct convolution's.
 
 Example:
-    >>> from tensorir import placeholder
+    >>> from tilefuse.tensorir import placeholder
     >>> p = placeholder((1, 16, 16, 8), name="p"); w = placeholder((3, 3, 8, 4), name="w")
     >>> v = input_tiles(p, 4); u = filter_tiles(w, "XIO", 4, 16)
     >>> prod = tile_products(v, u, 4)
@@ -179,7 +179,7 @@ def input_tiles(padded: Tensor, m: int, name: str = "winograd_input", stride: in
     rows, then columns.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> input_tiles(placeholder((2, 9, 9, 3), name="p"), 2).shape
         (4, 4, 32, 3)
     """
@@ -228,7 +228,7 @@ def filter_tiles(weights: Tensor, weights_format: str, m: int, block: int, name:
     ("XIO") or ``(O, C, 3, 3)`` ("OIX"), of a convolution at ``stride``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> filter_tiles(placeholder((5, 3, 3, 3), name="w"), "OIX", 2, 4).shape
         (4, 4, 2, 3, 4)
     """
@@ -274,7 +274,7 @@ def tile_products(tiles: Tensor, filters: Tensor, out_channels: int, name: str =
     alpha^2 matrix products of (tiles x C) by (C x O).
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> tile_products(placeholder((4, 4, 9, 3)), placeholder((4, 4, 1, 3, 8)), 5).shape
         (4, 4, 9, 5)
     """
@@ -292,7 +292,7 @@ def output_rows(products: Tensor, m: int, name: str = "winograd_output_rows", st
     convolution at ``stride``.
 
     Example:
-        >>> from tensorir import placeholder
+        >>> from tilefuse.tensorir import placeholder
         >>> output_rows(placeholder((6, 6, 4, 8)), 4).shape
         (4, 6, 4, 8)
     """
@@ -313,8 +313,8 @@ def output_pixel(rows: Tensor, m: int, tile_grid_shape: tuple, n, h, w, o, strid
     half of the output transform, as an expression (the body of the output stage).
 
     Example:
-        >>> from tensorir import placeholder
-        >>> from tensorir.expr import var
+        >>> from tilefuse.tensorir import placeholder
+        >>> from tilefuse.tensorir.expr import var
         >>> e = output_pixel(placeholder((2, 4, 1, 8)), 2, (1, 1), *[var(v) for v in "nhwo"])
     """
     at = transform_matrices(m, stride)[0]

@@ -27,7 +27,7 @@ def partition_loops(s: S.Stmt, ranges: dict | None = None) -> S.Stmt:
     """Partition every non-vectorized loop of constant bounds at the guards in its body.
 
     Example:
-        >>> from tensorir.expr import Buffer, var, const
+        >>> from tilefuse.tensorir.expr import Buffer, var, const
         >>> A = Buffer("A", (10,), "float32"); io, ii = var("io"), var("ii")
         >>> guard = S.IfThenElse(io * 4 + ii < 10, S.BufferStore(A, const(0.0), (io * 4 + ii,)))
         >>> nest = S.For(io, const(0), const(3), "serial", S.For(ii, const(0), const(4), "serial", guard))

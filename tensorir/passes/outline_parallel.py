@@ -4,7 +4,7 @@ into a task function for the thread pool. A parallel loop inside another paralle
 inside a vectorized loop runs serially.
 
 Example:
-    >>> from tensorir.expr import Buffer, const, var
+    >>> from tilefuse.tensorir.expr import Buffer, const, var
     >>> A = Buffer("A", (8,), "float32"); i, n = var("i"), var("n", "float32")
     >>> print(outline_parallel_loops(S.For(i, const(0), const(8), "parallel", S.BufferStore(A, n * 2.0, (i,)))))
     parallel_for (i, 0, 8) closure (n; A) {
@@ -23,7 +23,7 @@ def outline_parallel_loops(s: S.Stmt) -> S.Stmt:
     """``s`` with each outermost parallel loop as a ``ParallelFor`` and nested ones serial.
 
     Example:
-        >>> from tensorir.expr import Buffer, const, var
+        >>> from tilefuse.tensorir.expr import Buffer, const, var
         >>> A = Buffer("A", (4, 4), "float32"); i, j = var("i"), var("j")
         >>> nest = S.For(i, const(0), const(4), "parallel",
         ...              S.For(j, const(0), const(4), "parallel", S.BufferStore(A, const(0.0), (i, j))))
@@ -43,7 +43,7 @@ def closure_of(loop_var: E.Var, body: S.Stmt) -> tuple:
     buffers allocated inside are not part of it.
 
     Example:
-        >>> from tensorir.expr import Buffer, const, var
+        >>> from tilefuse.tensorir.expr import Buffer, const, var
         >>> A = Buffer("A", (4,), "float32"); i, n = var("i"), var("n", "float32")
         >>> params, buffers = closure_of(i, S.BufferStore(A, n * 2.0, (i,)))
         >>> [p.name for p in params], [b.name for b in buffers]

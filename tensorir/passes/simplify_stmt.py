@@ -16,7 +16,7 @@ def simplify_stmt(s: S.Stmt, ranges: dict | None = None) -> S.Stmt:
     """Simplify ``s``; ``ranges`` maps var uid -> (min, extent) of enclosing loops.
 
     Example:
-        >>> from tensorir.expr import Buffer, var, const
+        >>> from tilefuse.tensorir.expr import Buffer, var, const
         >>> A = Buffer("A", (8,), "float32"); i = var("i")
         >>> loop = S.For(i, const(0), const(8), "serial",
         ...              S.IfThenElse(i < 8, S.BufferStore(A, const(0.0), (i,))))

@@ -4,7 +4,7 @@ by the side it takes. A ``vectorized`` loop nested in another vectorized loop is
 (one vector dimension per kernel).
 
 Example:
-    >>> from tensorir.expr import Buffer, const, var
+    >>> from tilefuse.tensorir.expr import Buffer, const, var
     >>> A = Buffer("A", (2,), "float32"); i = var("i")
     >>> print(unroll_loops(S.For(i, const(0), const(2), "unrolled", S.BufferStore(A, const(0.0), (i,)))))
     let i = 0 + 0
@@ -27,12 +27,12 @@ def unroll_loops(s: S.Stmt) -> S.Stmt:
     replaced by its copies; LoweringError when such a loop's extent is not a constant.
 
     Example:
-        >>> from tensorir.expr import Buffer, const, var
+        >>> from tilefuse.tensorir.expr import Buffer, const, var
         >>> A = Buffer("A", (8,), "float32"); i = var("i")
         >>> unroll_loops(S.For(i, const(0), i + 8, "unrolled", S.BufferStore(A, const(0.0), (i,))))
         Traceback (most recent call last):
         ...
-        tensorir.errors.LoweringError: loop i is unrolled but its extent i + 8 is not a constant
+        tilefuse.tensorir.errors.LoweringError: loop i is unrolled but its extent i + 8 is not a constant
     """
     return _Unroll().visit(s)
 
@@ -78,8 +78,8 @@ def _selects_on(body: S.Stmt, var: E.Var) -> bool:
     """Whether some select in ``body`` has a condition that reads ``var``.
 
     Example:
-        >>> from tensorir.expr import Buffer, const, var
-        >>> from tensorir.intrinsics import if_then_else
+        >>> from tilefuse.tensorir.expr import Buffer, const, var
+        >>> from tilefuse.tensorir.intrinsics import if_then_else
         >>> A = Buffer("A", (2,), "float32"); i = var("i")
         >>> _selects_on(S.BufferStore(A, if_then_else(i < 1, 1.0, 2.0), (i,)), i), \\
         ...     _selects_on(S.BufferStore(A, const(0.0), (i,)), i)

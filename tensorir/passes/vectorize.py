@@ -6,7 +6,7 @@ condition that depends on the lane (so a tail needs no scalar loop). Run after
 ``unroll_loops``, which leaves no vectorized loop inside another.
 
 Example:
-    >>> from tensorir.expr import Buffer, BufferLoad, const, var
+    >>> from tilefuse.tensorir.expr import Buffer, BufferLoad, const, var
     >>> A = Buffer("A", (64,), "float32"); io, ii = var("io"), var("ii")
     >>> load = BufferLoad(A, (io * 16 + ii,), "float32")
     >>> nest = S.For(io, const(0), const(4), "serial",
@@ -31,12 +31,12 @@ def vectorize_loops(s: S.Stmt) -> S.Stmt:
     inside another vectorized loop.
 
     Example:
-        >>> from tensorir.expr import Buffer, const, var
+        >>> from tilefuse.tensorir.expr import Buffer, const, var
         >>> A = Buffer("A", (8,), "float32"); i, n = var("i"), var("n")
         >>> vectorize_loops(S.For(i, const(0), n, "vectorized", S.BufferStore(A, const(0.0), (i,))))
         Traceback (most recent call last):
         ...
-        tensorir.errors.LoweringError: loop i is vectorized but its extent n is not a constant
+        tilefuse.tensorir.errors.LoweringError: loop i is vectorized but its extent n is not a constant
     """
     return _Vectorize().visit(s)
 

@@ -11,8 +11,8 @@ version, a truncated or altered one (the checksum), and code for another target.
 
 Example:
     >>> import numpy as np
-    >>> from tensorir import placeholder, compute
-    >>> from schedule import create_schedule, build
+    >>> from tilefuse.tensorir import placeholder, compute
+    >>> from tilefuse.schedule import create_schedule, build
     >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] + 1.0, name="B")
     >>> blob = dumps(build(create_schedule(B), [A, B]), {"note": "plus one"})
     >>> kernel, meta = loads(blob)
@@ -21,7 +21,7 @@ Example:
     >>> loads(blob[:-1])
     Traceback (most recent call last):
     ...
-    tensorir.runtime.artifact.ArtifactError: kernel artifact: checksum mismatch (truncated or altered)
+    tilefuse.tensorir.runtime.artifact.ArtifactError: kernel artifact: checksum mismatch (truncated or altered)
 """
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def loads(data: bytes, source: str = "kernel artifact"):
         >>> loads(b"junk")
         Traceback (most recent call last):
         ...
-        tensorir.runtime.artifact.ArtifactError: kernel artifact: not a tilefuse kernel
+        tilefuse.tensorir.runtime.artifact.ArtifactError: kernel artifact: not a tilefuse kernel
     """
     header, body, start = read_envelope(bytes(data), MAGIC, VERSION, "tilefuse kernel", source)
     try:
@@ -131,7 +131,7 @@ def read_envelope(data, magic: bytes, version: int, what: str, source: str, erro
         >>> read_envelope(b"junk", MAGIC, VERSION, "tilefuse kernel", "x.tfk")
         Traceback (most recent call last):
         ...
-        tensorir.runtime.artifact.ArtifactError: x.tfk: not a tilefuse kernel
+        tilefuse.tensorir.runtime.artifact.ArtifactError: x.tfk: not a tilefuse kernel
     """
     if bytes(data[:len(magic)]) != magic:
         raise error(f"{source}: not a {what}")
@@ -170,7 +170,7 @@ def load(path):
         >>> load(__file__)
         Traceback (most recent call last):
         ...
-        tensorir.runtime.artifact.ArtifactError: ...artifact.py: not a tilefuse kernel
+        tilefuse.tensorir.runtime.artifact.ArtifactError: ...artifact.py: not a tilefuse kernel
     """
     with open(path, "rb") as f:
         return loads(f.read(), source=str(path))

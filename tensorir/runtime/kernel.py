@@ -46,8 +46,8 @@ class Kernel:
 
     Example:
         >>> import numpy as np
-        >>> from tensorir import placeholder, compute
-        >>> from schedule import create_schedule, build
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import create_schedule, build
         >>> A = placeholder((4,), name="A")
         >>> B = compute((4,), lambda i: A[i] + 1.0, name="B")
         >>> f = build(create_schedule(B), [A, B])

@@ -10,7 +10,7 @@ running calls. The function is Python (it takes the GIL for a microsecond, once 
 kernel that has large buffers) and returns NULL when the memory cannot be had.
 
 Example:
-    >>> from tensorir.runtime.scratch import scratch_address
+    >>> from tilefuse.tensorir.runtime.scratch import scratch_address
     >>> scratch_address(1000) % SCRATCH_ALIGN, scratch_address(10) == scratch_address(1000)
     (0, True)
 """

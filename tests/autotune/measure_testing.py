@@ -11,12 +11,12 @@ import os
 import signal
 import time
 
-from autotune.measure import build_candidate
-from autotune.task import Task
-from schedule import build, create_schedule
-from tensorir import compute, placeholder, reduce_axis
-from tensorir import sum as tsum
-from tensorir.runtime.kernel import ArgSpec, compile_llvm
+from tilefuse.autotune.measure import build_candidate
+from tilefuse.autotune.task import Task
+from tilefuse.schedule import build, create_schedule
+from tilefuse.tensorir import compute, placeholder, reduce_axis
+from tilefuse.tensorir import sum as tsum
+from tilefuse.tensorir.runtime.kernel import ArgSpec, compile_llvm
 
 # (vector, unroll) of the injective template -> what the candidate does
 BEHAVIOUR = {(8, 1): "compile", (8, 2): "crash", (8, 8): "timeout", (32, 1): "wrong_answer",

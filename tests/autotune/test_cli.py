@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from autotune import cli
-from autotune.cli import (EXIT_BAD_INPUT, EXIT_BUDGET_EXHAUSTED, EXIT_OK, EXIT_UNUSABLE, ProgressPrinter,
+from tilefuse.autotune import cli
+from tilefuse.autotune.cli import (EXIT_BAD_INPUT, EXIT_BUDGET_EXHAUSTED, EXIT_OK, EXIT_UNUSABLE, ProgressPrinter,
                           TaskSummary, main, parse_duration, summarize, tune_table)
-from autotune.database import Database
-from autotune.log import read_log
-from autotune.record import Record, first_measurements
-from autotune.task import Task
-from autotune.tune import TaskReport
-from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType, load_json
+from tilefuse.autotune.database import Database
+from tilefuse.autotune.log import read_log
+from tilefuse.autotune.record import Record, first_measurements
+from tilefuse.autotune.task import Task
+from tilefuse.autotune.tune import TaskReport
+from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType, load_json
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = ["--tuner", "random", "--trials", "4", "--min-repeat-ms", "0", "--scheduler", "sequential"]  # 2 per task
@@ -122,7 +122,7 @@ def test_no_resume_measures_again(tuned, tmp_path):
 
 
 def _spy_options(monkeypatch):
-    from autotune import cli
+    from tilefuse.autotune import cli
     seen = []
     real = cli.tune
 
@@ -134,7 +134,7 @@ def _spy_options(monkeypatch):
 
 
 def test_cache_flush_times_single_calls_after_flushing_the_weights(tuned, tmp_path, monkeypatch):
-    from autotune import cli
+    from tilefuse.autotune import cli
     seen = _spy_options(monkeypatch)
     db, log = tmp_path / "t.db", tmp_path / "t.jsonl"
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log, "--cache-flush"])
@@ -149,7 +149,7 @@ def test_cache_flush_times_single_calls_after_flushing_the_weights(tuned, tmp_pa
                                                            (64, ["--no-cache-flush"], False)])
 def test_weights_are_flushed_by_default_when_the_caches_cannot_hold_them(tuned, tmp_path, monkeypatch,
                                                                         cache_bytes, options, flushed):
-    from autotune import measure
+    from tilefuse.autotune import measure
     monkeypatch.setattr(measure, "last_level_cache_bytes", lambda: cache_bytes)
     seen = _spy_options(monkeypatch)
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tmp_path / "t.db", "--log", tmp_path / "t.jsonl",
@@ -160,7 +160,7 @@ def test_weights_are_flushed_by_default_when_the_caches_cannot_hold_them(tuned, 
 
 
 def test_a_cpu_that_cannot_flush_cache_lines(tuned, tmp_path, monkeypatch):
-    from autotune import cli, measure
+    from tilefuse.autotune import cli, measure
     monkeypatch.setattr(cli, "flushes_here", lambda: False)
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tmp_path / "t.db", "--cache-flush"])
     assert code == EXIT_BAD_INPUT and "cannot flush cache lines" in err
@@ -373,7 +373,7 @@ def test_parse_duration():
 
 
 def _task():
-    from tensorir import compute, placeholder
+    from tilefuse.tensorir import compute, placeholder
     A = placeholder((64,), name="A")
     return Task(compute((64,), lambda i: A[i] * 2.0, name="B"))
 
@@ -425,10 +425,10 @@ def test_progress_is_one_line_per_batch_or_one_bar_on_a_terminal():
 
 def test_python_m_autotune_runs_the_command(tuned, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "autotune", "show", str(tuned["log"])], cwd=tmp_path,
+    done = subprocess.run([sys.executable, "-m", "tilefuse.autotune", "show", str(tuned["log"])], cwd=tmp_path,
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0 and f"{RECORDS} record(s)" in done.stdout
-    done = subprocess.run([sys.executable, "-m", "autotune", "tune", "missing.json", "--trials", "4"],
+    done = subprocess.run([sys.executable, "-m", "tilefuse.autotune", "tune", "missing.json", "--trials", "4"],
                           cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 2 and "no such graph file" in done.stderr
 
@@ -522,7 +522,7 @@ def test_a_log_that_cannot_be_written_is_refused_before_anything_is_measured(tmp
 
 def test_a_log_write_failing_mid_run_is_exit_2_and_the_next_run_catches_the_log_up(tmp_path, monkeypatch):
     import errno
-    from autotune import log as log_module
+    from tilefuse.autotune import log as log_module
     graph = write_graph(tmp_path / "tiny.json")
     db, log = tmp_path / "tuning.db", tmp_path / "log.jsonl"
     real_write, writes = log_module._write_all_or_nothing, []
@@ -564,7 +564,7 @@ def test_the_gradient_scheduler_spends_the_run_s_trials_and_the_table_shows_each
 def test_bench_times_engines_in_paused_blocks_taking_turns(monkeypatch):
     # one engine right after another would run beside its spinning worker threads: a pause
     # and an untimed call come before each block, and each engine's runs come in blocks
-    from autotune import cli
+    from tilefuse.autotune import cli
     events = []
     monkeypatch.setattr(cli.time, "sleep", lambda seconds: events.append("pause"))
     times = cli.time_interleaved({"a": lambda: events.append("a"), "b": lambda: events.append("b")}, repeat=6,
@@ -576,7 +576,7 @@ def test_bench_times_engines_in_paused_blocks_taking_turns(monkeypatch):
 
 def test_bench_spreads_a_slow_models_runs_over_short_blocks():
     # a slow spell of the machine lasts about a second: it must fall on every engine alike
-    from autotune import cli
+    from tilefuse.autotune import cli
     assert cli.bench_blocks(30, 1e-4) == cli.BENCH_BLOCKS                   # a small model: few long blocks
     blocks = cli.bench_blocks(60, 0.045)                                     # resnet50: ~3 runs per block
     assert 60 * 0.045 / blocks <= cli.BENCH_BLOCK_SECONDS and blocks == 18
@@ -585,7 +585,7 @@ def test_bench_spreads_a_slow_models_runs_over_short_blocks():
 
 def test_bench_warms_each_engine_up_after_its_pause(monkeypatch):
     # the runs right after a pause wake sleeping threads: untimed runs fill the warm-up time
-    from autotune import cli
+    from tilefuse.autotune import cli
     clock = [0.0]
     events = []
     monkeypatch.setattr(cli.time, "sleep", lambda seconds: events.append("pause"))
@@ -600,8 +600,8 @@ def test_bench_warms_each_engine_up_after_its_pause(monkeypatch):
 
 
 def test_tune_reports_what_the_check_in_the_model_dropped(tuned, tmp_path, monkeypatch):
-    from autotune.model_check import ModelCheck, WorkloadCheck
-    from tensorir.errors import Unsupported
+    from tilefuse.autotune.model_check import ModelCheck, WorkloadCheck
+    from tilefuse.tensorir.errors import Unsupported
     db, log = tmp_path / "t.db", tmp_path / "t.jsonl"
     with Database(tuned["db"]) as old:
         key = old.records()[0].workload_key

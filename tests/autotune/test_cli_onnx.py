@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 onnx = pytest.importorskip("onnx")
-import graph_api  # noqa: E402
-from autotune.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNUSABLE, load_graph, main  # noqa: E402
-from autotune.database import Database  # noqa: E402
-from autotune.extract import extract_tasks  # noqa: E402
-from autotune.log import read_log  # noqa: E402
+from tilefuse import graph_api  # noqa: E402
+from tilefuse.autotune.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNUSABLE, load_graph, main  # noqa: E402
+from tilefuse.autotune.database import Database  # noqa: E402
+from tilefuse.autotune.extract import extract_tasks  # noqa: E402
+from tilefuse.autotune.log import read_log  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 RESNET = REPO / "examples" / "resnet_block.onnx"

@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
-from autotune import plots
-from autotune.cli import EXIT_BAD_INPUT, EXIT_OK
-from autotune.database import Database
-from autotune.log import append_records, read_log
-from autotune.record import Record, first_measurements
+from tilefuse.autotune import plots
+from tilefuse.autotune.cli import EXIT_BAD_INPUT, EXIT_OK
+from tilefuse.autotune.database import Database
+from tilefuse.autotune.log import append_records, read_log
+from tilefuse.autotune.record import Record, first_measurements
 from test_cli import FAST, run, write_graph
 
 matplotlib_image = pytest.importorskip("matplotlib.image")

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from autotune.cost_model import OBJECTIVES, XGBCostModel, relevance
+from tilefuse.autotune.cost_model import OBJECTIVES, XGBCostModel, relevance
 
 
 def kendall_tau(a, b) -> float:

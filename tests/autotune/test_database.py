@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from autotune.database import (DB_SCHEMA_VERSION, Database, TuningDatabaseError, WorkloadInfo)
-from autotune.record import Record, SCHEMA_VERSION
-from autotune.target import Target, current_target, target_key
+from tilefuse.autotune.database import (DB_SCHEMA_VERSION, Database, TuningDatabaseError, WorkloadInfo)
+from tilefuse.autotune.record import Record, SCHEMA_VERSION
+from tilefuse.autotune.target import Target, current_target, target_key
 
 CPU_A = Target.of("cpu-a", "+avx2,+fma")
 CPU_B = Target.of("cpu-b", "+avx512f")
@@ -408,7 +408,7 @@ def test_a_writer_killed_mid_run_loses_nothing_committed(tmp_path):
 
 
 def test_switching_to_wal_is_retried_while_another_opener_holds_the_file():
-    from autotune.database import _enable_wal
+    from tilefuse.autotune.database import _enable_wal
 
     class LockedTwice:
         calls = 0
@@ -481,10 +481,10 @@ def test_text_that_is_not_utf8_in_a_row_skips_the_row_with_a_warning(tmp_path):
 
 
 def test_damage_met_after_the_open_is_a_tuning_database_error_naming_the_file(tmp_path, monkeypatch):
-    import autotune.database as database
-    from autotune.dispatch import HistoryBest, workload_key
-    from schedule import template_for
-    from tensorir import compute, placeholder
+    import tilefuse.autotune.database as database
+    from tilefuse.autotune.dispatch import HistoryBest, workload_key
+    from tilefuse.schedule import template_for
+    from tilefuse.tensorir import compute, placeholder
     A = placeholder((8,), name="A")
     B = compute((8,), lambda i: A[i] * 2.0, name="B")
     template = template_for(B)
@@ -505,7 +505,7 @@ def test_damage_met_after_the_open_is_a_tuning_database_error_naming_the_file(tm
 
 
 def test_a_locked_file_stays_an_operational_error_to_wait_for(tmp_path, monkeypatch):
-    import autotune.database as database
+    import tilefuse.autotune.database as database
     path = tmp_path / "busy.db"
     Database(path).close()
     monkeypatch.setattr(database, "BUSY_TIMEOUT_SECONDS", 0.05)
@@ -521,7 +521,7 @@ def test_a_locked_file_stays_an_operational_error_to_wait_for(tmp_path, monkeypa
 
 
 def test_a_read_only_database_is_read_without_wal_and_refuses_writes(tmp_path, monkeypatch):
-    import autotune.database as database
+    import tilefuse.autotune.database as database
     path = tmp_path / "shipped.db"
     with Database(path) as db:
         db.add(ok("wk1", 4, 1e-3))
@@ -582,7 +582,7 @@ def test_a_stale_claim_is_taken_over(tmp_path, monkeypatch):
 
 
 def test_a_read_only_file_shows_claims_and_grants_none(tmp_path, monkeypatch):
-    import autotune.database as database
+    import tilefuse.autotune.database as database
     path = tmp_path / "ro.db"
     with Database(path) as db:
         db.claim("wk1", CPU_A.key, ['{"i":1}'])

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from autotune.executor import (DaskExecutor, JobResult, LocalExecutor, _dask_address, default_executor,
+from tilefuse.autotune.executor import (DaskExecutor, JobResult, LocalExecutor, _dask_address, default_executor,
                                describe_exception, executor_from)
-from autotune.measure import MeasureOptions, measure_batch
+from tilefuse.autotune.measure import MeasureOptions, measure_batch
 from measure_testing import (config_for, crash_in_python, elementwise_task, misbehaving_builder, process_id,
                              raise_value_error, sleep_for)
 
@@ -123,7 +123,7 @@ def test_a_hung_worker_does_not_outlive_a_killed_parent():
     script = textwrap.dedent(f"""
         import sys, threading
         sys.path[:0] = [{ROOT!r}, {os.path.dirname(os.path.abspath(__file__))!r}]
-        from autotune.executor import LocalExecutor
+        from tilefuse.autotune.executor import LocalExecutor
         from measure_testing import sleep_for
         ex = LocalExecutor(workers=1)
         ex.run([(pow, (1, 1))], timeout=60)

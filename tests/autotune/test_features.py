@@ -5,14 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from autotune.features import (FEATURE_DOCS, FEATURE_NAMES, FeatureError, config_feature_names,
+from tilefuse.autotune.features import (FEATURE_DOCS, FEATURE_NAMES, FeatureError, config_feature_names,
                                config_features, feature_names_of, features_of, loop_features)
-from schedule import ScheduleError, create_schedule, lower, template_for
-from schedule.space import Config, ConfigError, ConfigSpace
-from tensorir import compute, exp, if_then_else, placeholder, reduce_axis, sum as rsum
-from tensorir import max as rmax
-from tensorir import expr as E
-from tensorir import stmt as S
+from tilefuse.schedule import ScheduleError, create_schedule, lower, template_for
+from tilefuse.schedule.space import Config, ConfigError, ConfigSpace
+from tilefuse.tensorir import compute, exp, if_then_else, placeholder, reduce_axis, sum as rsum
+from tilefuse.tensorir import max as rmax
+from tilefuse.tensorir import expr as E
+from tilefuse.tensorir import stmt as S
 
 
 def log(x):
@@ -295,8 +295,8 @@ def test_prefetches_count_their_executions_and_how_far_ahead_they_fetch():
 
 
 def test_features_on_workers_match_and_a_failed_job_is_a_feature_error():
-    from autotune.executor import Executor, JobResult, LocalExecutor
-    from autotune.features import features_on
+    from tilefuse.autotune.executor import Executor, JobResult, LocalExecutor
+    from tilefuse.autotune.features import features_on
     A = placeholder((300,), name="A")
     t = template_for(compute((300,), lambda i: A[i] * 2.0 + 1.0, name="B"))
     configs = [t.space.get(0), t.space.get(len(t.space) - 1)]

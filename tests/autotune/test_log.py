@@ -5,11 +5,11 @@ import multiprocessing
 
 import pytest
 
-from autotune.database import Database
-from autotune.log import (LOG_KIND, LogContents, append_records, export_log, import_log, parse_line,
+from tilefuse.autotune.database import Database
+from tilefuse.autotune.log import (LOG_KIND, LogContents, append_records, export_log, import_log, parse_line,
                           read_log, record_line)
-from autotune.record import Record, SCHEMA_VERSION
-from autotune.target import Target
+from tilefuse.autotune.record import Record, SCHEMA_VERSION
+from tilefuse.autotune.target import Target
 
 CPU_A = Target.of("cpu-a", "+avx2,+fma")
 CPU_B = Target.of("cpu-b", "+avx512f")

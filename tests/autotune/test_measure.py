@@ -5,12 +5,12 @@ import math
 import numpy as np
 import pytest
 
-import autotune.measure as measure
-from autotune.executor import Executor, JobResult, LocalExecutor
-from autotune.measure import (MeasureError, MeasureOptions, MeasureResult, compare_outputs, measure_batch,
+import tilefuse.autotune.measure as measure
+from tilefuse.autotune.executor import Executor, JobResult, LocalExecutor
+from tilefuse.autotune.measure import (MeasureError, MeasureOptions, MeasureResult, compare_outputs, measure_batch,
                               time_calls)
 from measure_testing import config_for, elementwise_task, matmul_task, misbehaving_builder, raise_value_error
-from schedule.space import Config, ConfigError
+from tilefuse.schedule.space import Config, ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -281,7 +281,7 @@ class InProcessExecutor(Executor):
 
 
 def _weights_task(constant: bool = True):
-    from tensorir import compute, placeholder, reduce_axis, sum as rsum
+    from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum
     a = placeholder((5, 24), name="a")
     w = placeholder((24, 40), name="w", constant=constant)
     k = reduce_axis((0, 24), name="k")
@@ -305,7 +305,7 @@ def test_a_cache_flush_pushes_out_the_weights_before_each_timed_call(monkeypatch
 
 def test_a_cache_flush_pushes_out_the_scratch_buffers_too(monkeypatch):
     # a padded copy of the input (34 x 34 x 32 floats, 148 KB) lives in the thread's scratch block
-    from tensorir import ops, placeholder
+    from tilefuse.tensorir import ops, placeholder
     x = placeholder((1, 32, 32, 32), name="x")
     w = placeholder((3, 3, 32, 16), name="w", constant=True)
     task = measure.Task(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))
@@ -337,8 +337,8 @@ def test_constant_inputs_are_the_weights():
 
 
 def test_a_prepacked_kernel_is_timed_as_a_compiled_graph_calls_it(monkeypatch):
-    from tensorir import compute, placeholder, reduce_axis, sum as rsum
-    from tensorir.runtime.prepacked import PrepackedKernel
+    from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum
+    from tilefuse.tensorir.runtime.prepacked import PrepackedKernel
     a = placeholder((5, 24), name="a")
     w = placeholder((24, 40), name="w", constant=True)
     k = reduce_axis((0, 24), name="k")

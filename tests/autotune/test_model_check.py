@@ -3,13 +3,13 @@ import math
 
 import pytest
 
-from autotune import Database, Task, current_target
-from autotune import model_check
-from autotune.database import Pick
-from autotune.model_check import ModelCheck, check_in_model
-from schedule.space import Config
-from tensorir.runtime.threadpool import get_num_threads, set_num_threads
-from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+from tilefuse.autotune import Database, Task, current_target
+from tilefuse.autotune import model_check
+from tilefuse.autotune.database import Pick
+from tilefuse.autotune.model_check import ModelCheck, check_in_model
+from tilefuse.schedule.space import Config
+from tilefuse.tensorir.runtime.threadpool import get_num_threads, set_num_threads
+from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
 
 
 def two_layer_graph(n=64, k=256, m=256) -> Graph:

@@ -6,10 +6,10 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from autotune.record import (ERROR_KINDS, MIGRATIONS, SCHEMA_VERSION, Record, config_key,
+from tilefuse.autotune.record import (ERROR_KINDS, MIGRATIONS, SCHEMA_VERSION, Record, config_key,
                              migrate_v0_to_v1)
-from autotune.target import (Target, current_target, normalize_features, target_key, versions)
-from schedule.space import Config
+from tilefuse.autotune.target import (Target, current_target, normalize_features, target_key, versions)
+from tilefuse.schedule.space import Config
 
 TARGET = Target.of("skylake-avx512", "+avx2,+fma,-avx512f")
 

@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from autotune.search import (from_digits, make_rng, radices, random_neighbor, simulated_annealing,
+from tilefuse.autotune.search import (from_digits, make_rng, radices, random_neighbor, simulated_annealing,
                              to_digits)
-from schedule.space import ConfigSpace
+from tilefuse.schedule.space import ConfigSpace
 
 
 def mixed_space():

@@ -8,15 +8,15 @@ import sys
 import numpy as np
 import pytest
 
-from autotune.task import KEY_FORMAT, Task, _max_uid, canonical_text, estimate_flop, random_inputs
-from tensorir import cast, compute, exp, if_then_else, placeholder, reduce_axis, var
-from tensorir import max as tmax
-from tensorir import sum as tsum
+from tilefuse.autotune.task import KEY_FORMAT, Task, _max_uid, canonical_text, estimate_flop, random_inputs
+from tilefuse.tensorir import cast, compute, exp, if_then_else, placeholder, reduce_axis, var
+from tilefuse.tensorir import max as tmax
+from tilefuse.tensorir import sum as tsum
 
 MATMUL_SOURCE = """
-from tensorir import placeholder, compute, reduce_axis, sum as tsum
-from tensorir.expr import Var
-from autotune.task import Task
+from tilefuse.tensorir import placeholder, compute, reduce_axis, sum as tsum
+from tilefuse.tensorir.expr import Var
+from tilefuse.autotune.task import Task
 junk = [Var("junk") for _ in range({junk})]          # shift the id counter
 X = placeholder((32, 16), name="{a}"); W = placeholder((16, 24), name="{b}")
 k = reduce_axis((0, 16), name="{r}")
@@ -205,8 +205,8 @@ def test_unpickled_task_in_a_fresh_process_builds_correctly():
     code = (
         "import pickle, sys\n"
         "import numpy as np\n"
-        "from tensorir.expr import next_uid\n"
-        "from autotune.task import _max_uid, random_inputs\n"
+        "from tilefuse.tensorir.expr import next_uid\n"
+        "from tilefuse.autotune.task import _max_uid, random_inputs\n"
         "task = pickle.loads(sys.stdin.buffer.read())\n"
         "assert next_uid() > _max_uid(task.outputs)\n"
         "for cfg in task.space.sample(3, seed=2):\n"
@@ -257,7 +257,7 @@ def test_random_inputs_bad_arguments():
 def test_a_task_builds_for_its_target_and_keeps_it_through_pickling():
     import pickle
 
-    from tensorir.runtime.target import Target
+    from tilefuse.tensorir.runtime.target import Target
     A = placeholder((1000,), name="A")
     B = compute((1000,), lambda i: A[i] * 2.0, name="B")
     narrow = Target.of("haswell", "+avx2,+fma")

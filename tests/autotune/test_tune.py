@@ -3,10 +3,10 @@ import math
 
 import pytest
 
-from autotune import Database, Task, read_log, tune
-from autotune.record import config_key, first_measurements
-from autotune.tune import _template_signature
-from tensorir import compute, placeholder, reduce_axis, sum as rsum
+from tilefuse.autotune import Database, Task, read_log, tune
+from tilefuse.autotune.record import config_key, first_measurements
+from tilefuse.autotune.tune import _template_signature
+from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum
 
 
 def matmul(n, k, m):
@@ -74,7 +74,7 @@ def test_time_budget_stops_tuning():
 
 def test_xgb_tuner_warm_starts_from_an_earlier_task_of_the_same_template(monkeypatch):
     import sys
-    tune_module = sys.modules["autotune.tune"]      # the package's ``tune`` is the function
+    tune_module = sys.modules["tilefuse.autotune.tune"]      # the package's ``tune`` is the function
     a, b = matmul(12, 20, 32), matmul(14, 20, 48)
     assert _template_signature(a) == _template_signature(b)
     given = []
@@ -102,7 +102,7 @@ def test_templates_use_the_best_record_inside_apply_history_best():
 
     import numpy as np
 
-    from autotune import MissingRecordWarning, Record, apply_history_best
+    from tilefuse.autotune import MissingRecordWarning, Record, apply_history_best
     task = matmul(9, 17, 33)
     other = next(c for c in (task.space.get(i) for i in range(len(task.space)))
                  if c != task.template.default_config())
@@ -127,7 +127,7 @@ def test_the_default_is_measured_even_when_resumed_records_fill_the_budget(tmp_p
     task = scale(3000)
     default = task.template.default_config()
     others = [c for c in (task.space.get(i) for i in range(len(task.space))) if c != default][:3]
-    from autotune import Record
+    from tilefuse.autotune import Record
     with Database(path) as db:
         db.add_many(Record.create(task.key, task.name, task.template_name, dict(c.values), costs=[1e-5])
                     for c in others)
@@ -139,7 +139,7 @@ def test_the_default_is_measured_even_when_resumed_records_fill_the_budget(tmp_p
 def test_window_tasks_tune(tmp_path, tuner):
     """Pooling and depthwise convolution have a template of their own, and it takes part in
     tuning: its knobs are measured, its features read, its best config recorded."""
-    from tensorir.ops import window
+    from tilefuse.tensorir.ops import window
     X = placeholder((1, 4, 17, 23), name="X")
     task = Task(window.pool("max", X, [3, 3], [2, 2], [1, 1], [1, 1], data_format="NCX"))
     assert task.template.name == "window"
@@ -173,7 +173,7 @@ def test_two_tuners_on_one_database_measure_no_config_twice(tmp_path):
 
 def test_claims_are_released_when_a_batch_is_not_stored(tmp_path, monkeypatch):
     import importlib
-    tune_module = importlib.import_module("autotune.tune")
+    tune_module = importlib.import_module("tilefuse.autotune.tune")
     db = Database(tmp_path / "t.db")
 
     def interrupted(*args, **kwargs):
@@ -200,7 +200,7 @@ def test_the_log_catches_up_with_the_database(tmp_path):
 def _is_check(task, configs):
     """Whether a batch is the final check: the default and the candidates, in rounds."""
     import sys
-    rounds = sys.modules["autotune.tune"].CHECK_ROUNDS
+    rounds = sys.modules["tilefuse.autotune.tune"].CHECK_ROUNDS
     default = task.template.default_config()
     width = len(configs) // rounds
     return configs[0] == default and width >= 2 and list(configs) == list(configs[:width]) * rounds
@@ -212,8 +212,8 @@ def _check_measured_as(monkeypatch, default_ms, tuned_ms, runner_up_ms=None):
     best take these times, the other candidates ``runner_up_ms`` (1.2 x ``tuned_ms`` unless
     given), rounds spread by 1%."""
     import sys
-    from autotune.measure import MeasureResult
-    tune_module = sys.modules["autotune.tune"]
+    from tilefuse.autotune.measure import MeasureResult
+    tune_module = sys.modules["tilefuse.autotune.tune"]
     seen, count = [], [0]
     runner_up_ms = 1.2 * tuned_ms if runner_up_ms is None else runner_up_ms
 
@@ -238,8 +238,8 @@ def _check_measured_as(monkeypatch, default_ms, tuned_ms, runner_up_ms=None):
 def test_the_best_config_is_applied_only_when_it_beats_the_default_side_by_side(tmp_path, monkeypatch,
                                                                                  tuned_ms, applied):
     import sys
-    from autotune import HistoryBest
-    tune_module = sys.modules["autotune.tune"]
+    from tilefuse.autotune import HistoryBest
+    tune_module = sys.modules["tilefuse.autotune.tune"]
     seen = _check_measured_as(monkeypatch, 1.0, tuned_ms)
     task = matmul(19, 23, 37)
     path = tmp_path / "t.db"
@@ -274,8 +274,8 @@ def test_one_interrupted_call_does_not_decide_a_round_of_the_check(tmp_path, mon
     # the tuned config takes 0.6 ms against the default's 0.9 ms, but one of its ten calls per
     # round took 4 ms (a neighbour on the machine): the mean would say 0.94 ms and keep the default
     import sys
-    from autotune.measure import MeasureResult
-    tune_module = sys.modules["autotune.tune"]
+    from tilefuse.autotune.measure import MeasureResult
+    tune_module = sys.modules["tilefuse.autotune.tune"]
 
     def fake(task, configs, options=None, executor=None, give_up=None):
         default = task.template.default_config()
@@ -300,8 +300,8 @@ def test_a_run_that_measures_nothing_new_keeps_the_pick(tmp_path, monkeypatch):
 
 
 def test_a_damaged_pick_falls_back_to_the_best_record_with_a_warning(tmp_path):
-    from autotune import HistoryBest
-    from autotune.database import Pick
+    from tilefuse.autotune import HistoryBest
+    from tilefuse.autotune.database import Pick
     task = matmul(8, 8, 16)
     path = tmp_path / "t.db"
     tune([task], trials=4, db=path, tuner="random", seed=0)
@@ -320,8 +320,8 @@ def test_the_gradient_scheduler_gives_the_trials_to_the_task_that_keeps_improvin
     # one task saves 20 us with every config it measures, the other never saves anything: after
     # both baselines and a first look at each, the batches go to the one that keeps saving
     import sys
-    from autotune.measure import MeasureResult
-    tune_module = sys.modules["autotune.tune"]
+    from tilefuse.autotune.measure import MeasureResult
+    tune_module = sys.modules["tilefuse.autotune.tune"]
     improving, flat = matmul(16, 16, 32), matmul(16, 16, 48)
     seen = {improving.key: 0, flat.key: 0}
 
@@ -353,9 +353,9 @@ def test_an_unknown_scheduler_is_refused():
 def test_records_stored_before_the_winograd_knob_resume_and_apply_as_direct_convolutions(tmp_path):
     # a 3x3 channels-last convolution's records from before the knob existed lack it: they
     # are read as winograd 0 (direct), by the tuner resuming and by HistoryBest
-    from autotune import HistoryBest
-    from autotune.record import Record
-    from tensorir import ops
+    from tilefuse.autotune import HistoryBest
+    from tilefuse.autotune.record import Record
+    from tilefuse.tensorir import ops
     x = placeholder((1, 6, 6, 8), name="x")
     w = placeholder((3, 3, 8, 16), name="w", constant=True)
     task = Task(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))
@@ -372,7 +372,7 @@ def test_records_stored_before_the_winograd_knob_resume_and_apply_as_direct_conv
 def test_a_3x3_convolution_measures_winograd_at_each_tile_size_in_its_first_batch():
     # a random point of the 10^4-point space seldom falls among Winograd's few hundred:
     # the template's starting points put them in the first batch after the default
-    from tensorir import ops
+    from tilefuse.tensorir import ops
     x = placeholder((1, 9, 7, 8), name="x")
     w = placeholder((3, 3, 8, 16), name="w", constant=True)
     task = Task(ops.relu(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1])))
@@ -386,8 +386,8 @@ def test_a_3x3_convolution_measures_winograd_at_each_tile_size_in_its_first_batc
 
 def test_candidates_rank_against_the_default_timed_in_their_own_batch(monkeypatch):
     import importlib
-    from autotune.measure import MeasureResult
-    tune_module = importlib.import_module("autotune.tune")
+    from tilefuse.autotune.measure import MeasureResult
+    tune_module = importlib.import_module("tilefuse.autotune.tune")
     task = scale(4000)
     default = task.template.default_config()
     costs, batches = {default: 1e-3}, []
@@ -412,8 +412,8 @@ def test_candidates_rank_against_the_default_timed_in_their_own_batch(monkeypatc
 
 
 def test_the_yardstick_reads_failed_timings_and_records_without_a_default_around_them():
-    from autotune.record import Record
-    from autotune.tune import Yardstick
+    from tilefuse.autotune.record import Record
+    from tilefuse.autotune.tune import Yardstick
 
     def timed(knob, cost=None):
         if cost is None:

@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("onnx")
 
-from autotune import Database, InferenceSession, Record, extract_tasks  # noqa: E402
-from graph_api import from_onnx  # noqa: E402
-from graph_api import InferenceSession as DefaultSession  # noqa: E402
+from tilefuse.autotune import Database, InferenceSession, Record, extract_tasks  # noqa: E402
+from tilefuse.graph_api import from_onnx  # noqa: E402
+from tilefuse.graph_api import InferenceSession as DefaultSession  # noqa: E402
 
 MODEL = Path(__file__).resolve().parents[2] / "examples" / "resnet_block.onnx"
 

@@ -5,13 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from autotune.features import FeatureError, features_of
-from autotune.tuner import (EarlyStopping, GridTuner, Measured, RandomTuner, XGBTuner, make_tuner,
+from tilefuse.autotune.features import FeatureError, features_of
+from tilefuse.autotune.tuner import (EarlyStopping, GridTuner, Measured, RandomTuner, XGBTuner, make_tuner,
                             result_cost)
-from schedule import template_for
-from schedule.space import Config, ConfigError, ConfigSpace
-from schedule.templates.complex import PREFETCH_BYTES, TILE_I, TILE_J
-from tensorir import compute, placeholder, reduce_axis, sum as rsum
+from tilefuse.schedule import template_for
+from tilefuse.schedule.space import Config, ConfigError, ConfigSpace
+from tilefuse.schedule.templates.complex import PREFETCH_BYTES, TILE_I, TILE_J
+from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum
 
 
 def matmul_template(n, k, m):
@@ -306,7 +306,7 @@ def test_points_the_rules_rule_out_are_never_proposed(name):
 
 
 def test_winograd_points_of_a_convolution_skip_the_pack_knob():
-    from tensorir import ops
+    from tilefuse.tensorir import ops
     x = placeholder((1, 8, 8, 16), name="x")
     w = placeholder((3, 3, 16, 32), name="w", constant=True)
     space = template_for(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1])).space
@@ -356,7 +356,7 @@ def test_start_with_configs_come_first_once_and_the_tuner_fills_the_batch(name):
 
 def test_xgb_computes_the_rows_a_plan_needs_at_once_with_featurize_many():
     import functools
-    from autotune.features import FeatureError, features_of
+    from tilefuse.autotune.features import FeatureError, features_of
     t = template_for(compute((4096,), lambda i: placeholder((4096,), name="A")[i] * 2.0, name="B"))
     asked, bad = [], t.space.get(3)
 

@@ -260,8 +260,8 @@ def tilefuse_onnx_outputs(source, feeds):
         >>> tilefuse_onnx_outputs(b"\\x00", None)[1]
         'import'
     """
-    from graph_api import compile_graph
-    from graph_api.onnx import import_onnx
+    from tilefuse.graph_api import compile_graph
+    from tilefuse.graph_api.onnx import import_onnx
     stage = "import"
     try:
         imported = import_onnx(source)
@@ -327,9 +327,9 @@ def check_limited_import(model_bytes: bytes, limit: int) -> Outcome:
         >>> # check_limited_import(limit_model(np.random.default_rng(0))[1].SerializeToString(), 32 << 20)
     """
     import tracemalloc
-    from graph_api import compile_graph
-    from graph_api.limits import ENV_VAR
-    from graph_api.onnx import import_onnx
+    from tilefuse.graph_api import compile_graph
+    from tilefuse.graph_api.limits import ENV_VAR
+    from tilefuse.graph_api.onnx import import_onnx
     saved = os.environ.get(ENV_VAR)
     os.environ[ENV_VAR] = str(limit)
     tracemalloc.start()
@@ -580,7 +580,7 @@ def _onnx_json_base(rng):
     JSON (its initializers become constant inputs); None if that fails (a bug the onnx classes
     report)."""
     from fuzz_onnx_models import VALID_MODELS
-    from graph_api import from_onnx, graph_to_json
+    from tilefuse.graph_api import from_onnx, graph_to_json
     generator = VALID_MODELS[int(rng.integers(len(VALID_MODELS)))]
     what, model = generator(rng)
     try:
@@ -876,7 +876,7 @@ def graph_feeds(ports, seed: int):
     data type has no numpy dtype, or they hold more than ``MAX_FEED_ELEMENTS`` elements.
 
     Example:
-        >>> from graph_api import DataType, LogicalTensor
+        >>> from tilefuse.graph_api import DataType, LogicalTensor
         >>> graph_feeds([LogicalTensor(3, DataType.f32, (2,))], 0)[3].shape
         (2,)
     """
@@ -901,11 +901,11 @@ def reference_outputs(graph, feeds: dict, ids) -> dict:
     (its bound constants added).
 
     Example:
-        >>> from graph_api import load_json
+        >>> from tilefuse.graph_api import load_json
         >>> g = load_json(str(EXAMPLES / "mlp.json"))
         >>> # reference_outputs(g, feeds, [15])
     """
-    from graph_api import reference
+    from tilefuse.graph_api import reference
     values = reference.run(graph, {**graph.constant_values, **feeds})
     return {tid: values[tid] for tid in ids if tid in values}
 
@@ -918,7 +918,7 @@ def check_graph_file(path: str, seed: int) -> Outcome:
         >>> check_graph_file("/no/such/graph.json", 0).kind
         'clean'
     """
-    from graph_api import compile_graph, load_json
+    from tilefuse.graph_api import compile_graph, load_json
     stage = "load"
     try:
         graph = load_json(path)
@@ -1016,7 +1016,7 @@ def feed_base(name: str) -> FeedBase:
         >>> feed_base("mlp.json shrunk").constant_id is None
         True
     """
-    from graph_api import compile_graph, from_onnx, load_json
+    from tilefuse.graph_api import compile_graph, from_onnx, load_json
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if name.startswith("onnx"):

@@ -32,7 +32,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from tensorir.errors import TilefuseError
+from tilefuse.tensorir.errors import TilefuseError
 
 REPO = Path(__file__).resolve().parents[2]
 TILEFUSE_PACKAGES = ("tensorir", "schedule", "graph_api", "autotune")
@@ -139,7 +139,7 @@ def is_clean_error(err: BaseException) -> bool:
     JSONDecodeError) raised by a ``raise`` in tilefuse's code.
 
     Example:
-        >>> from graph_api import GraphError
+        >>> from tilefuse.graph_api import GraphError
         >>> is_clean_error(GraphError("op 3: unknown op kind")), is_clean_error(KeyError("x"))
         (True, False)
     """
@@ -197,7 +197,7 @@ def classify_exception(err: BaseException, stage: str, names=()) -> Outcome:
     none of ``names`` (when some are given) is ``clean-unnamed``.
 
     Example:
-        >>> from graph_api import GraphError
+        >>> from tilefuse.graph_api import GraphError
         >>> classify_exception(GraphError("model.onnx: bad"), "import", ["model.onnx"]).kind
         'clean'
         >>> classify_exception(GraphError("Conv node 'y': bad"), "import", ["model.onnx"]).kind

@@ -65,7 +65,7 @@ def run_cli(argv: list) -> CliResult:
         >>> run_cli(["show", "/no/such/log.jsonl"]).code
         2
     """
-    from autotune import cli
+    from tilefuse.autotune import cli
     out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
     err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
     code, error = None, None
@@ -120,7 +120,7 @@ def sample_records(rng, count: int) -> list:
         >>> len(sample_records(np.random.default_rng(0), 3)) >= 3
         True
     """
-    from autotune.record import Record
+    from tilefuse.autotune.record import Record
     from fuzz_outcomes import REPO
     records = []
     for k in range(count):
@@ -132,7 +132,7 @@ def sample_records(rng, count: int) -> list:
         else:
             costs = [float(c) for c in rng.uniform(1e-5, 1e-3, int(rng.integers(1, 4)))]
             records.append(Record.create(workload, "dense", "complex", config, costs=costs, timestamp=1000.0 + k))
-    from autotune.log import read_log
+    from tilefuse.autotune.log import read_log
     shipped = read_log(REPO / "tuning_logs" / REPO_LOG).records
     records += list(shipped[: int(rng.integers(0, 4))])
     return records
@@ -154,7 +154,7 @@ def write_database(path: str, records) -> None:
     Example:
         >>> # write_database("/tmp/x/tuning.db", sample_records(rng, 4))
     """
-    from autotune.database import Database
+    from tilefuse.autotune.database import Database
     with Database(path) as db:
         db.add_many(records)
 
@@ -167,7 +167,7 @@ def database_records(path: str):
         >>> database_records("/no/such/dir/tuning.db") is None
         True
     """
-    from autotune.database import Database
+    from tilefuse.autotune.database import Database
     if not os.path.exists(path):
         return None
     try:
@@ -185,7 +185,7 @@ def database_read_outcome(path: str, what: str) -> Outcome:
         >>> database_read_outcome("/no/such/dir/t.db", "import").kind
         'ok'
     """
-    from autotune.database import Database
+    from tilefuse.autotune.database import Database
     if not os.path.exists(path):
         return Outcome(OK)
     try:
@@ -244,7 +244,7 @@ def read_only_databases():
         >>> with read_only_databases():
         ...     pass
     """
-    import autotune.database as database
+    import tilefuse.autotune.database as database
     saved = database._read_only
     database._read_only = lambda path: True
     try:
@@ -327,7 +327,7 @@ def write_mutated_log(path: str, records, mutations, rng) -> None:
     Example:
         >>> # write_mutated_log("t.jsonl", records, [(0, "truncate")], rng)
     """
-    from autotune.log import record_line
+    from tilefuse.autotune.log import record_line
     lines = [record_line(r) for r in records]
     chunks = [line.encode() + b"\n" for line in lines]
     mutated = set()
@@ -345,7 +345,7 @@ def write_mutated_log(path: str, records, mutations, rng) -> None:
 
 def _read_log_outcome(path: str):
     """(records or None, outcome) of ``read_log``, which must never fail on a bad line."""
-    from autotune.log import read_log
+    from tilefuse.autotune.log import read_log
     try:
         return read_log(path), Outcome(OK)
     except Exception as err:      # read_log promises to skip bad lines
@@ -357,7 +357,7 @@ def _read_log_outcome(path: str):
 def _pair_outcome(db_path: str, log_path: str, what: str) -> Outcome:
     """WRONG when the records of the log and of the database differ (``export`` and ``import``
     must leave the same records on both sides)."""
-    from autotune.log import read_log
+    from tilefuse.autotune.log import read_log
     in_db = database_records(db_path)
     in_log = identities(read_log(log_path).records) if os.path.exists(log_path) else set()
     if in_db is None:
@@ -425,8 +425,8 @@ def run_log_lines(plan: dict, tmp: str) -> Outcome:
 def _import_log_outcome(log: str, db: str, contents) -> Outcome:
     """``autotune.log.import_log`` into a new database: no exception, and exactly the readable
     records stored."""
-    from autotune.database import Database
-    from autotune.log import import_log
+    from tilefuse.autotune.database import Database
+    from tilefuse.autotune.log import import_log
     try:
         with Database(db) as database:
             imported, skipped, problems = import_log(database, log)
@@ -463,7 +463,7 @@ def command_argv(command: str, db: str, tmp: str) -> list:
     if command == "export":
         return ["export", "--db", db, os.path.join(tmp, "exported.jsonl")]
     if command == "import":
-        from autotune.log import append_records
+        from tilefuse.autotune.log import append_records
         log = os.path.join(tmp, "import.jsonl")
         if not os.path.exists(log):
             append_records(log, sample_records(np.random.default_rng(7), 3))
@@ -474,8 +474,8 @@ def command_argv(command: str, db: str, tmp: str) -> list:
 
 def _api_outcome(db: str) -> tuple[Outcome, bool]:
     """(outcome, refused) of opening ``db`` with ``Database`` and reading and writing it."""
-    from autotune.database import Database
-    from autotune.record import Record
+    from tilefuse.autotune.database import Database
+    from tilefuse.autotune.record import Record
     try:
         with Database(db) as database:
             database.best_all()
@@ -490,8 +490,8 @@ def _api_outcome(db: str) -> tuple[Outcome, bool]:
 def _history_outcome(db: str, tmp: str) -> tuple[Outcome, bool]:
     """(outcome, refused) of compiling and running the one-op graph with
     ``autotune.HistoryBest(db)`` as its config source (and kernel cache)."""
-    from autotune import HistoryBest
-    from graph_api import compile_graph, load_json
+    from tilefuse.autotune import HistoryBest
+    from tilefuse.graph_api import compile_graph, load_json
     graph_path = os.path.join(tmp, "relu.json")
     with open(graph_path, "w") as f:
         json.dump(TINY_GRAPH, f)
@@ -551,7 +551,7 @@ def run_on_database(command: str, db: str, tmp: str, damaged: bool, foreign: boo
 
 def _tune_log_outcome(db: str, log: str, log_before: bytes | None) -> Outcome:
     """``tune`` must not leave records in its log that the database lacks."""
-    from autotune.log import read_log
+    from tilefuse.autotune.log import read_log
     if snapshot(log) == log_before or not os.path.exists(log):
         return Outcome(OK)
     in_db = database_records(db)
@@ -796,8 +796,8 @@ def run_rows(plan: dict, tmp: str) -> Outcome:
     Example:
         >>> # run_rows(plan_rows(rng), tmp)
     """
-    from autotune.database import Database
-    from autotune.record import Record
+    from tilefuse.autotune.database import Database
+    from tilefuse.autotune.record import Record
     db = os.path.join(tmp, "tuning.db")
     with Database(db) as database:
         for k in range(3):
@@ -811,7 +811,7 @@ def run_rows(plan: dict, tmp: str) -> Outcome:
     outcome = run_on_database(plan["command"], db, tmp, damaged=None)
     exported = os.path.join(tmp, "exported.jsonl")
     if plan["command"] == "export" and os.path.exists(exported):
-        from autotune.log import read_log
+        from tilefuse.autotune.log import read_log
         problems = read_log(exported).problems
         if problems:
             outcome = worst([outcome, Outcome(WRONG, f"export wrote {len(problems)} unreadable line(s): "
@@ -870,7 +870,7 @@ def run_resume(plan: dict, tmp: str) -> Outcome:
     _damage_log(log, plan["damage"])
     argv = argv[:2] + ["--trials", "4"] + argv[4:]
     second = cli_outcome(argv, run_cli(argv), expected_codes=(0,))
-    from autotune.log import read_log
+    from tilefuse.autotune.log import read_log
     in_db = database_records(db) or set()
     in_log = identities(read_log(log).records) if os.path.exists(log) else set()
     outcomes = [second]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
 
 
 class Builder:

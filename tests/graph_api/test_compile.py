@@ -3,12 +3,12 @@ tensors raise clearly."""
 import numpy as np
 import pytest
 
-from graph_api import Engine, GraphError, Stream, Tensor, compile_graph, reference
-from graph_api.compiled_graph import _entry
+from tilefuse.graph_api import Engine, GraphError, Stream, Tensor, compile_graph, reference
+from tilefuse.graph_api.compiled_graph import _entry
 from graph_building import Builder, attention, conv_bn_relu, mlp, residual_block
-from schedule.hoist import PrepackedKernel
-from tensorir.errors import Unsupported
-from tensorir.runtime.aligned import CACHE_LINE
+from tilefuse.schedule.hoist import PrepackedKernel
+from tilefuse.tensorir.errors import Unsupported
+from tilefuse.tensorir.runtime.aligned import CACHE_LINE
 
 
 @pytest.mark.parametrize("build", [mlp, conv_bn_relu, residual_block, attention])
@@ -318,7 +318,7 @@ def test_a_graph_with_a_tensor_over_the_size_limit_is_refused_when_partitioned(m
 
 
 def test_distinct_partitions_build_in_worker_processes_and_compile_takes_them_from_the_cache(monkeypatch):
-    from graph_api import build
+    from tilefuse.graph_api import build
     b = mlp(batch=5, sizes=(19, 33, 7))
     g = b.finalize()
     supported = [p for p in g.get_partitions() if p.is_supported()]
@@ -337,7 +337,7 @@ def test_distinct_partitions_build_in_worker_processes_and_compile_takes_them_fr
 
 
 def test_a_kernel_a_worker_cannot_build_is_built_or_refused_in_this_process(monkeypatch):
-    from graph_api import build
+    from tilefuse.graph_api import build
     g = mlp(batch=3, sizes=(11, 13, 5)).finalize()
     supported = [p for p in g.get_partitions() if p.is_supported()]
     build.clear_memory_cache()

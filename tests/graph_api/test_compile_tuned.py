@@ -5,9 +5,9 @@ import warnings
 import numpy as np
 import pytest
 
-from autotune import Database, HistoryBest, Record, apply_history_best, extract_tasks
-from autotune.dispatch import MissingRecordWarning, MissingTuningRecord
-from graph_api import compile_graph, reference
+from tilefuse.autotune import Database, HistoryBest, Record, apply_history_best, extract_tasks
+from tilefuse.autotune.dispatch import MissingRecordWarning, MissingTuningRecord
+from tilefuse.graph_api import compile_graph, reference
 from graph_building import mlp
 
 
@@ -66,7 +66,7 @@ def test_apply_history_best_context_applies_without_db_argument():
 
 
 def test_second_compile_of_a_tuned_model_does_no_llvm_work(tmp_path, monkeypatch):
-    from graph_api import build
+    from tilefuse.graph_api import build
     b = mlp(batch=6, sizes=(21, 40))
     g = b.finalize()
     (task,) = extract_tasks(g)
@@ -75,7 +75,7 @@ def test_second_compile_of_a_tuned_model_does_no_llvm_work(tmp_path, monkeypatch
         db.add(Record.create(task.key, task.name, task.template_name, dict(non_default(task).values), costs=[1e-4]))
     first = compile_graph(g, configs=HistoryBest(path))
     build.clear_memory_cache()           # as in a new process
-    from schedule.templates import base
+    from tilefuse.schedule.templates import base
     monkeypatch.setattr(base.Template, "build", lambda *a, **k: pytest.fail("built with LLVM"))
     second = compile_graph(g, configs=HistoryBest(path))
     feeds = b.feeds()
@@ -84,7 +84,7 @@ def test_second_compile_of_a_tuned_model_does_no_llvm_work(tmp_path, monkeypatch
 
 
 def test_a_corrupt_cached_kernel_is_rebuilt(tmp_path):
-    from graph_api import build
+    from tilefuse.graph_api import build
     g = mlp(batch=6, sizes=(21, 40)).finalize()
     (task,) = extract_tasks(g)
     path = tmp_path / "tuning.db"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from graph_api import INFERABLE_KINDS, Graph, GraphError, LayoutType, LogicalTensor, Op, infer_shapes, load_json
+from tilefuse.graph_api import INFERABLE_KINDS, Graph, GraphError, LayoutType, LogicalTensor, Op, infer_shapes, load_json
 
 ROOT = Path(__file__).parents[2] / ".." / "shared" / "conformance" / "onednn_graph"
 if not ROOT.is_dir():

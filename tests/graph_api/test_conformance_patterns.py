@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from graph_api import load_json
+from tilefuse.graph_api import load_json
 
 ROOT = Path(__file__).resolve().parents[2] / ".." / "shared" / "conformance" / "onednn_graph" / "pattern"
 HARNESS = ROOT / "harness_f32_all"

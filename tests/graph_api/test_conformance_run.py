@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graph_api import GraphError, compile_graph, load_json, reference
+from tilefuse.graph_api import GraphError, compile_graph, load_json, reference
 
 ROOT = Path(__file__).resolve().parents[2] / ".." / "shared" / "conformance" / "onednn_graph"
 FILES = sorted(ROOT.rglob("*.json")) if ROOT.is_dir() else []

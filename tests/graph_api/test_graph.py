@@ -1,7 +1,7 @@
 """Graph: add_op checks, finalize, order, producers/consumers and ports."""
 import pytest
 
-from graph_api import Graph, GraphError, LayoutType, LogicalTensor, Op, OpKind
+from tilefuse.graph_api import Graph, GraphError, LayoutType, LogicalTensor, Op, OpKind
 
 
 def lt(i, shape=(2, 3), dtype="f32", **kw):

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from graph_api import DataType, GraphError, LayoutType, LogicalTensor, Op, OpKind, PropertyType
-from graph_api.logical_tensor import INT64_MIN
+from tilefuse.graph_api import DataType, GraphError, LayoutType, LogicalTensor, Op, OpKind, PropertyType
+from tilefuse.graph_api.logical_tensor import INT64_MIN
 
 
 def test_unknown_dims_and_rank():

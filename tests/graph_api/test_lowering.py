@@ -4,9 +4,9 @@ import dataclasses
 
 import pytest
 
-from graph_api import DataType, GraphError, LogicalTensor, Op, OpKind
-from graph_api.lowering import LOWERED_KINDS, lower_op, op_class, placeholder_for
-from tensorir.errors import Unsupported
+from tilefuse.graph_api import DataType, GraphError, LogicalTensor, Op, OpKind
+from tilefuse.graph_api.lowering import LOWERED_KINDS, lower_op, op_class, placeholder_for
+from tilefuse.tensorir.errors import Unsupported
 
 F32 = DataType.f32
 
@@ -77,7 +77,7 @@ def test_a_bug_in_a_lowering_is_not_an_unsupported_op(monkeypatch):
 
     def broken(op, xs):
         raise KeyError("a typo in a lowering")
-    from graph_api.ops import REGISTRY
+    from tilefuse.graph_api.ops import REGISTRY
     monkeypatch.setitem(REGISTRY, OpKind.ReLU, dataclasses.replace(REGISTRY[OpKind.ReLU], lower=broken))
     with pytest.raises(KeyError, match="a typo"):
         op_class(make(OpKind.ReLU, [(3, 4)], [(3, 4)]))

@@ -4,9 +4,9 @@ planned buffers, from several threads at once, and return outputs of their own."
 import numpy as np
 import pytest
 
-from graph_api import compile_graph, reference
-from graph_api.memory_plan import plan_memory
-from tensorir.runtime.aligned import CACHE_LINE
+from tilefuse.graph_api import compile_graph, reference
+from tilefuse.graph_api.memory_plan import plan_memory
+from tilefuse.tensorir.runtime.aligned import CACHE_LINE
 from graph_building import Builder
 from threads_testing import run_on_threads
 

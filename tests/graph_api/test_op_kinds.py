@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType, compile_graph, reference
-from graph_api.lowering import COMPILED_DTYPES, LOWERED_KINDS
+from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType, compile_graph, reference
+from tilefuse.graph_api.lowering import COMPILED_DTYPES, LOWERED_KINDS
 
 F32, S8, U8, S32, S64, BOOL = DataType.f32, DataType.s8, DataType.u8, DataType.s32, DataType.s64, DataType.boolean
 
@@ -508,7 +508,7 @@ def test_cases_cover_each_kinds_attribute_space():
     """Walks the op registry: every value of every enumerable attribute (its allowed strings, both
     bools) of every lowered kind appears in some case, so that reference and compiled code are
     compared over each kind's attribute space."""
-    from graph_api.ops import REGISTRY, normalize_op
+    from tilefuse.graph_api.ops import REGISTRY, normalize_op
     seen: dict = {}
     for case in CASES:
         maker = GraphMaker(seed=0)

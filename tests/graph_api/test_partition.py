@@ -1,8 +1,8 @@
 """Partitioning by operator class: counts, classes, cycle avoidance, debug policy."""
 import pytest
 
-from graph_api import GraphError
-from graph_api.lowering import op_class
+from tilefuse.graph_api import GraphError
+from tilefuse.graph_api.lowering import op_class
 from graph_building import Builder, attention, conv_bn_relu, mlp, residual_block
 
 

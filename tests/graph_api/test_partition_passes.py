@@ -2,8 +2,8 @@
 user's ops, and constant subgraphs are folded or computed once."""
 import numpy as np
 
-from graph_api import OpKind, PropertyType, compile_graph, reference
-from graph_api.pipeline import partition_graph
+from tilefuse.graph_api import OpKind, PropertyType, compile_graph, reference
+from tilefuse.graph_api.pipeline import partition_graph
 from graph_building import Builder
 
 
@@ -99,7 +99,7 @@ def test_dead_ops_attach_upstream():
     x = b.input((3, 3))
     y = b.op("ReLU", [x])
     b.op("Exp", [y])                                # not wanted: the graph ends at y
-    b.graph.add_op(__import__("graph_api").Op(9, OpKind.End, [y], []))
+    b.graph.add_op(__import__("tilefuse.graph_api", fromlist=["Op"]).Op(9, OpKind.End, [y], []))
     g = b.finalize()
     parts = partition_graph(g)
     assert sorted(op.id for p in parts for op in p.get_ops()) == [0, 1, 9]

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graph_api import build, compile_graph, from_onnx
-from graph_api.build import clear_memory_cache
-from graph_api.compiled_graph import _digest
+from tilefuse.graph_api import build, compile_graph, from_onnx
+from tilefuse.graph_api.build import clear_memory_cache
+from tilefuse.graph_api.compiled_graph import _digest
 from graph_building import mlp
-from schedule.config_source import FixedConfigs
-from schedule.space import Config
-from tensorir.runtime.aligned import CACHE_LINE
+from tilefuse.schedule.config_source import FixedConfigs
+from tilefuse.schedule.space import Config
+from tilefuse.tensorir.runtime.aligned import CACHE_LINE
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -127,7 +127,7 @@ def test_unpickled_on_this_host_the_kernels_load_from_their_artifacts(monkeypatc
 
 @pytest.mark.parametrize("kernels", ["from another host", "damaged"])
 def test_kernels_that_cannot_run_here_are_refused_naming_the_step(kernels, monkeypatch):
-    from tensorir.runtime import artifact, target
+    from tilefuse.tensorir.runtime import artifact, target
     graph, _ = bound_mlp(batch=5, sizes=(23, 41, 13))
     if kernels == "from another host":
         host = target.Target.host()

@@ -8,9 +8,9 @@ import random
 import numpy as np
 import pytest
 
-from graph_api.logical_tensor import DataType, GraphError, LogicalTensor
-from graph_api.op import Op, OpKind
-from graph_api.reference import SUPPORTED_KINDS, evaluate, run
+from tilefuse.graph_api.logical_tensor import DataType, GraphError, LogicalTensor
+from tilefuse.graph_api.op import Op, OpKind
+from tilefuse.graph_api.reference import SUPPORTED_KINDS, evaluate, run
 
 RNG = np.random.default_rng(0)
 

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from graph_api.logical_tensor import GraphError
-from graph_api.op import OpKind
+from tilefuse.graph_api.logical_tensor import GraphError
+from tilefuse.graph_api.op import OpKind
 from test_reference import close, ev, ev1, per_element, rand
 
 # kind, attrs, forward (per element, float), reads "src" or "dst"

@@ -1,7 +1,7 @@
 """Op schemas and validate_op: counts, attributes, enumerated values and data-type rules."""
 import pytest
 
-from graph_api import DataType, GraphError, LogicalTensor, Op, OpKind, get_attr, get_schema, validate_op
+from tilefuse.graph_api import DataType, GraphError, LogicalTensor, Op, OpKind, get_attr, get_schema, validate_op
 
 
 def lt(i, shape=(2, 3), dtype="f32"):

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from graph_api import Graph, GraphError, LayoutType, LogicalTensor, Op, OpKind, PropertyType, graph_to_json, load_json
-from graph_api.logical_tensor import INT64_MIN
+from tilefuse.graph_api import Graph, GraphError, LayoutType, LogicalTensor, Op, OpKind, PropertyType, graph_to_json, load_json
+from tilefuse.graph_api.logical_tensor import INT64_MIN
 
 
 def lt(i, shape, dtype="f32", **kw):

@@ -13,8 +13,8 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from graph_api import GraphError, InferenceSession, load_compiled  # noqa: E402
-from graph_api import session as session_module  # noqa: E402
+from tilefuse.graph_api import GraphError, InferenceSession, load_compiled  # noqa: E402
+from tilefuse.graph_api import session as session_module  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -115,7 +115,7 @@ def test_one_dim_name_bound_to_two_sizes_in_one_run_is_refused():
 def test_a_onednn_json_graph_runs_by_tensor_ids_as_names():
     ours = InferenceSession(str(EXAMPLES / "mlp.json"))
     assert all(a.name.isdigit() and a.type == "tensor(float)" for a in ours.get_inputs())
-    from graph_api import compile_graph, load_json
+    from tilefuse.graph_api import compile_graph, load_json
     graph = load_json(str(EXAMPLES / "mlp.json"))
     feeds = {a.name: RNG.standard_normal(a.shape).astype("float32") for a in ours.get_inputs()}
     want = compile_graph(graph).run({int(name): value for name, value in feeds.items()})
@@ -127,13 +127,13 @@ def test_a_onednn_json_graph_runs_by_tensor_ids_as_names():
 
 LOAD_WITHOUT_LLVM = textwrap.dedent("""
     import sys, numpy as np
-    import tensorir.codegen, tensorir.runtime.kernel
+    import tilefuse.tensorir.codegen, tilefuse.tensorir.runtime.kernel
 
     def no_llvm(*args, **kwargs):
         raise AssertionError("LLVM compiled code in the loading process")
 
-    tensorir.codegen.compile_llvm = tensorir.runtime.kernel.compile_llvm = no_llvm
-    from graph_api import load_compiled
+    tilefuse.tensorir.codegen.compile_llvm = tilefuse.tensorir.runtime.kernel.compile_llvm = no_llvm
+    from tilefuse.graph_api import load_compiled
     session = load_compiled(sys.argv[1])
     feeds = dict(np.load(sys.argv[2]))
     for k, y in enumerate(session.run(None, feeds)):
@@ -196,7 +196,7 @@ def test_damaged_files_and_files_for_another_cpu_are_refused(tmp_path, monkeypat
             load_compiled(bad)
     with pytest.raises(GraphError, match="cannot read saved session"):
         load_compiled(tmp_path / "missing.tfm")
-    from tensorir.runtime import target
+    from tilefuse.tensorir.runtime import target
     host = target.Target.host()
     monkeypatch.setattr(session_module.Target, "host", staticmethod(lambda: target.Target.of("other-cpu", "")))
     session.save(tmp_path / "other.tfm")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
-from graph_api import Graph, GraphError, LayoutType, LogicalTensor, Op, OpKind, infer_shapes, with_inferred_shapes
+from tilefuse.graph_api import Graph, GraphError, LayoutType, LogicalTensor, Op, OpKind, infer_shapes, with_inferred_shapes
 
 UNKNOWN = None
 

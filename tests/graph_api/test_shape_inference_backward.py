@@ -2,7 +2,7 @@
 (oneDNN pads kernel - stride, negative when the stride is the larger)."""
 import pytest
 
-from graph_api import GraphError, OpKind
+from tilefuse.graph_api import GraphError, OpKind
 from test_shape_inference import infer, one
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedule import build
-from tensorir import compute, placeholder, reduce_axis
-from tensorir import sum as rsum
+from tilefuse.schedule import build
+from tilefuse.tensorir import compute, placeholder, reduce_axis
+from tilefuse.tensorir import sum as rsum
 
 RNG = np.random.default_rng(1234)
 

@@ -12,8 +12,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from schedule import build, create_schedule, lower
-from tensorir import cast, compute, if_then_else, placeholder, reduce_axis, sqrt, sum as rsum, var
+from tilefuse.schedule import build, create_schedule, lower
+from tilefuse.tensorir import cast, compute, if_then_else, placeholder, reduce_axis, sqrt, sum as rsum, var
 from schedule_testing import assert_close, matmul, rand, run
 
 RNG = np.random.default_rng(7)
@@ -192,8 +192,8 @@ def test_unvectorized_if_then_else_padding():
 _GUARD_PAGE_SCRIPT = textwrap.dedent("""
     import ctypes, mmap, sys
     import numpy as np
-    from tensorir import compute, if_then_else, placeholder
-    from schedule import build, create_schedule
+    from tilefuse.tensorir import compute, if_then_else, placeholder
+    from tilefuse.schedule import build, create_schedule
     n, before, after = 20, 2, 3
     A = placeholder((n,), "float32", name="A")
     B = compute((n + before + after,),

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from schedule import ScheduleError, build, create_schedule, lower
+from tilefuse.schedule import ScheduleError, build, create_schedule, lower
 from schedule_testing import matmul, rand, run
 from host_vectors import REGISTER
-from tensorir import compute, if_then_else, placeholder
+from tilefuse.tensorir import compute, if_then_else, placeholder
 
 
 def register_tiled(n, k, m, ti=4, tj=16, pack=True):

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from schedule import ScheduleError, create_schedule, lower
+from tilefuse.schedule import ScheduleError, create_schedule, lower
 from schedule_testing import rand, run
-from tensorir import compute, exp, placeholder, reduce_axis, sum as rsum
+from tilefuse.tensorir import compute, exp, placeholder, reduce_axis, sum as rsum
 
 
 def chain():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schedule import ScheduleError, build, create_schedule, lower
-from tensorir import cast, compute, placeholder, reduce_axis, sum as rsum, var
+from tilefuse.schedule import ScheduleError, build, create_schedule, lower
+from tilefuse.tensorir import cast, compute, placeholder, reduce_axis, sum as rsum, var
 
 
 def elementwise(shape=(8, 6)):

@@ -2,13 +2,13 @@
 import numpy as np
 import pytest
 
-from schedule import ScheduleError, create_schedule
-from schedule.hoist import PrepackedKernel, build_prepacked, hoistable
-from schedule.templates import template_for
+from tilefuse.schedule import ScheduleError, create_schedule
+from tilefuse.schedule.hoist import PrepackedKernel, build_prepacked, hoistable
+from tilefuse.schedule.templates import template_for
 from schedule_testing import assert_close, matmul, rand
-from tensorir import compute, placeholder
-from tensorir.runtime import artifact
-from tensorir.runtime.prepacked import PanelPack
+from tilefuse.tensorir import compute, placeholder
+from tilefuse.tensorir.runtime import artifact
+from tilefuse.tensorir.runtime.prepacked import PanelPack
 
 
 def test_as_input_makes_the_kernel_read_the_tensor():
@@ -17,7 +17,7 @@ def test_as_input_makes_the_kernel_read_the_tensor():
     C = compute((13,), lambda i: B[i] + 1.0, name="C")
     s = create_schedule(C)
     BI = s.as_input(B)
-    from schedule import build
+    from tilefuse.schedule import build
     f = build(s, [BI, C])
     b = rand((13,))
     out = np.zeros(13, "float32")
@@ -73,7 +73,7 @@ def test_prepacked_matmul_matches_numpy(n, k, m):
 def test_templates_prepack_constant_placeholders():
     A = placeholder((9, 21), name="A")
     B = placeholder((21, 40), name="B", constant=True)
-    from tensorir import reduce_axis, sum as rsum
+    from tilefuse.tensorir import reduce_axis, sum as rsum
     r = reduce_axis((0, 21), name="r")
     C = compute((9, 40), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
     t = template_for(C)

@@ -7,9 +7,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from schedule import build, create_schedule, lower
-from schedule.schedule import ScheduleError
-from tensorir import compute, max as rmax, placeholder, reduce_axis, sum as rsum
+from tilefuse.schedule import build, create_schedule, lower
+from tilefuse.schedule.schedule import ScheduleError
+from tilefuse.tensorir import compute, max as rmax, placeholder, reduce_axis, sum as rsum
 from schedule_testing import rand
 
 
@@ -82,7 +82,7 @@ def test_default_max_reduction_with_offset_domain_text():
 
 
 def test_scalar_param_in_signature_text():
-    from tensorir import var
+    from tilefuse.tensorir import var
     alpha = var("alpha", "float32")
     A = placeholder((3,), "float32", name="A")
     B = compute((3,), lambda i: A[i] * alpha, name="B")

@@ -3,11 +3,11 @@ the schedules it refuses."""
 import numpy as np
 import pytest
 
-from schedule import build, create_schedule, lower
-from schedule.schedule import ScheduleError
-from tensorir import compute, exp, placeholder, reduce_axis, sum as rsum
-from tensorir.stmt import IfThenElse, Prefetch
-from tensorir.visit import walk
+from tilefuse.schedule import build, create_schedule, lower
+from tilefuse.schedule.schedule import ScheduleError
+from tilefuse.tensorir import compute, exp, placeholder, reduce_axis, sum as rsum
+from tilefuse.tensorir.stmt import IfThenElse, Prefetch
+from tilefuse.tensorir.visit import walk
 from schedule_testing import assert_close, rand, run
 
 
@@ -117,7 +117,7 @@ def test_a_reduction_fetches_ahead_along_its_reduce_axis_once_per_step_of_an_unr
 
 def test_a_fetched_stage_cut_out_as_an_input_is_fetched_from_the_input():
     # packed weights computed once apart (prepacking): the kernel fetches from the packed input
-    from schedule.hoist import build_prepacked
+    from tilefuse.schedule.hoist import build_prepacked
     A, W = placeholder((6, 64), name="A"), placeholder((64, 40), name="W", constant=True)
     r = reduce_axis((0, 64), name="r")
     C = compute((6, 40), lambda i, j: rsum(A[i, r] * W[r, j], axis=r), name="C")

@@ -2,11 +2,11 @@
 import numpy as np
 import pytest
 
-from schedule import ScheduleError, create_schedule, lower
+from tilefuse.schedule import ScheduleError, create_schedule, lower
 from schedule_testing import rand, run
-from tensorir import compute, placeholder, reduce_axis
-from tensorir import max as rmax
-from tensorir import sum as rsum
+from tilefuse.tensorir import compute, placeholder, reduce_axis
+from tilefuse.tensorir import max as rmax
+from tilefuse.tensorir import sum as rsum
 
 
 @pytest.mark.parametrize("k, factor", [(100, 16), (64, 16), (5, 8), (1, 1)])

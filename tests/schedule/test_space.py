@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from schedule import Config, ConfigError, ConfigSpace
+from tilefuse.schedule import Config, ConfigError, ConfigSpace
 
 
 def space():
@@ -55,7 +55,7 @@ def test_power2_and_candidate_splits():
 
 
 def test_knobs_take_axes_as_autotvm_does():
-    from tensorir import compute, placeholder
+    from tilefuse.tensorir import compute, placeholder
     A = placeholder((12, 5), name="A")
     B = compute((12, 5), lambda i, j: A[i, j], name="B")
     i, j = B.op.axis

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schedule import create_schedule, lower
-from tensorir import compute, max as rmax, placeholder, reduce_axis, sum as rsum
+from tilefuse.schedule import create_schedule, lower
+from tilefuse.tensorir import compute, max as rmax, placeholder, reduce_axis, sum as rsum
 from schedule_testing import matmul, rand, run
 
 

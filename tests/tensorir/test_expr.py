@@ -1,11 +1,11 @@
 """Expressions, tensors and compute definitions: construction, dtype rules and bad input."""
 import pytest
 
-from tensorir import (DTypeError, cast, compute, const, exp, if_then_else, placeholder, reduce_axis,
+from tilefuse.tensorir import (DTypeError, cast, compute, const, exp, if_then_else, placeholder, reduce_axis,
                       sum, var)
-from tensorir import max as tmax
-from tensorir.expr import Add, Const, EQ, IterVar, Mul, Reduce, TensorLoad
-from tensorir.node import same
+from tilefuse.tensorir import max as tmax
+from tilefuse.tensorir.expr import Add, Const, EQ, IterVar, Mul, Reduce, TensorLoad
+from tilefuse.tensorir.node import same
 
 
 def test_operator_overloading_builds_the_tree():

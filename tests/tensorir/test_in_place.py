@@ -4,9 +4,9 @@ sampled config of the complex template."""
 import numpy as np
 import pytest
 
-from schedule import build, create_schedule, lower, template_for
-from tensorir import cast, compute, exp, if_then_else, placeholder, reduce_axis, sum as rsum
-from tensorir.in_place import in_place_inputs
+from tilefuse.schedule import build, create_schedule, lower, template_for
+from tilefuse.tensorir import cast, compute, exp, if_then_else, placeholder, reduce_axis, sum as rsum
+from tilefuse.tensorir.in_place import in_place_inputs
 
 
 def _lowered(outputs, args, tile=None):

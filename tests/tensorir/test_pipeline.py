@@ -1,11 +1,11 @@
 """The loop pipeline: its passes in order, and what a guarded loop becomes (before/after)."""
-from schedule import create_schedule, lower
-from tensorir import compute, placeholder
-from tensorir.expr import Buffer, const, var
-from tensorir.node import same
-from tensorir.passes import partition_loops, simplify_stmt
-from tensorir.pipeline import LOWERING_PASSES, run_passes
-from tensorir.stmt import BufferStore, For, IfThenElse
+from tilefuse.schedule import create_schedule, lower
+from tilefuse.tensorir import compute, placeholder
+from tilefuse.tensorir.expr import Buffer, const, var
+from tilefuse.tensorir.node import same
+from tilefuse.tensorir.passes import partition_loops, simplify_stmt
+from tilefuse.tensorir.pipeline import LOWERING_PASSES, run_passes
+from tilefuse.tensorir.stmt import BufferStore, For, IfThenElse
 
 
 def test_the_passes_in_order():

@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schedule import build, create_schedule
-from tensorir import compute, placeholder, reduce_axis, sum as rsum
+from tilefuse.schedule import build, create_schedule
+from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

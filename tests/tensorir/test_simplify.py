@@ -1,9 +1,9 @@
 """The arithmetic simplifier: before/after pairs and bounds."""
 import pytest
 
-from tensorir import var
-from tensorir.expr import Const
-from tensorir.simplify import bound, linear_coefficient, make_const, prove, simplify, wrap_int
+from tilefuse.tensorir import var
+from tilefuse.tensorir.expr import Const
+from tilefuse.tensorir.simplify import bound, linear_coefficient, make_const, prove, simplify, wrap_int
 
 i, j, k, f = var("i"), var("j"), var("k"), var("f")
 R = {i: (0, 4), j: (0, 16), k: (0, 100), f: (0, 1000)}
@@ -90,7 +90,7 @@ def test_block_rules_need_the_low_terms_inside_one_block():
     assert str(simplify((k * 8 + j) // 16, R)) != "k // 2"
     # (k*8 + j) // 16 == k // 2 would be wrong for k=1, j=8
     e = simplify((k * 8 + j) // 16, R)
-    from tensorir.visit import substitute
+    from tilefuse.tensorir.visit import substitute
     assert simplify(substitute(e, {k: Const(1, "int64"), j: Const(8, "int64")})).value == 1
 
 

@@ -3,8 +3,8 @@ import dataclasses
 
 import pytest
 
-from tensorir.expr import Buffer, const, var
-from tensorir.stmt import Allocate, For, IfThenElse, LetStmt, PrimFunc, BufferStore, seq
+from tilefuse.tensorir.expr import Buffer, const, var
+from tilefuse.tensorir.stmt import Allocate, For, IfThenElse, LetStmt, PrimFunc, BufferStore, seq
 
 
 def test_nodes_are_immutable_and_compare_structurally():

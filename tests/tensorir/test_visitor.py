@@ -1,11 +1,11 @@
 """tensorir.visitor: dispatch by class (and base class), the loop stack, rebuilding."""
 import pytest
 
-from tensorir import expr as E
-from tensorir import stmt as S
-from tensorir.codegen.llvm import CodeGen, CodegenError
-from tensorir.expr import Buffer, const, var
-from tensorir.visitor import Mutator, Visitor
+from tilefuse.tensorir import expr as E
+from tilefuse.tensorir import stmt as S
+from tilefuse.tensorir.codegen.llvm import CodeGen, CodegenError
+from tilefuse.tensorir.expr import Buffer, const, var
+from tilefuse.tensorir.visitor import Mutator, Visitor
 
 A = Buffer("A", (4, 8), "float32")
 
@@ -74,9 +74,9 @@ def test_codegen_refuses_a_node_it_has_no_translation_for():
 
 
 def test_walk_distinct_visits_a_shared_subtree_once_and_free_vars_stays_in_order_of_first_use():
-    from tensorir.expr import Buffer, BufferLoad, const, var
-    from tensorir.stmt import BufferStore, LetStmt, seq
-    from tensorir.visit import free_vars, walk, walk_distinct
+    from tilefuse.tensorir.expr import Buffer, BufferLoad, const, var
+    from tilefuse.tensorir.stmt import BufferStore, LetStmt, seq
+    from tilefuse.tensorir.visit import free_vars, walk, walk_distinct
     A = Buffer("A", (8,), "float32")
     i, n, m = var("i"), var("n"), var("m")
     body = BufferStore(A, BufferLoad(A, (i + n,), "float32"), (i + m,))     # shared by both copies

@@ -21,7 +21,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx.backend.test.runner import Runner  # noqa: E402
 
-from graph_api.onnx import backend as onnx_backend  # noqa: E402
+from tilefuse.graph_api.onnx import backend as onnx_backend  # noqa: E402
 
 # the ONNX ops of the list
 COVERED_OPS = (

@@ -14,11 +14,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from graph_api import GraphError, OpKind, compile_graph, from_onnx, reference  # noqa: E402
-from graph_api.onnx.backend import prepare  # noqa: E402
-from graph_api.onnx import OnnxInputValueNeeded, import_onnx, importer  # noqa: E402
-from graph_api.onnx.ops import ONNX_OPS  # noqa: E402
-from tensorir.errors import Unsupported  # noqa: E402
+from tilefuse.graph_api import GraphError, OpKind, compile_graph, from_onnx, reference  # noqa: E402
+from tilefuse.graph_api.onnx.backend import prepare  # noqa: E402
+from tilefuse.graph_api.onnx import OnnxInputValueNeeded, import_onnx, importer  # noqa: E402
+from tilefuse.graph_api.onnx.ops import ONNX_OPS  # noqa: E402
+from tilefuse.tensorir.errors import Unsupported  # noqa: E402
 
 RNG = np.random.default_rng(7)
 
@@ -364,7 +364,7 @@ def test_a_wildcard_that_cannot_run_is_refused_at_import():
 
 
 def test_a_plain_wildcard_still_has_no_reference_semantics():
-    from graph_api import DataType, LogicalTensor, Op
+    from tilefuse.graph_api import DataType, LogicalTensor, Op
     x, y = LogicalTensor(0, DataType.f32, (2,)), LogicalTensor(1, DataType.f32, (2,))
     with pytest.raises(GraphError, match="does not implement this op"):
         reference.evaluate(Op(3, OpKind.Wildcard, [x], [y]), [np.zeros(2, np.float32)])

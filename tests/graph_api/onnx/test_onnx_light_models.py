@@ -14,8 +14,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx.backend.test.runner import Runner  # noqa: E402
 
-from graph_api import compile_graph  # noqa: E402
-from graph_api.onnx import import_onnx  # noqa: E402
+from tilefuse.graph_api import compile_graph  # noqa: E402
+from tilefuse.graph_api.onnx import import_onnx  # noqa: E402
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 MODELS = sorted(f[len("light_"):-len(".onnx")] for f in os.listdir(LIGHT)

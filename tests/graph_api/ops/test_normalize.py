@@ -1,9 +1,9 @@
 """graph_api.ops.normalize_op and the pipeline's normalize step."""
 import pytest
 
-from graph_api import DataType, Graph, GraphError, LogicalTensor, Op, OpKind
-from graph_api.ops import normalize_op
-from graph_api.pipeline import STEPS, prepare
+from tilefuse.graph_api import DataType, Graph, GraphError, LogicalTensor, Op, OpKind
+from tilefuse.graph_api.ops import normalize_op
+from tilefuse.graph_api.pipeline import STEPS, prepare
 
 F32 = DataType.f32
 

@@ -3,10 +3,10 @@ import dataclasses
 
 import pytest
 
-from graph_api import GraphError, INFERABLE_KINDS, OpKind, get_schema
-from graph_api.lowering import LOWERED_KINDS
-from graph_api.ops import REGISTRY, define, op_def
-from graph_api.reference import SUPPORTED_KINDS
+from tilefuse.graph_api import GraphError, INFERABLE_KINDS, OpKind, get_schema
+from tilefuse.graph_api.lowering import LOWERED_KINDS
+from tilefuse.graph_api.ops import REGISTRY, define, op_def
+from tilefuse.graph_api.reference import SUPPORTED_KINDS
 
 
 def test_every_kind_has_exactly_one_record_under_its_own_kind():

@@ -3,10 +3,10 @@ every consumer (shape inference, the reference, the compiled code) reads the res
 import numpy as np
 import pytest
 
-from graph_api import DataType, GraphError, LogicalTensor, Op, OpKind, infer_shapes, Graph
-from graph_api.ops import RuleError, normalize_op
-from graph_api.ops._window import normalize_window, same_pads, spatial, windows
-from graph_api.reference import evaluate
+from tilefuse.graph_api import DataType, GraphError, LogicalTensor, Op, OpKind, infer_shapes, Graph
+from tilefuse.graph_api.ops import RuleError, normalize_op
+from tilefuse.graph_api.ops._window import normalize_window, same_pads, spatial, windows
+from tilefuse.graph_api.reference import evaluate
 
 F32 = DataType.f32
 

@@ -1,5 +1,5 @@
-from graph_api import OpKind
-from graph_api.passes import simplify_algebra
+from tilefuse.graph_api import OpKind
+from tilefuse.graph_api.passes import simplify_algebra
 from passes_helpers import assert_same_outputs, graph, lt, op, snapshot
 
 

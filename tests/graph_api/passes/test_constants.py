@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from graph_api import DataType, GraphError, OpKind, PropertyType
-from graph_api.passes import fold_constants
+from tilefuse.graph_api import DataType, GraphError, OpKind, PropertyType
+from tilefuse.graph_api.passes import fold_constants
 from passes_helpers import assert_same_outputs, graph, lt, op, snapshot
 
 
@@ -49,13 +49,13 @@ def test_opaque_ops_are_never_folded(kind):
 
 
 def test_needs_a_finalized_graph():
-    from graph_api import Graph
+    from tilefuse.graph_api import Graph
     with pytest.raises(GraphError, match="finalized"):
         fold_constants(Graph())
 
 
 def test_bind_constant_checks():
-    from graph_api import Graph
+    from tilefuse.graph_api import Graph
     w, v, y = lt(0, (2,), constant=True), lt(1, (2,)), lt(2, (2,))
     g = graph(op(0, "Add", [w, v], [y]))
     with pytest.raises(GraphError, match="only constant tensors"):

@@ -1,5 +1,5 @@
-from graph_api import DataType, OpKind
-from graph_api.passes import eliminate_common_subexpressions as cse
+from tilefuse.graph_api import DataType, OpKind
+from tilefuse.graph_api.passes import eliminate_common_subexpressions as cse
 from passes_helpers import assert_same_outputs, graph, lt, op, snapshot
 
 

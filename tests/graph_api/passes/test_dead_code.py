@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from graph_api import GraphError, OpKind, reference
-from graph_api.passes import eliminate_dead_ops
-from graph_api.passes.dead_code import default_outputs
+from tilefuse.graph_api import GraphError, OpKind, reference
+from tilefuse.graph_api.passes import eliminate_dead_ops
+from tilefuse.graph_api.passes.dead_code import default_outputs
 from passes_helpers import assert_same_outputs, feeds_for, graph, lt, op, snapshot
 
 
@@ -81,7 +81,7 @@ def test_unknown_output_id_and_unfinalized_graph():
     g = _branchy()
     with pytest.raises(GraphError, match="no logical tensor 99"):
         eliminate_dead_ops(g, outputs=[99])
-    from graph_api import Graph
+    from tilefuse.graph_api import Graph
     with pytest.raises(GraphError, match="finalized"):
         eliminate_dead_ops(Graph())
 

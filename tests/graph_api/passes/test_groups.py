@@ -4,8 +4,8 @@ output; depthwise, narrow, unbound or many-group convolutions stay."""
 import numpy as np
 import pytest
 
-from graph_api import OpKind, compile_graph, reference
-from graph_api.passes import split_grouped_convolutions
+from tilefuse.graph_api import OpKind, compile_graph, reference
+from tilefuse.graph_api.passes import split_grouped_convolutions
 from passes_helpers import assert_same_outputs, feeds_for, graph, lt, op, snapshot
 
 RNG = np.random.default_rng(5)

@@ -4,8 +4,8 @@ NCHW from a transpose back."""
 import numpy as np
 import pytest
 
-from graph_api import OpKind, compile_graph, reference
-from graph_api.passes import plan_layouts
+from tilefuse.graph_api import OpKind, compile_graph, reference
+from tilefuse.graph_api.passes import plan_layouts
 from passes_helpers import assert_same_outputs, feeds_for, graph, lt, op, snapshot
 
 RNG = np.random.default_rng(11)
@@ -142,7 +142,7 @@ def test_graphs_without_nchw_convolutions_are_returned_as_they_are():
 
 
 def test_an_unfinalized_graph_is_refused():
-    from graph_api import Graph, GraphError
+    from tilefuse.graph_api import Graph, GraphError
     with pytest.raises(GraphError, match="finalized"):
         plan_layouts(Graph())
 

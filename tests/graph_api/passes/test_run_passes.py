@@ -1,6 +1,6 @@
-from graph_api import OpKind
-from graph_api import passes
-from graph_api.passes import DEFAULT, run_passes
+from tilefuse.graph_api import OpKind
+from tilefuse.graph_api import passes
+from tilefuse.graph_api.passes import DEFAULT, run_passes
 from passes_helpers import assert_same_outputs, graph, lt, op, snapshot
 
 

@@ -4,8 +4,8 @@ elsewhere stays."""
 import numpy as np
 import pytest
 
-from graph_api import OpKind, compile_graph, reference
-from graph_api.passes import fold_into_weights
+from tilefuse.graph_api import OpKind, compile_graph, reference
+from tilefuse.graph_api.passes import fold_into_weights
 from passes_helpers import assert_same_outputs, feeds_for, graph, lt, op, snapshot
 
 RNG = np.random.default_rng(3)
@@ -107,7 +107,7 @@ def test_what_is_not_a_per_channel_affine_of_the_conv_alone_stays(case):
 
 
 def test_a_batch_norm_no_convolution_takes_becomes_one_scale_and_one_shift():
-    from graph_api.passes import fold_batch_norms
+    from tilefuse.graph_api.passes import fold_batch_norms
     x, r = lt(0, (1, 6, 5, 5)), lt(1, (1, 6, 5, 5))
     ops, values, bn = batchnorm(x)
     m, y = lt(30, x.shape), lt(31, x.shape)

@@ -3,10 +3,10 @@ registers, and a tile order chosen by where the packed weights fit."""
 import numpy as np
 import pytest
 
-from schedule import lower, template_for
-from tensorir import compute, placeholder, reduce_axis, sum as rsum
-from tensorir.ops import window
-from tensorir.runtime.target import Target
+from tilefuse.schedule import lower, template_for
+from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum
+from tilefuse.tensorir.ops import window
+from tilefuse.tensorir.runtime.target import Target
 
 AVX2 = Target.of("znver3", "+avx,+avx2,+fma")
 AVX512 = Target.of("znver4", "+avx,+avx2,+avx512f,+fma")
@@ -109,7 +109,7 @@ def test_a_padded_input_is_copied_in_vectors_and_in_parallel_before_the_convolut
 
 
 def test_blocks_run_their_tiles_in_turn_inside_one_parallel_iteration_and_unroll_k_copies_the_tile():
-    from schedule.space import Config
+    from tilefuse.schedule.space import Config
     C = matmul(96, 64, 160)
     t = template_for(C)
     cfg = Config(dict(tile_i=4, tile_j=16, order="ij", pack=True, block_i=4, block_j=2, unroll_k=4))
@@ -126,8 +126,8 @@ def test_blocks_run_their_tiles_in_turn_inside_one_parallel_iteration_and_unroll
 
 
 def test_ji_reads_each_weight_panel_once_for_every_row_of_the_image():
-    from schedule.space import Config
-    from tensorir import ops
+    from tilefuse.schedule.space import Config
+    from tilefuse.tensorir import ops
     # a 7x7 image: one row tile per image row, 3 panels of 16 channels (the last one partial)
     x, w = placeholder((1, 7, 7, 24), name="x"), placeholder((1, 1, 24, 40), name="w", constant=True)
     t = template_for(ops.conv(x, w, [1, 1], [0, 0], [0, 0], [1, 1]))
@@ -164,7 +164,7 @@ def test_only_blocks_that_divide_the_tiles_are_searched():
 
 
 def test_unroll_k_unrolls_the_innermost_reduce_axis_that_loops():
-    from tensorir import ops
+    from tilefuse.tensorir import ops
     x = placeholder((1, 14, 14, 64), name="x")
     one = template_for(ops.conv(x, placeholder((1, 1, 64, 32), name="w", constant=True), [1, 1], [0, 0], [0, 0],
                                 [1, 1]))
@@ -222,10 +222,10 @@ def test_a_padded_input_whose_pixels_share_l1_sets_gets_a_line_of_padding_per_pi
 
 
 def test_weights_streamed_from_memory_are_fetched_ahead_in_their_panels_by_the_first_row_only():
-    from schedule.space import Config
-    from tensorir import ops
-    from tensorir.stmt import IfThenElse, Prefetch
-    from tensorir.visit import walk
+    from tilefuse.schedule.space import Config
+    from tilefuse.tensorir import ops
+    from tilefuse.tensorir.stmt import IfThenElse, Prefetch
+    from tilefuse.tensorir.visit import walk
     # a 7x7 image of 3x3 x 80 -> 40 channels: 115 KiB of weights serve 49 pixels each
     x, w = placeholder((1, 7, 7, 80), name="x"), placeholder((3, 3, 80, 40), name="w", constant=True)
     t = template_for(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))

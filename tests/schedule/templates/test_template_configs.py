@@ -5,15 +5,15 @@ start), so the suite's workers share them."""
 import numpy as np
 import pytest
 
-from schedule import lower, template_for
-from schedule.space import Config
-from tensorir.expr import Select
-from tensorir.ops import transform
-from tensorir.stmt import Allocate, BufferStore, For, Prefetch
-from tensorir.visit import walk
-from tensorir import compute, exp, if_then_else, placeholder, reduce_axis, rsqrt, sum as rsum, tanh
-from tensorir.expr import Const, Max
-from tensorir import max as rmax
+from tilefuse.schedule import lower, template_for
+from tilefuse.schedule.space import Config
+from tilefuse.tensorir.expr import Select
+from tilefuse.tensorir.ops import transform
+from tilefuse.tensorir.stmt import Allocate, BufferStore, For, Prefetch
+from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir import compute, exp, if_then_else, placeholder, reduce_axis, rsqrt, sum as rsum, tanh
+from tilefuse.tensorir.expr import Const, Max
+from tilefuse.tensorir import max as rmax
 from host_vectors import HOST, LANES
 
 RNG = np.random.default_rng(3)
@@ -348,7 +348,7 @@ def test_complex_matmul_space_has_no_layout_knob():
 
 
 def transform_conv(X, W):
-    from tensorir.ops import window
+    from tilefuse.tensorir.ops import window
     return window.conv(X, W, [1, 1], [1, 1], [1, 1], [1, 1], data_format="NCX", weights_format="OIX")
 
 

@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from schedule import ConfigError, template_for
-from schedule.space import Config
-from schedule.templates import op_class
-from tensorir import compute, exp, placeholder, reduce_axis, sum as rsum
-from tensorir import max as rmax
-from tensorir.errors import Unsupported
+from tilefuse.schedule import ConfigError, template_for
+from tilefuse.schedule.space import Config
+from tilefuse.schedule.templates import op_class
+from tilefuse.tensorir import compute, exp, placeholder, reduce_axis, sum as rsum
+from tilefuse.tensorir import max as rmax
+from tilefuse.tensorir.errors import Unsupported
 
 
 def matmul():
@@ -61,7 +61,7 @@ def test_args_are_inputs_then_outputs_and_the_build_runs():
 
 
 def test_only_unsupported_falls_back_to_opaque_a_bug_propagates(monkeypatch):
-    from schedule import templates
+    from tilefuse.schedule import templates
     A = placeholder((64,), name="A")
     B = compute((64,), lambda i: A[i] + 1.0, name="B")
 

@@ -8,14 +8,14 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from host_vectors import LANES
 
-from schedule import lower, template_for
-from schedule.space import Config
-from tensorir import compute, placeholder
-from tensorir.expr import Select
-from tensorir.ops import window
-from tensorir.stmt import For
-from tensorir.visit import walk
-from tensorir.visitor import Visitor
+from tilefuse.schedule import lower, template_for
+from tilefuse.schedule.space import Config
+from tilefuse.tensorir import compute, placeholder
+from tilefuse.tensorir.expr import Select
+from tilefuse.tensorir.ops import window
+from tilefuse.tensorir.stmt import For
+from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.visitor import Visitor
 
 RNG = np.random.default_rng(7)
 

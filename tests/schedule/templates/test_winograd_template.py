@@ -10,15 +10,15 @@ import struct
 import numpy as np
 import pytest
 
-from schedule import ScheduleError, build, create_schedule, template_for
-from schedule.space import Config
-from schedule.templates.winograd import TILE_SIZES, winograd_operands
-from tensorir import compute, ops, placeholder, reduce_axis, sum as rsum
-from tensorir.expr import Reduce
-from tensorir.intrinsics import cast
-from tensorir.runtime.artifact import MAGIC, dumps, loads
-from tensorir.runtime.prepacked import PrepackedKernel, WinogradFilters
-from tensorir.tensor import ComputeOp, post_order
+from tilefuse.schedule import ScheduleError, build, create_schedule, template_for
+from tilefuse.schedule.space import Config
+from tilefuse.schedule.templates.winograd import TILE_SIZES, winograd_operands
+from tilefuse.tensorir import compute, ops, placeholder, reduce_axis, sum as rsum
+from tilefuse.tensorir.expr import Reduce
+from tilefuse.tensorir.intrinsics import cast
+from tilefuse.tensorir.runtime.artifact import MAGIC, dumps, loads
+from tilefuse.tensorir.runtime.prepacked import PrepackedKernel, WinogradFilters
+from tilefuse.tensorir.tensor import ComputeOp, post_order
 from threads_testing import run_on_threads
 
 RNG = np.random.default_rng(77)
@@ -253,9 +253,9 @@ def test_winograd_with_other_register_tiles_and_orders(m, knobs):
 
 @pytest.mark.parametrize("fused", [False, True])
 def test_winograd_products_fetch_the_transformed_filters_ahead(fused):
-    from schedule import lower
-    from tensorir.stmt import Prefetch
-    from tensorir.visit import walk
+    from tilefuse.schedule import lower
+    from tilefuse.tensorir.stmt import Prefetch
+    from tilefuse.tensorir.visit import walk
     case = _case("plain")
     cfg = case.config(4, tile_i=4, tile_j=16, prefetch=2048, winograd_fused=fused)
     fetches = [n for n in walk(lower(case.t.apply(cfg), case.t.args).body) if isinstance(n, Prefetch)]
@@ -273,7 +273,7 @@ def test_fused_winograd_matches_the_direct_convolution_and_numpy(name, m):
 
 
 def test_fused_winograd_carries_each_row_of_tiles_through_every_stage_in_one_parallel_iteration():
-    from schedule import lower
+    from tilefuse.schedule import lower
     case = _case("plain")                            # 2 images of 13 rows: 4 rows of 4x4 tiles each
     cfg = case.config(4, winograd_fused=True, pack=False, tile_i=1)
     assert case.t.space.searchable(case.t.space.index_of(cfg))

@@ -4,12 +4,12 @@ import math
 import numpy as np
 import pytest
 
-from schedule import build, create_schedule
-from tensorir import (abs, cast, ceil, compute, erf, exp, floor, if_then_else, log, placeholder, pow,
+from tilefuse.schedule import build, create_schedule
+from tilefuse.tensorir import (abs, cast, ceil, compute, erf, exp, floor, if_then_else, log, placeholder, pow,
                       reduce_axis, rsqrt, sigmoid, sqrt, sum, tanh, var)
-from tensorir import max as tmax
-from tensorir import min as tmin
-from tensorir import prod as tprod
+from tilefuse.tensorir import max as tmax
+from tilefuse.tensorir import min as tmin
+from tilefuse.tensorir import prod as tprod
 from host_vectors import REGISTER
 
 rng = np.random.default_rng(0)
@@ -177,7 +177,7 @@ def test_bool_inputs_outputs_and_logic():
 
 def test_min_max_propagate_nan_like_numpy():
     X, Y = placeholder((20,), name="X"), placeholder((20,), name="Y")
-    from tensorir.expr import Max, Min
+    from tilefuse.tensorir.expr import Max, Min
     Z = compute((20,), lambda i: Max(X[i], Y[i], "float32") + Min(X[i], Y[i], "float32"), name="Z")
     f = build(_vectorized(Z, 8), [X, Y, Z])
     x, y = _random((20,), "float32"), _random((20,), "float32")
@@ -276,10 +276,10 @@ def test_a_select_side_reading_only_what_its_condition_read_loads_without_a_mask
 
 @pytest.mark.parametrize("lanes, stride, calls", [(32, 1, 2), (8, 1, 1), (16, 2, 1), (1, 1, 1)])
 def test_a_prefetch_fetches_each_line_of_contiguous_lanes_once_and_lane_zero_otherwise(lanes, stride, calls):
-    from tensorir.codegen import CodeGen, build_prim_func
-    from tensorir.expr import Buffer, BufferLoad, const
-    from tensorir.pipeline import CODEGEN_PASSES, run_passes
-    from tensorir.stmt import BufferStore, For, LetStmt, Prefetch, PrimFunc, seq
+    from tilefuse.tensorir.codegen import CodeGen, build_prim_func
+    from tilefuse.tensorir.expr import Buffer, BufferLoad, const
+    from tilefuse.tensorir.pipeline import CODEGEN_PASSES, run_passes
+    from tilefuse.tensorir.stmt import BufferStore, For, LetStmt, Prefetch, PrimFunc, seq
     A, B = Buffer("A", (4, 64), "float32"), Buffer("B", (4, 64), "float32")
     i, j = var("i"), var("j")
     body = seq(Prefetch(A, (i + 1, j * stride)), BufferStore(B, BufferLoad(A, (i, j), "float32") * 2.0, (i, j)))
@@ -294,16 +294,16 @@ def test_a_prefetch_fetches_each_line_of_contiguous_lanes_once_and_lane_zero_oth
 
 
 def _emitted(func):
-    from tensorir.codegen import CodeGen
-    from tensorir.pipeline import CODEGEN_PASSES, run_passes
-    from tensorir.stmt import PrimFunc
+    from tilefuse.tensorir.codegen import CodeGen
+    from tilefuse.tensorir.pipeline import CODEGEN_PASSES, run_passes
+    from tilefuse.tensorir.stmt import PrimFunc
     return str(CodeGen(PrimFunc(func.name, func.params, run_passes(func.body, CODEGEN_PASSES))).module)
 
 
 def test_index_arithmetic_is_emitted_once_per_scope_and_folded_in_unrolled_copies():
-    from tensorir.codegen import build_prim_func
-    from tensorir.expr import Buffer, BufferLoad, const
-    from tensorir.stmt import BufferStore, For, IfThenElse, PrimFunc, seq
+    from tilefuse.tensorir.codegen import build_prim_func
+    from tilefuse.tensorir.expr import Buffer, BufferLoad, const
+    from tilefuse.tensorir.stmt import BufferStore, For, IfThenElse, PrimFunc, seq
     A, B = Buffer("A", (40, 8), "float32"), Buffer("B", (40, 8), "float32")
     f, k = var("f"), var("k")
     row = f // 7 * 8 + f % 7           # the same index in every copy, read and written
@@ -326,9 +326,9 @@ def test_index_arithmetic_is_emitted_once_per_scope_and_folded_in_unrolled_copie
 def test_index_arithmetic_from_a_branch_or_loop_body_is_emitted_again_after_it(where):
     """A value computed in a branch or a loop body does not reach the code after it (LLVM's
     verifier refuses the module otherwise): the same index is computed again there."""
-    from tensorir.codegen import build_prim_func
-    from tensorir.expr import Buffer, const
-    from tensorir.stmt import BufferStore, For, IfThenElse, PrimFunc, seq
+    from tilefuse.tensorir.codegen import build_prim_func
+    from tilefuse.tensorir.expr import Buffer, const
+    from tilefuse.tensorir.stmt import BufferStore, For, IfThenElse, PrimFunc, seq
     A = Buffer("A", (10, 4), "float32")
     f, n, j = var("f"), var("n", "int64"), var("j")
     store = BufferStore(A, const(1.0), (f // 3, f % 3))
@@ -357,10 +357,10 @@ def test_splats_and_zero_vectors_are_short_in_the_ir_text():
     a, got = rng.standard_normal(64).astype(np.float32), np.empty(64, np.float32)
     f(a, got)
     np.testing.assert_array_equal(got, a * a[0])
-    from tensorir.codegen import CodeGen
-    from schedule import lower
-    from tensorir.pipeline import CODEGEN_PASSES, run_passes
-    from tensorir.stmt import PrimFunc
+    from tilefuse.tensorir.codegen import CodeGen
+    from tilefuse.schedule import lower
+    from tilefuse.tensorir.pipeline import CODEGEN_PASSES, run_passes
+    from tilefuse.tensorir.stmt import PrimFunc
     func = lower(s, [A, out])
     text = str(CodeGen(PrimFunc(func.name, func.params, run_passes(func.body, CODEGEN_PASSES))).module)
     assert "shufflevector <16 x float>" in text and "float 0.0, float 0.0" not in text
@@ -370,9 +370,9 @@ def test_splats_and_zero_vectors_are_short_in_the_ir_text():
 def test_integer_values_read_from_memory_are_read_again_after_a_store():
     """Integer arithmetic on loaded values is not index arithmetic: an unrolled accumulation
     whose copies are the same expression reads the running sum anew in each copy."""
-    from tensorir.codegen import build_prim_func
-    from tensorir.expr import Buffer, BufferLoad, const
-    from tensorir.stmt import BufferStore, For, PrimFunc
+    from tilefuse.tensorir.codegen import build_prim_func
+    from tilefuse.tensorir.expr import Buffer, BufferLoad, const
+    from tilefuse.tensorir.stmt import BufferStore, For, PrimFunc
     X, acc = Buffer("X", (6,), "int32"), Buffer("acc", (6,), "int32")
     i, r = var("i"), var("r")
     add = BufferStore(acc, BufferLoad(acc, (i,), "int32") + BufferLoad(X, (i,), "int32"), (i,))
@@ -387,9 +387,9 @@ def test_integer_values_read_from_memory_are_read_again_after_a_store():
 def test_constant_integer_arithmetic_keeps_each_dtype_s_own_semantics(dtype):
     """Folded at compile time or not, constants combine as numpy combines them: unsigned
     division, min and max of large uint8 values, wraparound of small types."""
-    from tensorir.codegen import build_prim_func
-    from tensorir.expr import Buffer, Const, Max, Min
-    from tensorir.stmt import BufferStore, PrimFunc, seq
+    from tilefuse.tensorir.codegen import build_prim_func
+    from tilefuse.tensorir.expr import Buffer, Const, Max, Min
+    from tilefuse.tensorir.stmt import BufferStore, PrimFunc, seq
     out = Buffer("out", (5,), dtype)
     a, b = (200, 3) if dtype == "uint8" else (-7, 2)
     c = lambda v: Const(v, dtype)

@@ -20,8 +20,8 @@ import llvmlite.ir as ir
 import numpy as np
 import pytest
 
-from tensorir.codegen.mathlib import INTRINSICS, emit_intrinsic, float_type_of, lanes_of
-from tensorir.runtime.target import Target, host_target_machine, initialize_llvm, optimize_module
+from tilefuse.tensorir.codegen.mathlib import INTRINSICS, emit_intrinsic, float_type_of, lanes_of
+from tilefuse.tensorir.runtime.target import Target, host_target_machine, initialize_llvm, optimize_module
 from host_vectors import LANES as HOST_LANES, REGISTER
 
 LANES = (1, 8, 16)

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 
-from schedule import build, create_schedule, template_for
+from tilefuse.schedule import build, create_schedule, template_for
 
 RNG = np.random.default_rng(20240611)
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from ops_testing import check, rand
-from tensorir import placeholder
-from tensorir import ops
+from tilefuse.tensorir import placeholder
+from tilefuse.tensorir import ops
 
 SHAPE = (7, 13)
 

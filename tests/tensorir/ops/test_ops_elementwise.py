@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from ops_testing import check, rand
-from tensorir import DTypeError, placeholder
-from tensorir import ops
+from tilefuse.tensorir import DTypeError, placeholder
+from tilefuse.tensorir import ops
 
 SHAPE = (7, 37)
 erf = np.vectorize(math.erf)

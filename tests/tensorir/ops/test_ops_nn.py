@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from ops_testing import check, rand, ref_conv, ref_pool
-from schedule import template_for
-from tensorir import placeholder
-from tensorir import ops
+from tilefuse.schedule import template_for
+from tilefuse.tensorir import placeholder
+from tilefuse.tensorir import ops
 
 # ---------------------------------------------------------------------------- MatMul
 
@@ -95,7 +95,7 @@ def test_conv_against_loops(case):
 
 
 def test_conv_pad_is_its_own_stage_and_the_mac_is_an_outer_product():
-    from tensorir.expr import Mul, Reduce
+    from tilefuse.tensorir.expr import Mul, Reduce
     x, w, _, y, _ = _conv_case((1, 3, 7, 7), (4, 3, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1], 1, "NCX", "OIX")
     pad, weights = y.op.input_tensors
     assert pad.name == "conv_pad" and weights is w and pad.op.input_tensors == [x]
@@ -346,8 +346,8 @@ def test_softmax_and_log_softmax_of_a_row_with_a_nan_are_nan_in_that_row_only():
 
 
 def test_max_skip_nan_skips_nan_and_gives_the_lowest_value_for_a_row_of_nan():
-    from tensorir import compute, reduce_axis
-    from tensorir.reduce import max_skip_nan
+    from tilefuse.tensorir import compute, reduce_axis
+    from tilefuse.tensorir.reduce import max_skip_nan
     x = placeholder((3, 9), name="x")
     r = reduce_axis((0, 9), name="r")
     m = compute((3,), lambda i: max_skip_nan(x[i, r], axis=r), name="m")

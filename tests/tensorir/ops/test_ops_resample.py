@@ -7,16 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from tensorir.errors import Unsupported
+from tilefuse.tensorir.errors import Unsupported
 
 from host_vectors import LANES
 from ops_testing import check, from_ncx, rand, to_ncx
-from schedule import lower, template_for
-from tensorir import placeholder
-from tensorir import ops
-from tensorir.expr import Max, Min, Select
-from tensorir.stmt import For
-from tensorir.visit import walk
+from tilefuse.schedule import lower, template_for
+from tilefuse.tensorir import placeholder
+from tilefuse.tensorir import ops
+from tilefuse.tensorir.expr import Max, Min, Select
+from tilefuse.tensorir.stmt import For
+from tilefuse.tensorir.visit import walk
 
 
 def ref_interpolate(x, sizes, mode, coordinate_mode, data_format):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from ops_testing import check, rand, run_both
-from tensorir import placeholder
-from tensorir import ops
+from tilefuse.tensorir import placeholder
+from tilefuse.tensorir import ops
 
 
 @pytest.mark.parametrize("shape, new_shape, special_zero, expected_shape", [

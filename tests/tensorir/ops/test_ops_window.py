@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from ops_testing import check, rand, ref_conv_transpose, ref_pool
-from tensorir import placeholder
-from tensorir import ops
+from tilefuse.tensorir import placeholder
+from tilefuse.tensorir import ops
 
 CONVT = [
     # x, w, strides, pads_begin, pads_end, dilations, groups, data_format, weights_format, output_padding, bias
@@ -101,7 +101,7 @@ def test_strided_conv_transpose_multiplies_no_spread_zeros():
     assert "conv_transpose_weights" in names and "conv_transpose_spread" not in names
     regrouped = next(t for t in y.op.input_tensors if t.op.name == "conv_transpose_weights")
     assert regrouped.shape == (2, 3, 2, 1, 6, 16)           # phases, taps per phase, C, O
-    from schedule import template_for
+    from tilefuse.schedule import template_for
     t = template_for(y)
     assert t.name == "complex" and t.default_config()["layout"] == "channels"   # regrouped weights are constant
     xv, wv = rand((1, 6, 9, 7)), rand((6, 16, 4, 3))

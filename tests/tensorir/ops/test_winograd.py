@@ -6,12 +6,12 @@ built on it), and the stages chained unscheduled compute a 3x3 convolution."""
 import numpy as np
 import pytest
 
-from schedule import build, create_schedule
-from schedule.hoist import _plain_pack
-from tensorir import compute, placeholder
-from tensorir.ops.winograd import (STRIDES, TILE_SIZES, filter_tiles, filter_tiles_numpy, input_tiles, output_pixel,
+from tilefuse.schedule import build, create_schedule
+from tilefuse.schedule.hoist import _plain_pack
+from tilefuse.tensorir import compute, placeholder
+from tilefuse.tensorir.ops.winograd import (STRIDES, TILE_SIZES, filter_tiles, filter_tiles_numpy, input_tiles, output_pixel,
                                    output_rows, output_size, tile_grid, tile_products, transform_matrices)
-from tensorir.runtime.prepacked import NUMPY_PACKS, WinogradFilters
+from tilefuse.tensorir.runtime.prepacked import NUMPY_PACKS, WinogradFilters
 
 RNG = np.random.default_rng(2024)
 

@@ -1,11 +1,11 @@
 """Loop partitioning: before/after IR, and the numbers stay right."""
 import numpy as np
 
-from tensorir.codegen import build_prim_func
-from tensorir.expr import Buffer, const, var
-from tensorir.passes import partition_loops, simplify_stmt
-from tensorir.stmt import For, IfThenElse, PrimFunc, BufferStore, seq
-from tensorir.visit import walk
+from tilefuse.tensorir.codegen import build_prim_func
+from tilefuse.tensorir.expr import Buffer, const, var
+from tilefuse.tensorir.passes import partition_loops, simplify_stmt
+from tilefuse.tensorir.stmt import For, IfThenElse, PrimFunc, BufferStore, seq
+from tilefuse.tensorir.visit import walk
 
 
 def _nest(n, factor, inner_kind="serial"):
@@ -59,7 +59,7 @@ def test_partitioned_kernel_matches_numpy():
 
 def _concat_loop(kind="parallel"):
     """out[c, x] = select(c < 3, P[c, x], select(c < 7, Q[c - 3, x], R[c - 7, x])) for c < 9."""
-    from tensorir.expr import BufferLoad, Select
+    from tilefuse.tensorir.expr import BufferLoad, Select
     P, Q, R = Buffer("P", (3, 5), "float32"), Buffer("Q", (4, 5), "float32"), Buffer("R", (2, 5), "float32")
     out = Buffer("out", (9, 5), "float32")
     c, x = var("c"), var("x")
@@ -72,7 +72,7 @@ def _concat_loop(kind="parallel"):
 
 
 def test_a_select_between_buffers_splits_its_loop_into_one_piece_per_buffer():
-    from tensorir.expr import BufferLoad, Select
+    from tilefuse.tensorir.expr import BufferLoad, Select
     _, loop = _concat_loop()
     out = simplify_stmt(partition_loops(loop))
     pieces = [n for n in walk(out) if isinstance(n, For) and n.kind == "parallel"]
@@ -82,7 +82,7 @@ def test_a_select_between_buffers_splits_its_loop_into_one_piece_per_buffer():
 
 
 def test_a_padding_select_is_cut_so_the_interior_has_none():
-    from tensorir.expr import And, BufferLoad, Select
+    from tilefuse.tensorir.expr import And, BufferLoad, Select
     A, out = Buffer("A", (6,), "float32"), Buffer("out", (9,), "float32")
     i = var("i")
     inside = And(i >= 2, i < 8, "bool")                           # two pads in front, one behind
@@ -97,7 +97,7 @@ def test_a_padding_select_is_cut_so_the_interior_has_none():
 
 
 def test_a_window_over_padding_keeps_selects_only_at_the_borders():
-    from tensorir.expr import And, BufferLoad, Select
+    from tilefuse.tensorir.expr import And, BufferLoad, Select
     A, out = Buffer("A", (10,), "float32"), Buffer("out", (10,), "float32")
     i, k = var("i"), var("k")
     inside = And(i + k >= 1, i + k < 11, "bool")                   # out[i] = sum A[i + k - 1], k < 3

@@ -2,11 +2,11 @@
 their closure; nested parallelism runs serially."""
 import numpy as np
 
-from tensorir import stmt as S
-from tensorir.codegen import build_prim_func
-from tensorir.expr import Buffer, BufferLoad, const, var
-from tensorir.passes import outline_parallel_loops
-from tensorir.passes.outline_parallel import closure_of
+from tilefuse.tensorir import stmt as S
+from tilefuse.tensorir.codegen import build_prim_func
+from tilefuse.tensorir.expr import Buffer, BufferLoad, const, var
+from tilefuse.tensorir.passes import outline_parallel_loops
+from tilefuse.tensorir.passes.outline_parallel import closure_of
 
 A = Buffer("A", (6, 16), "float32")
 B = Buffer("B", (6, 16), "float32")

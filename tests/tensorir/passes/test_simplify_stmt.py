@@ -1,7 +1,7 @@
 """Statement simplification: dead loops and decided branches disappear."""
-from tensorir.expr import Buffer, const, var
-from tensorir.passes import simplify_stmt
-from tensorir.stmt import Allocate, For, IfThenElse, LetStmt, BufferStore, SeqStmt, seq
+from tilefuse.tensorir.expr import Buffer, const, var
+from tilefuse.tensorir.passes import simplify_stmt
+from tilefuse.tensorir.stmt import Allocate, For, IfThenElse, LetStmt, BufferStore, SeqStmt, seq
 
 A = Buffer("A", (8,), "float32")
 

@@ -2,11 +2,11 @@
 import numpy as np
 import pytest
 
-from tensorir import stmt as S
-from tensorir.codegen import build_prim_func
-from tensorir.errors import LoweringError
-from tensorir.expr import Buffer, BufferLoad, const, var
-from tensorir.passes import unroll_loops
+from tilefuse.tensorir import stmt as S
+from tilefuse.tensorir.codegen import build_prim_func
+from tilefuse.tensorir.errors import LoweringError
+from tilefuse.tensorir.expr import Buffer, BufferLoad, const, var
+from tilefuse.tensorir.passes import unroll_loops
 
 A = Buffer("A", (3, 16), "float32")
 
@@ -31,7 +31,7 @@ def test_a_vectorized_loop_inside_a_vectorized_loop_is_unrolled_and_others_are_k
 
 
 def test_each_copy_keeps_only_the_side_of_a_select_its_index_decides():
-    from tensorir.intrinsics import if_then_else
+    from tilefuse.tensorir.intrinsics import if_then_else
     i, j = var("i"), var("j")
     row = if_then_else(i == 0, const(5.0), if_then_else(i == 1, const(6.0), const(7.0)))
     undecided = if_then_else(j == 0, const(1.0), const(2.0))        # another loop's index: kept

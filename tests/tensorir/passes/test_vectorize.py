@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from tensorir import stmt as S
-from tensorir.codegen import CodeGen, CodegenError, build_prim_func
-from tensorir.errors import LoweringError
-from tensorir.expr import Buffer, BufferLoad, Ramp, const, var
-from tensorir.passes import unroll_loops, vectorize_loops
-from tensorir.pipeline import CODEGEN_PASSES, run_passes
+from tilefuse.tensorir import stmt as S
+from tilefuse.tensorir.codegen import CodeGen, CodegenError, build_prim_func
+from tilefuse.tensorir.errors import LoweringError
+from tilefuse.tensorir.expr import Buffer, BufferLoad, Ramp, const, var
+from tilefuse.tensorir.passes import unroll_loops, vectorize_loops
+from tilefuse.tensorir.pipeline import CODEGEN_PASSES, run_passes
 
 A = Buffer("A", (50,), "float32")
 B = Buffer("B", (50,), "float32")

@@ -3,7 +3,7 @@ array does not, and values survive the copy."""
 import numpy as np
 import pytest
 
-from tensorir.runtime.aligned import CACHE_LINE, aligned_empty, aligned_zeros, data_address, on_cache_line
+from tilefuse.tensorir.runtime.aligned import CACHE_LINE, aligned_empty, aligned_zeros, data_address, on_cache_line
 
 
 @pytest.mark.parametrize("shape, dtype", [((), "float32"), (0, "float32"), (1, "int8"), ((3, 5), "float64"),

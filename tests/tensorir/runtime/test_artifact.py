@@ -7,11 +7,11 @@ import struct
 import numpy as np
 import pytest
 
-from schedule import create_schedule, build, template_for
-from schedule.hoist import build_prepacked
-from tensorir import compute, placeholder, reduce_axis, sum as rsum
-from tensorir.runtime.artifact import MAGIC, VERSION, ArtifactError, dumps, load, loads, save
-from tensorir.runtime.prepacked import PrepackedKernel
+from tilefuse.schedule import create_schedule, build, template_for
+from tilefuse.schedule.hoist import build_prepacked
+from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum
+from tilefuse.tensorir.runtime.artifact import MAGIC, VERSION, ArtifactError, dumps, load, loads, save
+from tilefuse.tensorir.runtime.prepacked import PrepackedKernel
 
 
 @pytest.fixture(scope="module")

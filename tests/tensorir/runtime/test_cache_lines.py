@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from tensorir.runtime import cache_lines
-from tensorir.runtime.cache_lines import flush_from_caches
+from tilefuse.tensorir.runtime import cache_lines
+from tilefuse.tensorir.runtime.cache_lines import flush_from_caches
 
 
 def test_flushing_leaves_every_value_as_it_was():
@@ -57,8 +57,8 @@ def test_an_unknown_cache_size_is_none(tmp_path):
 
 
 def test_a_cpu_without_cache_line_flushes_says_so(monkeypatch):
-    from tensorir.errors import Unsupported
-    from tensorir.runtime.target import Target
+    from tilefuse.tensorir.errors import Unsupported
+    from tilefuse.tensorir.runtime.target import Target
     host = Target.host()
     monkeypatch.setattr(cache_lines, "_flush_lines", [])
     monkeypatch.setattr(cache_lines.Target, "host", staticmethod(lambda: Target.of("cortex-a72", "+neon",

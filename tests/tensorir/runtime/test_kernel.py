@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from schedule import build, create_schedule
-from tensorir import compute, placeholder, var
+from tilefuse.schedule import build, create_schedule
+from tilefuse.tensorir import compute, placeholder, var
 
 
 @pytest.fixture(scope="module")
@@ -153,8 +153,8 @@ def test_failed_allocation_raises_memory_error():
 
 
 def test_ir_compiled_again_reuses_its_object_code_and_other_ir_does_not():
-    from tensorir.runtime.kernel import compile_llvm
-    from tensorir.runtime.target import Target
+    from tilefuse.tensorir.runtime.kernel import compile_llvm
+    from tilefuse.tensorir.runtime.target import Target
     text = "define i32 @twice_cached(i32 %x) {\n  %y = mul i32 %x, 2\n  ret i32 %y\n}"
     first, again = compile_llvm("twice_cached", [], text), compile_llvm("twice_cached", [], text)
     assert again.object_code is first.object_code and again._engine is not first._engine

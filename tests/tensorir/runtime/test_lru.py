@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from tensorir.runtime.lru import LRUCache
+from tilefuse.tensorir.runtime.lru import LRUCache
 
 
 def test_the_least_recently_used_entry_goes_first():

@@ -4,10 +4,10 @@ its constant weights this way, with no pack kernel: tests/schedule/test_hoist.py
 import numpy as np
 import pytest
 
-from schedule import create_schedule
-from schedule.hoist import _plain_pack
-from tensorir import compute, placeholder
-from tensorir.runtime.prepacked import PanelPack
+from tilefuse.schedule import create_schedule
+from tilefuse.schedule.hoist import _plain_pack
+from tilefuse.tensorir import compute, placeholder
+from tilefuse.tensorir.runtime.prepacked import PanelPack
 
 
 @pytest.mark.parametrize("shape, axis, block", [((13, 37), 1, 16), ((13, 37), 0, 4), ((5, 3, 2, 7), 2, 8),

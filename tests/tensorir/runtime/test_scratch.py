@@ -9,11 +9,11 @@ import threading
 import numpy as np
 import pytest
 
-from schedule import build, create_schedule
-from tensorir import compute, placeholder
-from tensorir.codegen.llvm import STACK_LIMIT
-from tensorir.runtime import scratch
-from tensorir.runtime.scratch import SCRATCH, SCRATCH_ALIGN, callback_address, scratch_address
+from tilefuse.schedule import build, create_schedule
+from tilefuse.tensorir import compute, placeholder
+from tilefuse.tensorir.codegen.llvm import STACK_LIMIT
+from tilefuse.tensorir.runtime import scratch
+from tilefuse.tensorir.runtime.scratch import SCRATCH, SCRATCH_ALIGN, callback_address, scratch_address
 from threads_testing import run_on_threads
 
 

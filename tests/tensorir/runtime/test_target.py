@@ -2,7 +2,7 @@
 import llvmlite.binding as llvm
 import pytest
 
-from tensorir.runtime.target import Target, cached_target_machine, target_key
+from tilefuse.tensorir.runtime.target import Target, cached_target_machine, target_key
 
 
 @pytest.mark.parametrize("features, bits", [
@@ -39,8 +39,8 @@ def test_the_host_target_generates_for_this_process():
 
 
 def test_templates_take_their_lanes_from_the_target():
-    from schedule.templates import template_for
-    from tensorir import compute, placeholder
+    from tilefuse.schedule.templates import template_for
+    from tilefuse.tensorir import compute, placeholder
     A = placeholder((1000,), name="A")
     B = compute((1000,), lambda i: A[i] * 2.0, name="B")
     narrow = template_for(B, Target.of("haswell", "+avx2,+fma"))

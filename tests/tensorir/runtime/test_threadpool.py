@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tensorir.runtime import threadpool
-from tensorir.runtime.target import new_target_machine
+from tilefuse.tensorir.runtime import threadpool
+from tilefuse.tensorir.runtime.target import new_target_machine
 from threads_testing import run_on_threads
 
 KERNELS_IR = r"""

@@ -1,0 +1,40 @@
+"""Doctests of the packages, imported under their installed names.
+
+The packages keep their folders at the repository's root (``tensorir/``, ``schedule/``, ...)
+and install as ``tilefuse.tensorir``, ``tilefuse.schedule``, ... (pyproject's package-dir). Left
+to itself, pytest's doctest collector would import ``tensorir/expr.py`` as a top-level module
+``tensorir.expr``, a second copy beside ``tilefuse.tensorir.expr`` with classes of its own; here
+each file's doctests run in the module the installed package has.
+"""
+import importlib
+from pathlib import Path
+
+from _pytest.doctest import DoctestModule
+
+ROOT = Path(__file__).resolve().parent
+PACKAGES = ("tilefuse", "tensorir", "schedule", "graph_api", "autotune")
+
+
+def installed_name(path: Path) -> str:
+    """The module name a file of a package folder has once installed: ``graph_api/ops/__init__.py``
+    is ``tilefuse.graph_api.ops``."""
+    parts = list(path.resolve().relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts if parts[0] == "tilefuse" else ["tilefuse", *parts])
+
+
+class InstalledDoctestModule(DoctestModule):
+    """A module's doctests, the module imported by its installed name."""
+
+    def _getobj(self):
+        return importlib.import_module(installed_name(self.path))
+
+
+def pytest_collect_file(file_path: Path, parent):
+    """Every Python file's doctests (as ``--doctest-modules`` would), package files imported by
+    their installed names."""
+    if file_path.suffix != ".py" or file_path.name in ("__main__.py", "conftest.py", "setup.py"):
+        return None
+    in_package = file_path.resolve().relative_to(ROOT).parts[0] in PACKAGES
+    return (InstalledDoctestModule if in_package else DoctestModule).from_parent(parent, path=file_path)
