@@ -9,6 +9,7 @@ each file's doctests run in the module the installed package has.
 import importlib
 from pathlib import Path
 
+import pytest
 from _pytest.doctest import DoctestModule
 
 ROOT = Path(__file__).resolve().parent
@@ -31,10 +32,40 @@ class InstalledDoctestModule(DoctestModule):
         return importlib.import_module(installed_name(self.path))
 
 
+def _in_package(path: Path) -> bool:
+    try:
+        return path.resolve().relative_to(ROOT).parts[0] in PACKAGES
+    except (ValueError, IndexError):
+        return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path: Path, parent):
+    """A package folder is collected as a plain directory: pytest would import its
+    ``__init__.py`` under the folder's name (``graph_api``), a second copy of the package."""
+    if _in_package(path):
+        return pytest.Dir.from_parent(parent, path=path)
+    return None
+
+
+class InstalledModule(pytest.Module):
+    """A package file named on the command line (pytest then collects it as a test module),
+    imported by its installed name."""
+
+    def _getobj(self):
+        return importlib.import_module(installed_name(self.path))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path: Path, parent):
+    if _in_package(module_path):
+        return InstalledModule.from_parent(parent, path=module_path)
+    return None
+
+
 def pytest_collect_file(file_path: Path, parent):
     """Every Python file's doctests (as ``--doctest-modules`` would), package files imported by
     their installed names."""
     if file_path.suffix != ".py" or file_path.name in ("__main__.py", "conftest.py", "setup.py"):
         return None
-    in_package = file_path.resolve().relative_to(ROOT).parts[0] in PACKAGES
-    return (InstalledDoctestModule if in_package else DoctestModule).from_parent(parent, path=file_path)
+    return (InstalledDoctestModule if _in_package(file_path) else DoctestModule).from_parent(parent, path=file_path)
