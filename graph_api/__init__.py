@@ -19,7 +19,8 @@ __all__ += ["AttrSpec", "OpSchema", "get_attr", "get_schema", "validate_op", "Gr
             "broadcast_shapes", "infer_shapes", "with_inferred_shapes", "graph_to_json", "load_json"]
 from .runtime import Engine, Stream, Tensor
 from .partition import CompiledPartition, Partition
-from .compiled_graph import CompiledGraph, compile_graph
+from .compiled_graph import CompiledGraph
+from .compiler import compile_graph
 from . import reference
 from .onnx import from_onnx
 from .session import InferenceSession, NodeArg, load_compiled

@@ -1,30 +1,41 @@
-"""Building a partition's kernel: lowering to a compute DAG, the template of its class, the
-config a ``ConfigSource`` chooses, and the caches in front of LLVM.
+"""Building the kernels of a graph's partitions: kernel jobs, and a map over caches and workers.
 
-``build_partition`` is the compile policy of ``Partition.compile``:
-- the config comes from ``configs`` (a ``schedule.ConfigSource``), else from the innermost
-  source made active with ``schedule.using_configs`` (``autotune.apply_history_best``), else
-  the template's default;
-- built kernels are kept in a bounded in-process LRU cache by partition signature and config,
-  and in a ``tensorir.runtime.KernelCache`` (``kernel_cache``, else the config source when it
-  is one, as ``autotune.HistoryBest`` is) so another process skips LLVM.
+A ``KernelJob`` is one compiler partition (``ir_partition.IRPartition``) to build: its
+signature, its compute DAG (the partition lowered once, when something first needs it), the
+template of its class, the config a ``ConfigSource`` chose (None: the template's default) and
+the target. ``kernel_job`` makes one; ``build_all`` builds a list of them:
+
+1. each job's workload (signature and config) is looked up in the in-process LRU cache, then
+   in the ``KernelCache`` (``kernel_cache``, else a config source that is one, as
+   ``autotune.HistoryBest`` is), so another process skips LLVM;
+2. the distinct workloads no cache holds are built, in forked worker processes when there are
+   two or more (a job a worker could not build is built again here, and raises here);
+3. what was built goes into both caches.
 
 Example:
-    >>> # kernel, arg_positions, shapes, config = build_partition(p, inputs, configs=None)
+    >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+    >>> from tilefuse.graph_api.pipeline import partition
+    >>> x = LogicalTensor(0, DataType.f32, (4, 8)); y = LogicalTensor(1, DataType.f32, (4, 8))
+    >>> g = Graph(); _ = g.add_op(Op(0, OpKind.Sigmoid, [x], [y])); g.finalize()
+    >>> jobs = [kernel_job(p, []) for p in partition(g).partitions]
+    >>> [(b.arg_positions, b.output_shapes) for b in build_all(jobs)]
+    [([('in', 0), ('out', 0)], [(4, 8)])]
 """
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import json
 import multiprocessing
 import os
+from dataclasses import dataclass
 
 from tilefuse.schedule import template_for
 from tilefuse.schedule.config_source import ConfigSource, active_sources
 from tilefuse.tensorir.runtime import artifact
 from tilefuse.tensorir.runtime.kernel_cache import KernelCache, LRUCache, cache_key
 
-from .lowering import placeholder_for, lower_op
+from .ir_partition import lower_partition
 
 MEMORY_CACHE_SIZE = 1024
 """Built kernels kept in process (a model's distinct partitions fit many times over)."""
@@ -41,131 +52,191 @@ def clear_memory_cache() -> None:
     _built.clear()
 
 
-def build_partition(partition, inputs, configs: ConfigSource | None = None,
-                    kernel_cache: KernelCache | None = None):
-    """(kernel, argument positions, output shapes, config) for ``partition`` compiled with the
-    input logical tensors ``inputs`` (in port order). ``config`` is the one a source chose, or
-    None for the template's default. Argument positions are ("in" | "out", port index).
+@dataclass
+class Built:
+    """A built partition: its kernel, the port each kernel argument is ("in" | "out", port
+    index; so one kernel serves every partition of the same signature) and its output shapes."""
+    kernel: object
+    arg_positions: list
+    output_shapes: list
+
+
+def config_sources(configs: ConfigSource | None) -> list:
+    """The config sources a compile asks, first one first: ``configs`` when given, else the
+    sources made active with ``schedule.using_configs``, innermost first.
 
     Example:
-        >>> # kernel, args, shapes, config = build_partition(p, p.get_input_ports())
+        >>> config_sources(None)
+        []
     """
-    sources = [configs] if configs is not None else list(reversed(active_sources()))
-    if kernel_cache is None:
-        kernel_cache = next((s for s in sources if isinstance(s, KernelCache)), None)
-    signature = partition_signature(partition, inputs)
-    if not sources and kernel_cache is None:          # the default config: no lowering to look it up
-        built = _built.get((signature, None))
-        if built is not None:
-            return (*built, None)
-    env, outs = lower_partition(partition, inputs)
-    template = template_for(outs)
-    config = next((c for c in (s.config_for(template) for s in sources) if c is not None), None)
-    key = _workload(signature, config)
-    built = _built.get(key)
-    if kernel_cache is not None:            # the persistent cache gets what this process built too
-        stored_key = cache_key(key)
-        blob = kernel_cache.cached_kernel(stored_key)
+    return [configs] if configs is not None else list(reversed(active_sources()))
+
+
+def kernel_cache_of(sources: list, kernel_cache: KernelCache | None = None) -> KernelCache | None:
+    """The persistent kernel cache a compile uses: ``kernel_cache``, else the first config
+    source that is one (``autotune.HistoryBest`` keeps the kernels it chose configs for).
+
+    Example:
+        >>> kernel_cache_of([]) is None
+        True
+    """
+    return kernel_cache if kernel_cache is not None else \
+        next((s for s in sources if isinstance(s, KernelCache)), None)
+
+
+class KernelJob:
+    """One partition to build, lowered at most once (``dag``): for the config sources when
+    they are asked, else by whoever builds it.
+
+    Example:
+        >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
+        >>> from tilefuse.graph_api.ir import GraphIR
+        >>> from tilefuse.graph_api.ir_partition import partition_ir
+        >>> x = LogicalTensor(0, DataType.f32, (16,)); y = LogicalTensor(1, DataType.f32, (16,))
+        >>> (p,) = partition_ir(GraphIR([Op(0, OpKind.Exp, [x], [y])])).partitions
+        >>> job = kernel_job(p, [])
+        >>> job.config is None, type(job.template).__name__
+        (True, 'InjectiveTemplate')
+    """
+
+    def __init__(self, partition, config=None, target=None):
+        self.partition = partition
+        self.signature = partition_signature(partition)
+        self.config = config
+        self.target = target
+        self._dag = None
+        self._template = None
+
+    @property
+    def dag(self) -> tuple:
+        """(tensor by logical tensor id, the output tensors) of the lowered partition."""
+        if self._dag is None:
+            self._dag = lower_partition(self.partition, self.partition.input_ports)
+        return self._dag
+
+    @property
+    def template(self):
+        """The template of the partition's compute DAG."""
+        if self._template is None:
+            self._template = template_for(self.dag[1])
+        return self._template
+
+    @property
+    def workload(self) -> tuple:
+        """What the kernel is built from: the signature and the config's JSON (None: the
+        default); the in-process cache's key, and what the persistent cache's key hashes."""
+        return self.signature, None if self.config is None else self.config.to_json()
+
+    def build(self) -> Built:
+        """Lower (if not yet), schedule with the config and compile with LLVM."""
+        env, outs = self.dag
+        template = self.template
+        config = template.default_config() if self.config is None else self.config
+        name = "partition_" + hashlib.sha1(repr(self.workload).encode()).hexdigest()[:12]
+        kernel = template.build(config, name=name)   # constant inputs prepacked
+        position = {id(env[p.id].op): ("in", k) for k, p in enumerate(self.partition.input_ports)}
+        position.update({id(t.op): ("out", k) for k, t in enumerate(outs)})
+        return Built(kernel, [position[id(t.op)] for t in template.args], [tuple(t.shape) for t in outs])
+
+
+def kernel_job(partition, sources: list, target=None) -> KernelJob:
+    """The job of building ``partition``, its config chosen by the first of ``sources`` that
+    has one (the partition is lowered for them to see its template); none: the default.
+
+    Example:
+        >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
+        >>> from tilefuse.graph_api.ir import GraphIR
+        >>> from tilefuse.graph_api.ir_partition import partition_ir
+        >>> from tilefuse.schedule.config_source import FixedConfigs
+        >>> x = LogicalTensor(0, DataType.f32, (16,)); y = LogicalTensor(1, DataType.f32, (16,))
+        >>> (p,) = partition_ir(GraphIR([Op(0, OpKind.Exp, [x], [y])])).partitions
+        >>> kernel_job(p, [FixedConfigs(lambda t: t.default_config())]).config is not None
+        True
+    """
+    job = KernelJob(partition, target=target)
+    if sources:
+        job.config = next((c for c in (s.config_for(job.template) for s in sources) if c is not None), None)
+    return job
+
+
+def build_all(jobs: list, kernel_cache: KernelCache | None = None, workers: int | None = None) -> list:
+    """The ``Built`` of every job, in order: from the in-process cache, else from
+    ``kernel_cache``, else built (each distinct workload once; in ``workers`` forked processes
+    when two or more are missing, default: the CPUs this process may use). See the module's
+    docstring and example."""
+    results: list = [None] * len(jobs)
+    missing: dict = {}          # workload -> the indices of its jobs, for what no cache holds
+    unstored: set = set()       # workloads the persistent cache lacks (or holds unusable)
+    for k, job in enumerate(jobs):
+        built = _built.get(job.workload)
+        if kernel_cache is not None and job.workload not in unstored:
+            stored = _thaw(kernel_cache.cached_kernel(cache_key(job.workload)))
+            if stored is None:
+                unstored.add(job.workload)
+            built = built or stored
         if built is None:
-            built = _thaw(blob)
-            blob = None if built is None else blob       # unusable here: replaced below
-        if blob is None:
-            built = built or _build(partition, env, outs, template, config)
-            kernel_cache.cache_kernel(stored_key, _freeze(built))
-    built = built or _build(partition, env, outs, template, config)
-    _built.put(key, built)
-    return (*built, config)
+            missing.setdefault(job.workload, []).append(k)
+        else:
+            _built.put(job.workload, built)
+            results[k] = built
+    firsts = [jobs[indices[0]] for indices in missing.values()]
+    for job, built, indices in zip(firsts, _build_in_workers(firsts, workers), missing.values()):
+        built = built or job.build()
+        _built.put(job.workload, built)
+        for k in indices:
+            results[k] = built
+    for job, built in zip(jobs, results):   # the persistent cache gets what this process built too
+        if job.workload in unstored:
+            unstored.discard(job.workload)
+            kernel_cache.cache_kernel(cache_key(job.workload), _freeze(built))
+    return results
 
 
-def build_partitions(partitions, configs: ConfigSource | None = None, kernel_cache: KernelCache | None = None,
-                     workers: int | None = None) -> int:
-    """Build the kernels of ``partitions`` that no cache holds yet (each distinct one once) in
-    ``workers`` forked processes (default: the CPUs this process may use), and keep them in
-    this process's cache, where ``build_partition`` then finds them; returns how many were
-    built. Configs are chosen here, as ``build_partition`` chooses them. A kernel a worker
-    could not build (an error, a worker that died) is left to ``build_partition``, which
-    builds it (or raises) in this process. Nothing happens with fewer than two to build.
-
-    Example:
-        >>> # build_partitions([p for p in graph.get_partitions() if p.is_supported()])
-    """
-    sources = [configs] if configs is not None else list(reversed(active_sources()))
-    if kernel_cache is None:
-        kernel_cache = next((s for s in sources if isinstance(s, KernelCache)), None)
-    jobs = {}
-    for partition in partitions:
-        inputs = partition.get_input_ports()
-        signature = partition_signature(partition, inputs)
-        config = None
-        if sources or kernel_cache is not None:
-            config = next((c for c in (s.config_for(template_for(lower_partition(partition, inputs)[1]))
-                                       for s in sources) if c is not None), None)
-        key = _workload(signature, config)
-        if key in jobs or _built.get(key) is not None or \
-                (kernel_cache is not None and kernel_cache.cached_kernel(cache_key(key)) is not None):
-            continue
-        jobs[key] = (partition, config)
+def _build_in_workers(jobs: list, workers: int | None) -> list:
+    """Each job built in a forked worker process (None where one could not build it or died),
+    or all None with fewer than two jobs or workers."""
     workers = min(len(os.sched_getaffinity(0)) if workers is None else workers, len(jobs))
     if workers < 2:
-        return 0
-    global _JOBS
-    _JOBS = list(jobs.values())
-    built = 0
-    try:
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            for key, blob in zip(jobs, pool.map(_build_job, range(len(_JOBS)))):
-                thawed = _thaw(blob)
-                if thawed is not None:
-                    _built.put(key, thawed)
-                    built += 1
+        return [None] * len(jobs)
+    try:   # a forked worker inherits the jobs (initargs are not pickled with fork)
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                                    initializer=_take_jobs, initargs=(jobs,)) as pool:
+            return [_thaw(blob) for blob in pool.map(_build_job, range(len(jobs)))]
     except concurrent.futures.process.BrokenProcessPool:
-        pass                            # a worker died: what is missing is built here
-    finally:
-        _JOBS = []
-    return built
+        return [None] * len(jobs)       # a worker died: what is missing is built here
 
 
-_JOBS: list = []
-"""The (partition, config) pairs ``build_partitions`` hands its forked workers, by index."""
+_worker_jobs: list = []
+"""In a build worker process only: the jobs its pool was made for."""
+
+
+def _take_jobs(jobs: list) -> None:
+    global _worker_jobs
+    _worker_jobs = jobs
 
 
 def _build_job(index: int) -> bytes | None:
     """In a worker: the artifact of job ``index`` built, or None when it cannot be built."""
-    partition, config = _JOBS[index]
     try:
-        env, outs = lower_partition(partition, partition.get_input_ports())
-        return _freeze(_build(partition, env, outs, template_for(outs), config))
-    except Exception:       # noqa: BLE001 - build_partition builds it again in the parent and raises there
+        return _freeze(_worker_jobs[index].build())
+    except Exception:       # noqa: BLE001 - build_all builds it again in the parent and raises there
         return None
 
 
-def _workload(signature, config) -> tuple:
-    """What a kernel is built from: the partition's signature and its config's JSON (None:
-    the default); the in-process cache's key, and what the persistent cache's key hashes."""
-    return signature, None if config is None else config.to_json()
-
-
-def lower_partition(partition, inputs):
-    """(tensor by logical tensor id, the output tensors): the partition's ops lowered to a
-    tensorir compute DAG over one placeholder per input port.
-
-    Example:
-        >>> # env, outs = lower_partition(p, p.get_input_ports())
-    """
-    env = {port.id: placeholder_for(t) for port, t in zip(partition.input_ports, inputs)}
-    for op in partition.ops:
-        for t, out in zip(op.outputs, lower_op(op, [env[t.id] for t in op.inputs])):
-            env[t.id] = out
-    return env, [env[p.id] for p in partition.output_ports]
-
-
-def partition_signature(partition, inputs):
+def partition_signature(partition):
     """Structural key: op kinds, attributes, wiring with local tensor numbers and output data
-    types, and the input metadata (constant inputs are prepacked); the same partition
+    types, and the input ports' metadata (constant inputs are prepacked); the same partition
     anywhere compiles once.
 
     Example:
-        >>> # partition_signature(p, p.get_input_ports())
+        >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
+        >>> from tilefuse.graph_api.ir import GraphIR
+        >>> from tilefuse.graph_api.ir_partition import partition_ir
+        >>> def relu(first_id):
+        ...     x = LogicalTensor(first_id, DataType.f32, (8,)); y = LogicalTensor(first_id + 1, DataType.f32, (8,))
+        ...     return partition_ir(GraphIR([Op(first_id, OpKind.ReLU, [x], [y])])).partitions[0]
+        >>> partition_signature(relu(0)) == partition_signature(relu(10))
+        True
     """
     local = {}
     for p in partition.input_ports:
@@ -178,34 +249,22 @@ def partition_signature(partition, inputs):
                  tuple((local[t.id], t.dtype.value) for t in op.outputs))
                 for op in partition.ops)
     outs = tuple(local[t.id] for t in partition.output_ports)
-    return ops, outs, tuple((t.dtype.value, t.shape, p.property_type.value)
-                            for p, t in zip(partition.input_ports, inputs))
+    return ops, outs, tuple((t.dtype.value, t.shape, t.property_type.value) for t in partition.input_ports)
 
 
-def _build(partition, env, out_tensors, template, config):
-    """(kernel, argument positions, output shapes)."""
-    config = template.default_config() if config is None else config
-    kernel = template.build(config, name=f"partition_{partition.id}")   # constant inputs prepacked
-    # arguments as port positions, so a cached kernel serves any partition of this shape
-    position = {id(env[p.id].op): ("in", k) for k, p in enumerate(partition.input_ports)}
-    position.update({id(t.op): ("out", k) for k, t in enumerate(out_tensors)})
-    return kernel, [position[id(t.op)] for t in template.args], [tuple(t.shape) for t in out_tensors]
-
-
-def _freeze(built) -> bytes:
+def _freeze(built: Built) -> bytes:
     """A built partition as a kernel artifact whose metadata holds the argument positions and
     output shapes."""
-    kernel, arg_positions, shapes = built
-    return artifact.dumps(kernel, {"args": arg_positions, "shapes": shapes})
+    return artifact.dumps(built.kernel, {"args": built.arg_positions, "shapes": built.output_shapes})
 
 
-def _thaw(blob: bytes | None):
-    """The built tuple from ``_freeze``'s artifact; None for no blob or one that cannot be
-    used here (another target or format version, damaged): it is rebuilt then."""
+def _thaw(blob: bytes | None) -> Built | None:
+    """The ``Built`` of ``_freeze``'s artifact; None for no blob or one that cannot be used
+    here (another target or format version, damaged): it is rebuilt then."""
     if blob is None:
         return None
     try:
         kernel, meta = artifact.loads(blob, "cached kernel")
-        return kernel, [(role, k) for role, k in meta["args"]], [tuple(s) for s in meta["shapes"]]
+        return Built(kernel, [(role, k) for role, k in meta["args"]], [tuple(s) for s in meta["shapes"]])
     except (artifact.ArtifactError, KeyError, TypeError, ValueError):
         return None

@@ -23,7 +23,7 @@ from .dot import graph_to_dot
 from .ir import GraphIR, GraphSettings
 from .logical_tensor import GraphError, LayoutType, LogicalTensor, PropertyType
 from .op import Op
-from .pipeline import partition_graph
+from .partition import user_partitions
 from .ops.schema import validate_op
 from .serialize import graph_to_json
 
@@ -175,6 +175,22 @@ class Graph:
             g.finalize()
         return g
 
+    def release_constant_values(self) -> None:
+        """Forget the values bound to constant inputs: a compiler that was handed this graph to
+        own keeps its own references and lets each go once it is packed. The graph cannot be
+        compiled again after this.
+
+        Example:
+            >>> from tilefuse.graph_api import DataType, LogicalTensor, OpKind, PropertyType
+            >>> g = Graph()
+            >>> _ = g.add_op(Op(0, OpKind.ReLU, [LogicalTensor(0, DataType.f32, (2,), property_type=PropertyType.constant)],
+            ...                 [LogicalTensor(1, DataType.f32, (2,))]))
+            >>> g.bind_constant(0, [1.0, -2.0]); g.release_constant_values(); g.constant_values
+            {}
+        """
+        self._values.clear()
+        self._ir = None
+
     def finalize(self) -> None:
         """Check the graph (no cycles) and freeze it: later ``add_op`` calls fail.
 
@@ -294,7 +310,8 @@ class Graph:
 
     def get_partitions(self, policy: str = "fusion") -> list:
         """The partitions of this finalized graph, in topological order (``policy`` "fusion"
-        groups ops by operator class; "debug" gives one op per partition).
+        groups ops by operator class; "debug" gives one op per partition): each made of this
+        graph's ops only, its ports this graph's logical tensors (``partition.user_partitions``).
 
         Example:
             >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
@@ -304,7 +321,7 @@ class Graph:
             >>> g.finalize(); [[op.id for op in p.get_ops()] for p in g.get_partitions()]
             [[0, 1]]
         """
-        return partition_graph(self, policy)
+        return user_partitions(self, policy)
 
     def to_dot(self, policy: str = "fusion") -> str:
         """Graphviz text of the graph with its partitions as clusters (see ``dot.graph_to_dot``).

@@ -59,6 +59,7 @@ from tilefuse.tensorir.runtime.target import Target
 from tilefuse.tensorir.runtime.threadpool import set_num_threads
 
 from .compiled_graph import CompiledGraph
+from .compiler import compile_graph
 from .deserialize import load_json
 from .graph import Graph
 from .logical_tensor import DataType, GraphError
@@ -345,7 +346,7 @@ class _GraphSource:
 
     def compile(self, shapes, configs, strict) -> _Compiled:
         order = {t.id: k for k, t in enumerate(self._inputs())}
-        compiled = CompiledGraph(self.graph, configs=configs, strict=strict, owned=self.owned)
+        compiled = compile_graph(self.graph, configs=configs, strict=strict, owned=self.owned)
         return _Compiled(compiled, [order[t.id] for t in compiled.input_ports],
                          {str(tid): tid for tid in compiled.output_ids}, {})
 
@@ -408,7 +409,7 @@ class _OnnxSource:
         imp = import_onnx(proto)
         if self.static_shapes is not None:  # compiled once: the model (its weights are copied) goes now
             self.proto = proto = None
-        compiled = CompiledGraph(imp.graph, configs=configs, strict=strict, owned=True)
+        compiled = compile_graph(imp.graph, configs=configs, strict=strict, owned=True)
         position = {name: k for k, (name, _) in enumerate(imp.inputs)}
         by_id = {tid: name for name, tid in imp.inputs if tid is not None}
         return _Compiled(compiled, [position[by_id[t.id]] for t in compiled.input_ports],

@@ -62,10 +62,23 @@ def _upward_imports(path: Path, own: str) -> list[str]:
             for name, line in _imports(path) if _layer(name) in above]
 
 
+def _dynamic_imports(path: Path) -> list[tuple[str, int]]:
+    """(module name, line) of every ``__import__("...")`` or ``import_module("...")`` call."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name in ("__import__", "import_module"):
+                found.append((node.args[0].value, node.lineno))
+    return found
+
+
 def _bare_imports(path: Path) -> list[str]:
     """Imports of a package by its folder's name instead of its installed one."""
     return [f"{path.name}:{line} imports {name}, not tilefuse.{name}"
-            for name, line in _imports(path) if name.split(".")[0] in FOLDERS]
+            for name, line in _imports(path) + _dynamic_imports(path) if name.split(".")[0] in FOLDERS]
 
 
 @pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -151,10 +164,12 @@ def test_the_layer_check_sees_upward_and_lazy_imports(tmp_path, monkeypatch):
 def test_the_name_check_sees_bare_package_names(tmp_path, monkeypatch):
     monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
     probe = tmp_path / "probe.py"
-    probe.write_text("import schedule\nfrom tilefuse.schedule import build\nfrom graph_api.op import Op\n")
+    probe.write_text("import schedule\nfrom tilefuse.schedule import build\nfrom graph_api.op import Op\n"
+                     "ops = __import__('tensorir.ops', fromlist=['nn'])\n")
     assert _bare_imports(probe) == ["probe.py:1 imports schedule, not tilefuse.schedule",
                                     "probe.py:3 imports graph_api.op, not tilefuse.graph_api.op",
-                                    "probe.py:3 imports graph_api.op.Op, not tilefuse.graph_api.op.Op"]
+                                    "probe.py:3 imports graph_api.op.Op, not tilefuse.graph_api.op.Op",
+                                    "probe.py:4 imports tensorir.ops, not tilefuse.tensorir.ops"]
 
 
 def test_the_circle_check_finds_a_circle():

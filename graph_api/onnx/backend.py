@@ -28,7 +28,7 @@ import numpy as np
 from onnx import helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
-from ..compiled_graph import compile_graph
+from ..compiler import compile_graph
 from ..logical_tensor import GraphError
 from .builder import OnnxInputValueNeeded
 from .importer import import_onnx

@@ -10,6 +10,7 @@ from tilefuse.autotune.model_check import ModelCheck, check_in_model
 from tilefuse.schedule.space import Config
 from tilefuse.tensorir.runtime.threadpool import get_num_threads, set_num_threads
 from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+from tilefuse.graph_api.pipeline import partition
 
 
 def two_layer_graph(n=64, k=256, m=256) -> Graph:
@@ -28,7 +29,7 @@ def two_layer_graph(n=64, k=256, m=256) -> Graph:
 
 
 def tasks_of(graph) -> list[Task]:
-    return [Task(p.compute_dag()) for p in graph.get_partitions() if p.is_supported()]
+    return [Task(p.compute_dag()) for p in partition(graph).partitions if p.is_supported()]
 
 
 def other_config(task: Task, **knobs) -> dict:
@@ -113,7 +114,7 @@ def tuned_pair():
     configs = [other_config(t, tile_i=2, tile_j=8) for t in (first, second)]
     for task, config in zip((first, second), configs):
         pick(db, task, config)
-    indices = [k for k, p in enumerate(graph.get_partitions()) if p.is_supported()]
+    indices = [k for k, p in enumerate(partition(graph).partitions) if p.is_supported()]
     yield graph, db, (first, second), configs, indices
     db.close()
 

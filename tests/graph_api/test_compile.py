@@ -1,5 +1,7 @@
 """Compiling partitions and whole graphs: results match the reference interpreter; mismatched
 tensors raise clearly."""
+import os
+
 import numpy as np
 import pytest
 
@@ -63,7 +65,7 @@ def test_execute_with_mismatched_tensors_raises():
 def test_compile_is_cached_by_structure():
     parts = [mlp().finalize().get_partitions()[0] for _ in range(2)]
     a, b = (p.compile(p.get_input_ports(), p.get_output_ports()) for p in parts)
-    assert a.kernel is b.kernel
+    assert a.compiled.steps[0].kernel is b.compiled.steps[0].kernel
 
 
 def test_unsupported_ops_run_in_the_reference_with_a_warning():
@@ -83,7 +85,8 @@ def test_constant_weights_are_prepacked_once_per_weight_array():
     g = b.finalize()
     (p,) = g.get_partitions()
     cp = p.compile(p.get_input_ports(), p.get_output_ports())
-    assert isinstance(cp.kernel, PrepackedKernel), "the MatMul's constant weights should be packed apart"
+    kernel = cp.compiled.steps[0].kernel
+    assert isinstance(kernel, PrepackedKernel), "the MatMul's constant weights should be packed apart"
     eng, stream = Engine(), Stream(Engine())
     feeds = b.feeds()
 
@@ -94,13 +97,13 @@ def test_constant_weights_are_prepacked_once_per_weight_array():
         return out.handle
     want = reference.run(g, feeds)
     np.testing.assert_allclose(run(feeds), next(iter(want.values())), rtol=1e-5, atol=1e-5)
-    packed = cp.kernel._cached[1][0]
+    packed = kernel._cached[1][0]
     run({**feeds, 0: feeds[0] + 1})
-    assert cp.kernel._cached[1][0] is packed                # same weights: not packed again
+    assert kernel._cached[1][0] is packed                # same weights: not packed again
     new_w = {**feeds, 1: feeds[1] * 2}
     np.testing.assert_allclose(run(new_w), next(iter(reference.run(g, new_w).values())), rtol=1e-5, atol=1e-5)
-    assert cp.kernel._cached[1][0] is not packed
-    assert all(a.ctypes.data % CACHE_LINE == 0 for a in (packed, cp.kernel._cached[1][0], run(feeds)))
+    assert kernel._cached[1][0] is not packed
+    assert all(a.ctypes.data % CACHE_LINE == 0 for a in (packed, kernel._cached[1][0], run(feeds)))
 
 
 def test_a_compiled_graph_puts_its_buffers_and_outputs_on_cache_lines():
@@ -122,7 +125,7 @@ def test_variable_weights_are_not_prepacked():
     b.op("MatMul", [x, w])
     (p,) = b.finalize().get_partitions()
     cp = p.compile(p.get_input_ports(), p.get_output_ports())
-    assert not isinstance(cp.kernel, PrepackedKernel)
+    assert not isinstance(cp.compiled.steps[0].kernel, PrepackedKernel)
 
 
 def test_compiled_graph_checks_its_feeds():
@@ -317,18 +320,35 @@ def test_a_graph_with_a_tensor_over_the_size_limit_is_refused_when_partitioned(m
         compile_graph(g)
 
 
+def _jobs(graph):
+    from tilefuse.graph_api.build import kernel_job
+    from tilefuse.graph_api.pipeline import partition
+    return [kernel_job(p, []) for p in partition(graph).partitions if p.is_supported()]
+
+
+def _built_only_in(where: str, parent: int):
+    """A KernelJob.build that builds only in the parent process or only in forked workers."""
+    from tilefuse.graph_api.build import KernelJob
+    original = KernelJob.build
+
+    def build(job):
+        if (os.getpid() == parent) != (where == "parent"):
+            raise RuntimeError(f"a kernel was built outside the {where}")
+        return original(job)
+    return build
+
+
 def test_distinct_partitions_build_in_worker_processes_and_compile_takes_them_from_the_cache(monkeypatch):
     from tilefuse.graph_api import build
     b = mlp(batch=5, sizes=(19, 33, 7))
     g = b.finalize()
-    supported = [p for p in g.get_partitions() if p.is_supported()]
+    jobs = _jobs(g)
+    assert len({job.workload for job in jobs}) >= 2
     build.clear_memory_cache()
-    assert build.build_partitions(supported, workers=2) == len(supported) >= 2
-    assert build.build_partitions(supported, workers=2) == 0               # all cached now
-
-    def no_llvm_here(*args):
-        raise AssertionError("a kernel was built in this process")
-    monkeypatch.setattr(build, "_build", no_llvm_here)
+    monkeypatch.setattr(build.KernelJob, "build", _built_only_in("workers", os.getpid()))
+    built = build.build_all(jobs, workers=2)
+    assert all(b.kernel is not None for b in built)
+    monkeypatch.setattr(build.KernelJob, "build", lambda job: pytest.fail("a kernel was built again"))
     feeds = b.feeds()
     want = reference.run(g, feeds)
     got = compile_graph(g).run(feeds)
@@ -338,13 +358,17 @@ def test_distinct_partitions_build_in_worker_processes_and_compile_takes_them_fr
 
 def test_a_kernel_a_worker_cannot_build_is_built_or_refused_in_this_process(monkeypatch):
     from tilefuse.graph_api import build
+    from tilefuse.graph_api.pipeline import partition
     g = mlp(batch=3, sizes=(11, 13, 5)).finalize()
-    supported = [p for p in g.get_partitions() if p.is_supported()]
     build.clear_memory_cache()
-    monkeypatch.setattr(build, "lower_partition", _fails)                # every worker fails
-    assert build.build_partitions(supported, workers=2) == 0
+    monkeypatch.setattr(build.KernelJob, "build", _built_only_in("parent", os.getpid()))   # every worker fails
+    assert len(build.build_all(_jobs(g), workers=2)) == len(_jobs(g))
+    build.clear_memory_cache()
+    monkeypatch.setattr(build.KernelJob, "build", _fails)                                  # and so does this process
+    with pytest.raises(RuntimeError, match="could not lower"):
+        compile_graph(g)
     monkeypatch.undo()
-    assert len(compile_graph(g).steps) == len(g.get_partitions())      # built here instead
+    assert len(compile_graph(g).steps) == len(partition(g).partitions)
 
 
 def _fails(*args):

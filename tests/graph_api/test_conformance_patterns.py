@@ -29,7 +29,7 @@ def why_split(path: Path) -> str | None:
     """None when the graph becomes one supported partition, else the reason."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        parts = [p for p in load_json(path).get_partitions() if p.get_ops()]   # not the layout plan's transposes
+        parts = load_json(path).get_partitions()
     if len(parts) == 1 and parts[0].is_supported():
         return None
     unsupported = [op.kind.value for p in parts if not p.is_supported() for op in p.get_ops()]

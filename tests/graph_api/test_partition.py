@@ -1,22 +1,89 @@
-"""Partitioning by operator class: counts, classes, cycle avoidance, debug policy."""
+"""Partitioning by operator class: counts, classes, cycle avoidance, debug policy; the
+user's partitions hold only the user's ops and tensors and run one by one."""
+import numpy as np
 import pytest
 
-from tilefuse.graph_api import GraphError
+from tilefuse.graph_api import Engine, GraphError, Stream, Tensor, reference
 from tilefuse.graph_api.lowering import op_class
+from tilefuse.graph_api.pipeline import partition
 from graph_building import Builder, attention, conv_bn_relu, mlp, residual_block
 
 
 def summary(graph, policy="fusion"):
-    """(kind, the user's ops) per partition; the partitions of ops the passes add (the layout
-    plan's transposes around convolutions) stand for no user op and are left out."""
-    return [(p.get_kind(), [op.kind.value for op in p.get_ops()]) for p in graph.get_partitions(policy)
-            if p.get_ops()]
+    """(kind, the user's ops) per partition."""
+    return [(p.get_kind(), [op.kind.value for op in p.get_ops()]) for p in graph.get_partitions(policy)]
 
 
-def test_the_transposes_the_layout_plan_adds_stand_for_no_user_op():
-    parts = residual_block().finalize().get_partitions()
-    added = [p for p in parts if not p.get_ops()]
-    assert [[op.kind.value for op in p.ops] for p in added] == [["StaticTranspose"], ["StaticTranspose"]]
+def test_partitions_hold_the_users_ops_once_and_the_users_tensors():
+    g = residual_block().finalize()
+    parts = g.get_partitions()
+    assert all(p.get_ops() for p in parts)
+    assert sorted(op.id for p in parts for op in p.get_ops()) == sorted(op.id for op in g.ops)
+    assert all(op is g.producer(op.outputs[0].id) for p in parts for op in p.get_ops())
+    users = g.tensors
+    for p in parts:
+        assert all(t.id in users for t in p.get_input_ports() + p.get_output_ports())
+    # the compiler's own partitions do hold the layout plan's conversions
+    compiled = [[op.kind.value for op in q.ops] for q in partition(g).partitions]
+    assert ["StaticTranspose"] in compiled
+
+
+def _bound(builder, graph, seed=0):
+    """Bind every constant input of ``builder``'s graph to its feed; the other feeds."""
+    feeds = builder.feeds(seed)
+    for tid, t in builder.inputs.items():
+        if t.property_type.value == "constant":
+            graph.bind_constant(tid, feeds[tid])
+    return feeds
+
+
+def _execute_one_by_one(graph, feeds):
+    """Every partition compiled and executed alone with the user's tensors, in order."""
+    engine = Engine("cpu")
+    values = dict(feeds)
+    for p in graph.get_partitions():
+        cp = p.compile(p.get_input_ports(), p.get_output_ports(), engine)
+        ins = [Tensor(cp.query_logical_tensor(t.id), engine, values[t.id]) for t in p.get_input_ports()]
+        outs = {t.id: np.empty(cp.query_logical_tensor(t.id).shape, "float32") for t in p.get_output_ports()}
+        cp.execute(Stream(engine), ins, [Tensor(cp.query_logical_tensor(tid), engine, a) for tid, a in outs.items()])
+        values.update(outs)
+    return values
+
+
+def test_conv_bn_relu_with_constant_weights_is_one_partition_run_with_the_users_tensors():
+    b = conv_bn_relu(c_in=8, c_out=8, size=20)
+    g = b.finalize()
+    feeds = _bound(b, g)
+    (p,) = g.get_partitions()
+    assert [op.kind.value for op in p.get_ops()] == ["Convolution", "BatchNormInference", "ReLU"]
+    assert {t.id for t in p.get_input_ports()} == set(b.inputs)
+    values = _execute_one_by_one(g, feeds)
+    (out,) = g.get_output_ports()
+    want = reference.run(g, feeds)[out.id]
+    np.testing.assert_allclose(values[out.id], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_residual_block_runs_partition_by_partition_as_compiled_whole():
+    b = residual_block()
+    g = b.finalize()
+    feeds = _bound(b, g, seed=1)
+    assert len(g.get_partitions()) == 2
+    values = _execute_one_by_one(g, feeds)
+    (out,) = g.get_output_ports()
+    np.testing.assert_allclose(values[out.id], reference.run(g, feeds)[out.id], rtol=1e-4, atol=1e-4)
+
+
+def test_a_partition_refuses_tensors_it_does_not_have():
+    b = mlp()
+    g = b.finalize()
+    first = g.get_partitions()[0]
+    cp = first.compile(first.get_input_ports(), first.get_output_ports())
+    engine = Engine("cpu")
+    stranger = next(t for op in g.get_partitions()[1].get_ops() for t in op.outputs)
+    with pytest.raises(GraphError, match="no input logical tensor"):
+        cp.execute(Stream(engine), [Tensor(stranger.with_shape((8, 19)), engine, np.zeros((8, 19), "float32"))], [])
+    with pytest.raises(GraphError, match="missing input"):
+        cp.execute(Stream(engine), [], [])
 
 
 def test_mlp_layers_fuse_their_epilogues():
@@ -83,7 +150,7 @@ def test_every_op_in_exactly_one_partition_in_topological_order():
 
 def test_op_classes_come_from_the_compute_definitions():
     g = attention().finalize()
-    classes = [op_class(op) for op in g.get_partitions()[0].graph.topological_ops()]
+    classes = [op_class(op) for op in partition(g).ir.topological_ops()]
     assert classes == ["complex", "injective", "reduction", "complex"]
 
 

@@ -1,9 +1,10 @@
-"""The graph passes run before partitioning: partitions compute the rewritten ops, name the
-user's ops, and constant subgraphs are folded or computed once."""
+"""The graph passes run before partitioning: the compiler's partitions compute the rewritten
+ops, the user's partitions name the user's ops, and constant subgraphs are folded or computed
+once."""
 import numpy as np
 
 from tilefuse.graph_api import OpKind, PropertyType, compile_graph, reference
-from tilefuse.graph_api.pipeline import partition_graph
+from tilefuse.graph_api.pipeline import partition
 from graph_building import Builder
 
 
@@ -21,9 +22,10 @@ def test_transpose_folded_into_matmul_belongs_to_its_partition():
     parts = g.get_partitions()
     assert ids(parts) == [[0, 1, 2]]
     (p,) = parts
-    assert [op.kind for op in p.ops] == [OpKind.MatMul, OpKind.ReLU]
-    assert p.ops[0].attrs["transpose_b"] is True
-    assert [t.id for t in p.get_input_ports()] == [0, 1]
+    assert [t.id for t in p.get_input_ports()] == [1, 0]     # the user's tensors, by first use
+    (q,) = partition(g).partitions
+    assert [op.kind for op in q.ops] == [OpKind.MatMul, OpKind.ReLU]
+    assert q.ops[0].attrs["transpose_b"] is True
     feeds = b.feeds()
     np.testing.assert_allclose(compile_graph(g).run(feeds)[4], reference.run(g, feeds)[4], rtol=1e-5, atol=1e-5)
 
@@ -38,7 +40,7 @@ def test_duplicates_and_every_user_op_appear_exactly_once():
     parts = g.get_partitions()
     seen = [op.id for p in parts for op in p.get_ops()]
     assert sorted(seen) == [op.id for op in g.ops]
-    assert sum(len(p.ops) for p in parts) == 3         # the second Exp is computed once
+    assert sum(len(q.ops) for q in partition(g).partitions) == 3         # the second Exp is computed once
     feeds = b.feeds()
     np.testing.assert_allclose(compile_graph(g).run(feeds)[4], reference.run(g, feeds)[4], rtol=1e-6)
 
@@ -60,7 +62,7 @@ def test_constant_subgraph_is_its_own_partition_and_runs_once():
     g = b.finalize()
     parts = g.get_partitions()
     assert ids(parts) == [[0], [1, 2]]
-    assert parts[0].get_output_ports()[0].property_type is PropertyType.constant
+    assert partition(g).partitions[0].output_ports[0].property_type is PropertyType.constant
     cg = compile_graph(g)
     feeds = b.feeds()
     first = cg.run(feeds)[4]
@@ -88,7 +90,7 @@ def test_bound_constants_are_folded_and_need_no_feed():
     g.finalize()
     parts = g.get_partitions()
     assert ids(parts) == [[0, 1, 2, 3]]
-    assert [op.kind for op in parts[0].ops] == [OpKind.MatMul, OpKind.ReLU]
+    assert [[op.kind for op in q.ops] for q in partition(g).partitions] == [[OpKind.MatMul, OpKind.ReLU]]
     xs = b.feeds()[0]
     got = compile_graph(g).run({0: xs})[6]
     np.testing.assert_allclose(got, np.maximum(xs @ np.exp(weights), 0), rtol=1e-5, atol=1e-6)
@@ -101,6 +103,6 @@ def test_dead_ops_attach_upstream():
     b.op("Exp", [y])                                # not wanted: the graph ends at y
     b.graph.add_op(__import__("tilefuse.graph_api", fromlist=["Op"]).Op(9, OpKind.End, [y], []))
     g = b.finalize()
-    parts = partition_graph(g)
+    parts = g.get_partitions()
     assert sorted(op.id for p in parts for op in p.get_ops()) == [0, 1, 9]
-    assert all(op.kind is not OpKind.Exp for p in parts for op in p.ops)
+    assert all(op.kind is not OpKind.Exp for q in partition(g).partitions for op in q.ops)

@@ -119,7 +119,7 @@ def test_unpickled_on_this_host_the_kernels_load_from_their_artifacts(monkeypatc
     def no_llvm(*args):
         raise AssertionError("a kernel was built again")
 
-    monkeypatch.setattr(build, "_build", no_llvm)
+    monkeypatch.setattr(build.KernelJob, "build", no_llvm)
     again = pickle.loads(data)
     assert used_configs(again) == used_configs(compiled)
     assert_same_outputs(compiled, again, feeds)
