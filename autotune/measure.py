@@ -12,7 +12,7 @@ caller's process):
    called once on random inputs (``random_inputs(task, options.seed)``) and its outputs are
    compared with those of the task's default config (a mismatch is ``"wrong_answer"``, never a
    best), called once more to warm up, then timed with ``number``/``repeat``/``min_repeat_ms``
-   as in TVM. An exception is
+   as in TVM (``timing.time_as_in_graph``, which also flushes the weights when asked). An exception is
    a ``"runtime"`` error.
 
 In either phase a worker killed by a signal gives ``"crash"`` and one still busy after
@@ -39,10 +39,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from tilefuse.schedule.space import Config
-from tilefuse.tensorir.dtype import itemsize
 from tilefuse.tensorir.runtime import artifact
-from tilefuse.tensorir.runtime.cache_lines import flush_from_caches, last_level_cache_bytes
-from tilefuse.tensorir.runtime.scratch import scratch_used_by
 from tilefuse.tensorir.runtime.kernel import Kernel
 from tilefuse.tensorir.runtime.prepacked import PrepackedKernel
 from tilefuse.tensorir.runtime.target import Target
@@ -50,6 +47,7 @@ from tilefuse.tensorir.runtime.target import Target
 from .executor import Executor, JobResult, default_executor
 from .record import ERROR_KINDS
 from .task import Task, random_inputs
+from .timing import constant_inputs, time_as_in_graph
 from tilefuse.tensorir.errors import TilefuseError
 
 
@@ -198,52 +196,12 @@ def build_candidate(task: Task, config: Config) -> Kernel:
     A builder is any picklable top-level function ``(task, config) -> Kernel``.
 
     Example:
-        >>> # kernel = build_candidate(task, task.space.get(0))
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> A = placeholder((64,), name="A"); task = Task(compute((64,), lambda i: A[i] * 2.0, name="B"))
+        >>> type(build_candidate(task, task.template.default_config())).__name__
+        'Kernel'
     """
     return task.template.build(config)
-
-
-def time_calls(fn, number: int = 1, repeat: int = 3, min_repeat_ms: float = 0,
-               clock=time.perf_counter, flush=None, give_up: float | None = None) -> tuple[float, ...]:
-    """Time ``fn()``: ``repeat`` costs, each the mean seconds of ``number`` calls in a row.
-    While a repeat lasts less than ``min_repeat_ms``, it is thrown away and ``number`` grows
-    (to what should last that long, at least 1.6 times more) for it and the repeats after.
-    With ``flush`` (a function), each cost is one call right after ``flush()`` (untimed).
-    With ``give_up`` (seconds), the costs so far are returned as soon as one exceeds it: a
-    candidate that slow is out of the running, and its other repeats would cost the most time.
-
-    Example:
-        >>> ticks = iter(range(1000))
-        >>> time_calls(lambda: None, number=2, repeat=3, clock=lambda: next(ticks))
-        (0.5, 0.5, 0.5)
-        >>> time_calls(lambda: None, repeat=3, clock=lambda: next(ticks), give_up=0.5)
-        (1.0,)
-    """
-    if flush is not None:
-        costs = []
-        for _ in range(repeat):
-            flush()
-            start = clock()
-            fn()
-            costs.append(clock() - start)
-            if give_up is not None and costs[-1] > give_up:
-                break
-        return tuple(costs)
-    costs = []
-    for _ in range(repeat):
-        while True:
-            start = clock()
-            for _ in range(number):
-                fn()
-            elapsed = clock() - start
-            if elapsed * 1000 >= min_repeat_ms:
-                break
-            per_call = max(elapsed / number, 1e-9)
-            number = max(math.ceil(min_repeat_ms / 1000 / per_call), math.ceil(number * 1.618))
-        costs.append(elapsed / number)
-        if give_up is not None and costs[-1] > give_up:
-            break
-    return tuple(costs)
 
 
 def compare_outputs(got, expected, names, rtol: float, atol: float) -> str | None:
@@ -321,75 +279,7 @@ def _run_job(task: Task, blob: bytes, reference_blob: bytes | None, options: Mea
                                    options.rtol, options.atol)
         if mismatch:
             return "wrong_answer", mismatch
-    call, weights = call_as_in_graph(kernel, arrays, constant_inputs(task))
-    scratch = scratch_used_by(call)     # warm up again right before timing: idle pool threads wake slowly
-    flush = (lambda: flush_from_caches(*weights, scratch)) if options.flush_cache and weights else None
-    return "ok", time_calls(call, options.number, options.repeat, options.min_repeat_ms, flush=flush, give_up=give_up)
-
-
-def constant_inputs(task: Task) -> list[int]:
-    """The positions in ``task.args`` of its constant inputs (weights).
-
-    Example:
-        >>> from tilefuse.tensorir import placeholder, compute
-        >>> x = placeholder((4,), name="x"); w = placeholder((4,), name="w", constant=True)
-        >>> constant_inputs(Task(compute((4,), lambda i: x[i] * w[i], name="y")))
-        [1]
-    """
-    return [k for k, t in enumerate(task.inputs) if t.op.tag == "constant"]
-
-
-def weight_bytes(tasks) -> int:
-    """The bytes of weights a run of the model the ``tasks`` come from reads: each task's
-    constant inputs, as many times as its weight (how many partitions share it).
-
-    Example:
-        >>> from tilefuse.tensorir import placeholder, compute
-        >>> x = placeholder((4,), name="x"); w = placeholder((4,), name="w", constant=True)
-        >>> weight_bytes([Task(compute((4,), lambda i: x[i] * w[i], name="y"), weight=3)])
-        48
-    """
-    return sum(task.weight * sum(math.prod(task.inputs[k].shape) * itemsize(task.inputs[k].dtype)
-                                 for k in constant_inputs(task)) for task in tasks)
-
-
-def weights_outgrow_caches(tasks, cache_bytes: int | None = None) -> bool:
-    """Whether the weights of the model the ``tasks`` come from are more than the last-level
-    cache holds (``cache_bytes``, default this machine's; False when it is unknown): then
-    each layer's weights come from memory in every run of the model, as ``flush_cache``
-    measures them.
-
-    Example:
-        >>> from tilefuse.tensorir import placeholder, compute
-        >>> x = placeholder((4,), name="x"); w = placeholder((4,), name="w", constant=True)
-        >>> task = Task(compute((4,), lambda i: x[i] * w[i], name="y"))
-        >>> weights_outgrow_caches([task], cache_bytes=8), weights_outgrow_caches([task], cache_bytes=1 << 20)
-        (True, False)
-    """
-    if cache_bytes is None:
-        cache_bytes = last_level_cache_bytes()
-    return cache_bytes is not None and weight_bytes(tasks) > cache_bytes
-
-
-def call_as_in_graph(kernel, arrays, constants=()):
-    """(a function that runs ``kernel`` on ``arrays`` as a compiled graph runs it, the arrays
-    of weights it reads): a ``PrepackedKernel``'s main kernel on the weights packed once here
-    (a graph packs its constant weights when it is compiled; the prepacked kernel's own call
-    would look up its packs on every call, a microsecond a small kernel never pays in a
-    model). The weights are the arrays at positions ``constants`` the call reads, and the
-    packed ones.
-
-    Example:
-        >>> # call, weights = call_as_in_graph(kernel, arrays, constant_inputs(task))
-        >>> # time_calls(call, repeat=3, flush=lambda: flush_from_caches(*weights))
-    """
-    if not isinstance(kernel, PrepackedKernel):
-        return (lambda: kernel(*arrays)), [arrays[k] for k in constants]
-    packed = kernel.pack(arrays)
-    main, args = kernel.main, [arrays[k] if role == "arg" else packed[k] for role, k in kernel.main_args]
-    weights = [packed[k] if role != "arg" else arrays[k] for role, k in kernel.main_args
-               if role != "arg" or k in constants]
-    return (lambda: main(*args)), weights
+    return "ok", time_as_in_graph(kernel, arrays, constant_inputs(task), options, give_up)
 
 
 # ---------------------------------------------------------------------------- the parent's side
@@ -421,13 +311,9 @@ def measure_batch(task: Task, configs, options: MeasureOptions | None = None,
     ``executor`` defaults to the shared ``LocalExecutor``; ``builder`` (a picklable top-level
     function ``(task, config) -> Kernel``, default ``build_candidate``) builds each candidate
     and the default config. ``give_up`` (seconds): a config stops being timed once one of its
-    repeats took longer (``time_calls``), so it has fewer costs. Raises MeasureError when
+    repeats took longer (``timing.time_calls``), so it has fewer costs. Raises MeasureError when
     checking is on and the default config does not build; ValueError for a config that is not
-    in the task's space.
-
-    Example:
-        >>> # results = measure_batch(task, task.space.sample(8), MeasureOptions(repeat=3))
-        >>> # best = min(results, key=lambda r: r.cost)
+    in the task's space (the module's docstring has an example).
     """
     if not isinstance(task, Task):
         raise TypeError(f"measure_batch needs a Task, got {type(task).__name__}")

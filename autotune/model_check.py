@@ -10,23 +10,18 @@ effects decide.
 
 ``check_in_model(graph, db)`` compiles the graph with the default configs and with the
 database's picks and times every step of both (``CompiledGraph.step_times``), the two
-engines taking turns in rounds after a pause and a warm-up, as ``autotune bench`` does. Each
+engines taking turns in rounds after a pause and a warm-up, as ``autotune bench`` does
+(``timing.time_steps``). Each
 workload's time in the model is the sum of its partitions' steps (the best round's median of
 each). A tuned pick that is ``MARGIN`` slower there than the default becomes the default
 (``Database.set_pick``, with the costs in the model). Steps interact (a pick can
 slow its neighbour down), so the check repeats on the graph as it now compiles until it
 keeps every pick it meets (at most ``PASSES`` times); last, when the whole run with the picks
 that are left is still not faster than the default one, none is kept.
-
-Example:
-    >>> # check = check_in_model(graph_api.from_onnx("model.onnx"), Database("tuning.db"))
-    >>> # [w.name for w in check.workloads if not w.kept], check.checked_seconds
 """
 from __future__ import annotations
 
 import math
-import statistics
-import time
 import warnings
 from dataclasses import dataclass, field, replace
 
@@ -39,27 +34,15 @@ from .database import Database, Pick
 from .dispatch import HistoryBest
 from .extract import tasks_by_workload
 from .target import current_target
+from .timing import STEP_ROUND_SECONDS, STEP_ROUNDS, time_steps
 
 MARGIN = 0.01
 """A pick is dropped when its workload's steps take this much more time than the default's (its
 kernel check found it faster: a tie in the model keeps it), and every pick when the whole run
 is not this much faster than the default one."""
-ROUNDS = 5
-"""Rounds of the check: each engine timed once per round, the engines taking turns."""
-ROUND_SECONDS = 0.2
-"""About how long each engine runs in a round (at least ``MIN_RUNS`` runs)."""
-MIN_RUNS = 3
 PASSES = 3
 """How many times the check runs again after it dropped picks (the neighbours of a dropped pick
 are measured anew)."""
-PAUSE = 0.05
-"""Seconds of sleep before each engine's turn: the worker threads an engine leaves spinning after
-a call (onnxruntime's, OpenBLAS's, ours) go back to sleep, so on a machine with few cores they
-do not halve the speed of the engine timed next."""
-WARMUP = 0.02
-"""Seconds of untimed runs after each pause (at least one): the sleeping worker threads and idle
-cores take a few runs to wake, and a small model's first runs after a pause can be 10x its
-steady latency."""
 
 
 @dataclass(frozen=True)
@@ -151,16 +134,12 @@ def random_feeds(ports, seed: int = 0) -> dict:
     return feeds
 
 
-def check_in_model(graph, db, seed: int = 0, rounds: int = ROUNDS, round_seconds: float = ROUND_SECONDS,
+def check_in_model(graph, db, seed: int = 0, rounds: int = STEP_ROUNDS, round_seconds: float = STEP_ROUND_SECONDS,
                    margin: float = MARGIN) -> ModelCheck:
     """Time ``graph`` (finalized) step by step with the default configs and with ``db``'s
     picks (a Database or a path), and make the default the pick of every tuned workload that
     is ``margin`` slower in the model (see the module's docstring); the feeds are random
-    (``seed``).
-
-    Example:
-        >>> # check = check_in_model(graph, Database("tuning.db"))
-        >>> # check.default_seconds, check.tuned_seconds, check.checked_seconds
+    (``seed``). ``rounds`` and ``round_seconds``: how the steps are timed (``timing.time_steps``).
     """
     if not isinstance(db, Database):
         with Database(db) as database:
@@ -219,48 +198,3 @@ def _compile(graph, configs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return graph_api.compile_graph(graph, configs=configs)
-
-
-def settle(run_once, pause: float = PAUSE, warmup: float = WARMUP) -> None:
-    """Sleep ``pause`` seconds, then call ``run_once`` for ``warmup`` seconds (at least once):
-    what an engine does before it is timed, so that another's spinning threads have settled
-    and its own sleeping ones are awake.
-
-    Example:
-        >>> calls = []; settle(lambda: calls.append(1), pause=0, warmup=0); calls
-        [1]
-    """
-    time.sleep(pause)
-    started = time.perf_counter()
-    run_once()
-    while time.perf_counter() - started < warmup:
-        run_once()
-
-
-def time_steps(engines: dict, feeds: dict, rounds: int = ROUNDS,
-               round_seconds: float = ROUND_SECONDS) -> tuple[dict, float]:
-    """({engine: {step index: seconds}}, spread) of compiled graphs ``engines`` (by name) on
-    ``feeds``: each step's median over a round's runs, the best round of each; the engines
-    take turns, each after a pause and a warm-up. The spread is how far a whole run's median
-    round lies above its best one (the larger of the engines).
-
-    Example:
-        >>> # steps, spread = time_steps({"default": compile_graph(g), "tuned": tuned}, feeds)
-        >>> # sum(steps["default"].values()) / sum(steps["tuned"].values())
-    """
-    started = time.perf_counter()
-    first = next(iter(engines.values()))
-    first.run(feeds)
-    runs = max(MIN_RUNS, int(round_seconds / max(time.perf_counter() - started, 1e-6)))
-    medians = {name: [] for name in engines}
-    for _ in range(rounds):
-        for name, engine in engines.items():
-            settle(lambda: engine.run(feeds), PAUSE, WARMUP)
-            times = engine.step_times(feeds, runs)
-            medians[name].append({index: statistics.median(seconds) for index, seconds in times.items()})
-    best = {name: {index: min(r[index] for r in rounds_) for index in rounds_[0]} for name, rounds_ in medians.items()}
-    spread = 0.0
-    for rounds_ in medians.values():
-        totals = [sum(r.values()) for r in rounds_]
-        spread = max(spread, statistics.median(totals) / min(totals) - 1)
-    return best, spread

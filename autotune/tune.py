@@ -20,10 +20,7 @@ best cost has not improved for ``early_stopping`` trials. Last, the default and 
 few best configs are measured again in turn (``CHECK_ROUNDS`` rounds): the fastest of them
 becomes the workload's pick (``Database.pick``, what ``HistoryBest`` compiles with) only when
 it beats the default there; else the default does. The spread of those rounds is the noise.
-
-Example:
-    >>> # reports = tune([Task(C)], trials=32, db="tuning.db", log="tuning_logs/mm.jsonl", seed=0)
-    >>> # reports[0].speedup
+How each of those timings is taken is ``timing``'s business.
 """
 from __future__ import annotations
 
@@ -44,14 +41,23 @@ from .measure import MeasureError, MeasureOptions, measure_batch
 from .record import Record, config_key, first_measurements
 from .target import current_target
 from .task import Task
-from .tuner import TUNERS, EarlyStopping, make_tuner, result_cost
+from .timing import CHECK_ROUNDS, Yardstick, result_cost, rounds_in_turn, spread
+from .tuner import TUNERS, EarlyStopping, make_tuner
 
 
 @dataclass
 class TaskReport:
     """How tuning one task went: trials measured now (``trials``) and before (``resumed``),
     errors per kind with the first message of each (``messages`` keeps them all), the default
-    and best mean costs in seconds, the best config, and why tuning stopped."""
+    and best mean costs in seconds, the best config, and why tuning stopped.
+
+    Example:
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> A = placeholder((1000,), name="A"); task = Task(compute((1000,), lambda i: A[i] * 2.0, name="B"))
+        >>> report = TaskReport(task, default_cost=2e-6, best_cost=1e-6)
+        >>> report.speedup, report.gflops(report.best_cost), report.applied
+        (2.0, 1.0, '')
+    """
     task: Task
     trials: int = 0
     resumed: int = 0
@@ -71,7 +77,13 @@ class TaskReport:
         what the task compiles with), "default" when none did, "" when there was no check.
 
         Example:
-            >>> # report.applied -> "tuned"
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> A = placeholder((8,), name="A"); task = Task(compute((8,), lambda i: A[i] * 2.0, name="B"))
+            >>> other = dict(task.space.get(1).values)
+            >>> TaskReport(task, pick=Pick(other, 2e-6, 1e-6, 0.01)).applied
+            'tuned'
+            >>> TaskReport(task, pick=Pick(other, 2e-6, 3e-6, 0.01)).applied
+            'default'
         """
         if self.pick is None:
             return ""
@@ -80,21 +92,13 @@ class TaskReport:
 
     @property
     def speedup(self) -> float:
-        """Default cost over best cost (nan when either is unknown).
-
-        Example:
-            >>> # report.speedup -> 1.8
-        """
+        """Default cost over best cost (nan when either is unknown)."""
         if math.isfinite(self.default_cost) and math.isfinite(self.best_cost) and self.best_cost > 0:
             return self.default_cost / self.best_cost
         return math.nan
 
     def gflops(self, cost: float) -> float:
-        """The task's flop count over ``cost`` seconds, in GFLOPS (nan without flops or cost).
-
-        Example:
-            >>> # report.gflops(report.best_cost)
-        """
+        """The task's flop count over ``cost`` seconds, in GFLOPS (nan without flops or cost)."""
         if not self.task.flop or not math.isfinite(cost) or cost <= 0:
             return math.nan
         return self.task.flop / cost / 1e9
@@ -131,9 +135,6 @@ def tune(tasks, trials: int = 64, db=None, log=None, tuner: str = "xgb", seed: i
     whole run (None: unbounded); ``executor``: from ``executor_from`` (default: the local
     process pool); ``progress``: a function called as ``progress(report, done, planned)`` after
     every batch (the task's trials and share, or with "gradient" the run's).
-
-    Example:
-        >>> # tune([Task(C)], trials=16, db="tuning.db", tuner="random", seed=1)[0].best_config
     """
     tasks = [t if isinstance(t, Task) else Task(t) for t in tasks]
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 0:
@@ -271,11 +272,6 @@ def _drive(run, grant, report):
     return state.tuner
 
 
-HOPELESS = 4.0
-"""A candidate stops being timed once one of its repeats takes this many times the default's
-reference cost (``Yardstick.reference``): resnet50's searches meet many configs 10-60 times
-slower than the default, and their ten repeats with the weights flushed took most of a batch's
-timing."""
 PRIOR_GAIN = 0.05
 """The share of its best cost one trial of a task with few measurements is assumed to save,
 shrinking as 1/trials: so every task gets tried before the gradients decide."""
@@ -309,68 +305,6 @@ def task_priority(weight: int, best_cost: float, bests: list) -> float:
 def _template_signature(task: Task):
     """Tasks whose feature rows line up: the same template and the same knobs."""
     return task.template_name, tuple((name, len(k.candidates)) for name, k in task.space.knobs.items())
-
-
-class Yardstick:
-    """The default config timed at the head and the tail of each batch, and what the other
-    configs cost relative to it. ``note(records)`` reads records in measurement order: each
-    record of another config than the default (``default_key``) gets the ratio of its cost to
-    the lesser of the default's timings just before and just after it (one of the two may
-    have met a burst of the machine's neighbours: the lesser makes no candidate look faster
-    than it is). ``cost(key, raw)`` is config ``key``'s ratio times ``reference``, the median
-    of the default's timings, so that a batch a slow spell of the machine met ranks as the
-    others do; a config without a ratio (no default timed around it) keeps its ``raw`` cost.
-    Replaying a task's records gives again the costs its run ranked by.
-
-    Example:
-        >>> from tilefuse.autotune.record import Record
-        >>> def timed(knob, cost): return Record.create("w", "t", "x", {"k": knob}, costs=[cost])
-        >>> stick = Yardstick(timed(0, 1.0).config_key)
-        >>> stick.note([timed(0, 1.0), timed(1, 0.9), timed(0, 1.0),      # a steady batch
-        ...             timed(0, 1.6), timed(2, 1.2), timed(0, 1.6),      # a slow spell
-        ...             timed(0, 1.0), timed(3, 0.5), timed(0, 2.5)])     # a burst at the tail
-        >>> stick.reference, [round(stick.cost(timed(k, 0).config_key, 9.0), 6) for k in (1, 2, 3, 4)]
-        (1.3, [1.17, 0.975, 0.65, 9.0])
-    """
-
-    def __init__(self, default_key: str):
-        self.default_key = default_key
-        self.defaults: list[float] = []
-        self.ratios: dict[str, float] = {}
-        self._before = None             # the default's last timing
-        self._waiting: list = []        # the ok records since then
-
-    def note(self, records) -> None:
-        """Read ``records`` (of this task, in measurement order)."""
-        for r in records:
-            if r.config_key != self.default_key:
-                if r.is_ok:
-                    self._waiting.append(r)
-                continue
-            timing = r.mean_cost if r.is_ok and r.mean_cost > 0 else None
-            if timing is not None:
-                self.defaults.append(timing)
-                self.ratios[r.config_key] = 1.0
-            self._settle(timing)
-            self._before = timing
-        self._settle(None)          # the last ones, with the timing before them (none after yet)
-
-    def _settle(self, after) -> None:
-        around = [t for t in (self._before, after) if t is not None]
-        for r in self._waiting:
-            if around:
-                self.ratios.setdefault(r.config_key, r.mean_cost / min(around))
-        self._waiting = []
-
-    @property
-    def reference(self) -> float:
-        """The median of the default's timings (inf before the first)."""
-        return float(np.median(self.defaults)) if self.defaults else math.inf
-
-    def cost(self, key: str, raw: float) -> float:
-        """Config ``key``'s cost on the scale of ``reference`` (``raw`` when it has no ratio)."""
-        ratio = self.ratios.get(key)
-        return raw if ratio is None else ratio * self.reference
 
 
 def _record(task: Task, config: Config, result, target) -> Record:
@@ -461,8 +395,7 @@ def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned)
         timed = batch if default in batch else [default, *batch, default]   # the yardstick around the batch
         try:
             try:
-                results = measure_batch(task, timed, setting.options, setting.executor,
-                                        give_up=HOPELESS * stick.reference if stick.defaults else None)
+                results = measure_batch(task, timed, setting.options, setting.executor, give_up=stick.give_up)
             except MeasureError as err:
                 report.errors["compile"] += 1
                 report.first_error.setdefault("compile", str(err))
@@ -501,8 +434,6 @@ def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned)
     return tuner
 
 
-CHECK_ROUNDS = 3
-"""Rounds of the final check: the default and the search's best configs measured in turn, this many times."""
 CHECK_CANDIDATES = 3
 """The search's best configs (distinct, other than the default) that the final check measures
 again: one batch of the search may have met a quiet machine and another a busy one, so the
@@ -527,17 +458,18 @@ def _check_against_default(task, report, default, database, options, executor, t
     else:
         group = [default, *candidates]
         try:
-            costs = rounds_in_turn(task, group, CHECK_ROUNDS, options, executor)
+            costs = rounds_in_turn(lambda batch: measure_batch(task, batch, options, executor), group,
+                                   CHECK_ROUNDS)
         except MeasureError:
             return
         if not all(math.isfinite(c) for c in costs[0]):
             return                              # the default did not run: nothing to compare with
         best_of = [min(c) for c in costs]       # the best round of each, as benchmarks compare
-        spread = max((float(np.median(c)) - b) / b for c, b in zip(costs, best_of) if math.isfinite(b) and b > 0)
+        noise = max(spread(c) for c, b in zip(costs, best_of) if math.isfinite(b) and b > 0)
         fastest = min(range(1, len(group)), key=lambda k: best_of[k])
         faster = math.isfinite(best_of[fastest]) and best_of[fastest] <= best_of[0] * (1 - CHECK_MARGIN)
         report.pick = Pick(dict((group[fastest] if faster else default).values), best_of[0], best_of[fastest],
-                           spread)
+                           noise)
     database.set_pick(task.key, target.key, report.pick)
 
 
@@ -559,30 +491,6 @@ def _best_configs(task, records, default: Config, count: int, cost=lambda r: r.m
             continue
         found.append(config)
     return found
-
-
-def rounds_in_turn(task: Task, configs, rounds: int, options: MeasureOptions | None = None,
-                   executor=None) -> list[list[float]]:
-    """Time ``configs`` of ``task`` in turn, each once per round for ``rounds`` rounds, in one
-    batch (so all of them meet the same machine); per config, the cost of each of its rounds
-    in seconds (the median of the round's timed calls; ``inf`` for an error). Each config is
-    built once (``measure_batch``, which raises MeasureError when the default does not build).
-
-    Example:
-        >>> # best = [min(c) for c in rounds_in_turn(task, [task.template.default_config(), other], 3)]
-    """
-    configs = list(configs)
-    results = measure_batch(task, configs * rounds, options, executor)
-    return [[_round_cost(r) for r in results[k::len(configs)]] for k in range(len(configs))]
-
-
-def _round_cost(result) -> float:
-    """A round of ``rounds_in_turn``: the median of its timed calls, so that one call the
-    machine interrupted (a neighbour's burst doubles a call on a shared VM) does not decide the
-    round; ``inf`` for an error."""
-    if not math.isfinite(result_cost(result)):
-        return math.inf
-    return float(np.median(result.costs))
 
 
 def _on_scale(result, cost: float):

@@ -43,6 +43,7 @@ from tilefuse.schedule.space import Config, ConfigSpace
 from .cost_model import XGBCostModel, relevance
 from .features import FeatureError, config_features_at
 from .search import make_rng, simulated_annealing
+from .timing import result_cost
 
 SHORTLIST = 2     # on a large space, configs lowered for the loop-feature model per config wanted
 
@@ -68,27 +69,18 @@ class Measured:
     error_msg: str = ""
 
 
-def result_cost(result: MeasureResultLike) -> float:
-    """The cost a tuner ranks by: the mean of ``costs`` for a success, ``inf`` for an error
-    (or a result without usable costs).
-
-    Example:
-        >>> result_cost(Measured((2e-3, 4e-3)))
-        0.003
-    """
-    costs = tuple(getattr(result, "costs", ()) or ())
-    if getattr(result, "error_kind", None) is not None or not costs:
-        return math.inf
-    mean = float(sum(costs)) / len(costs)
-    return mean if math.isfinite(mean) and mean > 0 else math.inf
-
-
 class Tuner:
     """Base class: bookkeeping of proposals, measurements and the best config. Subclasses
     implement ``_propose(n) -> list[int]`` (indices, unvisited, distinct).
 
     Example:
-        >>> # while tuner.has_next(): batch = tuner.next_batch(8); tuner.update(batch, measure(batch))
+        >>> from tilefuse.schedule.space import ConfigSpace
+        >>> s = ConfigSpace(); s.define_knob("a", [1, 2, 3])
+        >>> tuner = GridTuner(s)
+        >>> while tuner.has_next():
+        ...     batch = tuner.next_batch(2); tuner.update(batch, [Measured((1e-3 * c["a"],)) for c in batch])
+        >>> tuner.best["a"], len(tuner.history)
+        (1, 3)
     """
 
     def __init__(self, space: ConfigSpace, seed: int = 0):
@@ -127,7 +119,10 @@ class Tuner:
         (``ConfigSpace.define_rule``) are skipped, counted as visited, and never built.
 
         Example:
-            >>> # batch = tuner.next_batch(8)
+            >>> from tilefuse.schedule.space import ConfigSpace
+            >>> s = ConfigSpace(); s.define_knob("a", [1, 2, 3])
+            >>> tuner = GridTuner(s); tuner.next_batch(2), tuner.next_batch(2)
+            ([Config({'a': 1}), Config({'a': 2})], [Config({'a': 3})])
         """
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"batch size must be an int >= 0, got {n!r}")
@@ -155,7 +150,11 @@ class Tuner:
         proposed here or not, e.g. records of an earlier run being resumed).
 
         Example:
-            >>> # tuner.update(batch, results)   # results[i].costs, results[i].error_kind
+            >>> from tilefuse.schedule.space import ConfigSpace
+            >>> s = ConfigSpace(); s.define_knob("a", [1, 2, 3])
+            >>> tuner = GridTuner(s); tuner.update([{"a": 2}, {"a": 3}], [Measured((), "crash"), Measured((1e-3,))])
+            >>> tuner.best, tuner.next_batch(3)
+            (Config({'a': 3}), [Config({'a': 1})])
         """
         configs, results = list(configs), list(results)
         if len(configs) != len(results):
@@ -373,7 +372,12 @@ class XGBTuner(Tuner):
         a later task of the same template takes them as transfer records.
 
         Example:
-            >>> # rows, costs = tuner.training_set()
+            >>> import numpy as np
+            >>> from tilefuse.schedule.space import ConfigSpace
+            >>> s = ConfigSpace(); s.define_knob("tile", [4, 8, 16])
+            >>> tuner = XGBTuner(s, featurize=lambda c: np.array([float(c["tile"])]))
+            >>> tuner.update([{"tile": 8}], [Measured((2e-3,))]); tuner.training_set()
+            ([array([8.])], [0.002])
         """
         rows, costs = [], []
         self._compute_features([index for index, _ in self.history])
@@ -441,9 +445,6 @@ class XGBTuner(Tuner):
     def knob_scores(self, indices) -> np.ndarray:
         """Scores of config ``indices`` by ``knob_model`` (higher = predicted faster), from
         their knob values alone (``config_features``): what the search over a large space walks on.
-
-        Example:
-            >>> # tuner.knob_scores([0, 1, 2])
         """
         rows = []
         for i in indices:

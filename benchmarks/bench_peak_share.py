@@ -3,7 +3,7 @@ compiled with the templates' default configs and with a tuning database's picks,
 
 The FMA peak and the copy bandwidth are measured first (``machine.py``). The two compiled
 graphs are timed step by step as the tuner's check in the model times them
-(``autotune.model_check.time_steps``): taking turns in rounds after a pause and a warm-up,
+(``autotune.timing.time_steps``): taking turns in rounds after a pause and a warm-up,
 each step keeping its best round's median. A
 step's flop count is its task's (the direct algorithm's: a Winograd step computes fewer
 multiplies than it counts, so its share can pass 100%). Printed:
@@ -31,7 +31,8 @@ import warnings  # noqa: E402
 from tilefuse import graph_api  # noqa: E402
 from tilefuse.autotune import HistoryBest  # noqa: E402
 from tilefuse.autotune.extract import tasks_by_workload  # noqa: E402
-from tilefuse.autotune.model_check import random_feeds, time_steps  # noqa: E402
+from tilefuse.autotune.model_check import random_feeds  # noqa: E402
+from tilefuse.autotune.timing import time_steps  # noqa: E402
 from machine import copy_bandwidth_gbs, fma_peak_gflops  # noqa: E402
 from tilefuse.schedule.config_source import FixedConfigs  # noqa: E402
 from tilefuse.tensorir.ops.winograd import tile_grid, transform_matrices  # noqa: E402

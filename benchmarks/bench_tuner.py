@@ -41,9 +41,9 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 
 from tilefuse import autotune  # noqa: E402
-from tilefuse.autotune.measure import MeasureOptions  # noqa: E402
+from tilefuse.autotune.measure import MeasureOptions, measure_batch  # noqa: E402
 from tilefuse.autotune.record import config_key, first_measurements  # noqa: E402
-from tilefuse.autotune.tune import Yardstick, rounds_in_turn  # noqa: E402
+from tilefuse.autotune.timing import Yardstick, rounds_in_turn  # noqa: E402
 from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum  # noqa: E402
 from tilefuse.tensorir.ops import nn, window  # noqa: E402
 
@@ -110,7 +110,7 @@ def retime(task, configs: dict) -> dict:
     """Config key -> cost (seconds) of each of ``configs`` (key -> config), timed in turn for
     ``ROUNDS`` rounds in this process (the best round's median; inf when it failed)."""
     keys = list(configs)
-    rounds = rounds_in_turn(task, [configs[k] for k in keys], ROUNDS, RETIME)
+    rounds = rounds_in_turn(lambda batch: measure_batch(task, batch, RETIME), [configs[k] for k in keys], ROUNDS)
     return {key: min(costs) for key, costs in zip(keys, rounds)}
 
 

@@ -36,6 +36,15 @@ def matmul_task(n=48, k=32, m=64) -> Task:
     return Task(compute((n, m), lambda i, j: tsum(A[i, r] * B[r, j], axis=r), name="C"))
 
 
+def weights_task(constant: bool = True) -> Task:
+    """A 5x24 by 24x40 matmul whose second input is a constant (a weight) unless ``constant``
+    is False."""
+    a = placeholder((5, 24), name="a")
+    w = placeholder((24, 40), name="w", constant=constant)
+    k = reduce_axis((0, 24), name="k")
+    return Task(compute((5, 40), lambda i, j: tsum(a[i, k] * w[k, j], axis=k), name="c"))
+
+
 def config_for(task: Task, behaviour: str):
     """A config of ``elementwise_task`` that ``misbehaving_builder`` turns into ``behaviour``."""
     vector, unroll = next(k for k, v in BEHAVIOUR.items() if v == behaviour)

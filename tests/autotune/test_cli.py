@@ -5,23 +5,19 @@ import contextlib
 import importlib.util
 import io
 import json
-import math
 import os
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tilefuse.autotune import cli
-from tilefuse.autotune.cli import (EXIT_BAD_INPUT, EXIT_BUDGET_EXHAUSTED, EXIT_OK, EXIT_UNUSABLE, ProgressPrinter,
-                          TaskSummary, main, parse_duration, summarize, tune_table)
+from tilefuse.autotune import cli_tune, timing
+from tilefuse.autotune.cli import main, parse_duration
+from tilefuse.autotune.cli_io import EXIT_BAD_INPUT, EXIT_BUDGET_EXHAUSTED, EXIT_OK, EXIT_UNUSABLE
 from tilefuse.autotune.database import Database
 from tilefuse.autotune.log import read_log
-from tilefuse.autotune.record import Record, first_measurements
-from tilefuse.autotune.task import Task
-from tilefuse.autotune.tune import TaskReport
+from tilefuse.autotune.record import first_measurements
 from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType, load_json
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,35 +118,32 @@ def test_no_resume_measures_again(tuned, tmp_path):
 
 
 def _spy_options(monkeypatch):
-    from tilefuse.autotune import cli
     seen = []
-    real = cli.tune
+    real = cli_tune.tune
 
     def spy(*args, **kwargs):
         seen.append(kwargs["options"])
         return real(*args, **kwargs)
-    monkeypatch.setattr(cli, "tune", spy)
+    monkeypatch.setattr(cli_tune, "tune", spy)
     return seen
 
 
 def test_cache_flush_times_single_calls_after_flushing_the_weights(tuned, tmp_path, monkeypatch):
-    from tilefuse.autotune import cli
     seen = _spy_options(monkeypatch)
     db, log = tmp_path / "t.db", tmp_path / "t.jsonl"
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log, "--cache-flush"])
     assert code == EXIT_OK, err
-    assert seen[0].flush_cache and seen[0].repeat == cli.FLUSHED_REPEATS
+    assert seen[0].flush_cache and seen[0].repeat == timing.FLUSHED_REPEATS
     assert "weights are flushed from the caches before each timed call\n" in out      # asked: no reason given
     for r in read_log(log).records:     # all its repeats, or fewer ending with one slow enough to give up
-        assert not r.is_ok or len(r.costs) == cli.FLUSHED_REPEATS or r.costs[-1] == max(r.costs)
+        assert not r.is_ok or len(r.costs) == timing.FLUSHED_REPEATS or r.costs[-1] == max(r.costs)
 
 
 @pytest.mark.parametrize("cache_bytes, options, flushed", [(1 << 30, [], False), (64, [], True),
                                                            (64, ["--no-cache-flush"], False)])
 def test_weights_are_flushed_by_default_when_the_caches_cannot_hold_them(tuned, tmp_path, monkeypatch,
                                                                         cache_bytes, options, flushed):
-    from tilefuse.autotune import measure
-    monkeypatch.setattr(measure, "last_level_cache_bytes", lambda: cache_bytes)
+    monkeypatch.setattr(timing, "last_level_cache_bytes", lambda: cache_bytes)
     seen = _spy_options(monkeypatch)
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tmp_path / "t.db", "--log", tmp_path / "t.jsonl",
                           *options])
@@ -160,11 +153,11 @@ def test_weights_are_flushed_by_default_when_the_caches_cannot_hold_them(tuned, 
 
 
 def test_a_cpu_that_cannot_flush_cache_lines(tuned, tmp_path, monkeypatch):
-    from tilefuse.autotune import cli, measure
-    monkeypatch.setattr(cli, "flushes_here", lambda: False)
+    monkeypatch.setattr(cli_tune, "flushes_here", lambda: False)
+    monkeypatch.setattr(timing, "flushes_here", lambda: False)
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tmp_path / "t.db", "--cache-flush"])
     assert code == EXIT_BAD_INPUT and "cannot flush cache lines" in err
-    monkeypatch.setattr(measure, "last_level_cache_bytes", lambda: 64)      # the weights outgrow it: timed cached
+    monkeypatch.setattr(timing, "last_level_cache_bytes", lambda: 64)      # the weights outgrow it: timed cached
     seen = _spy_options(monkeypatch)
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", tmp_path / "t.db", "--log", tmp_path / "t.jsonl"])
     assert code == EXIT_OK and not seen[0].flush_cache
@@ -372,55 +365,6 @@ def test_parse_duration():
             parse_duration(bad)
 
 
-def _task():
-    from tilefuse.tensorir import compute, placeholder
-    A = placeholder((64,), name="A")
-    return Task(compute((64,), lambda i: A[i] * 2.0, name="B"))
-
-
-def test_summary_counts_resumed_and_new_errors_with_first_messages():
-    task = _task()
-    prior = [Record.create(task.key, task.name, "injective", {"v": 1}, error_kind="timeout",
-                           error_msg="ran longer than 10 s\ndetails"),
-             Record.create(task.key, task.name, "injective", {"v": 2}, costs=[1e-3])]
-    report = TaskReport(task, trials=3, resumed=2, errors=Counter(compile=2, timeout=1),
-                        messages=[("compile", "LLVM: bad\ntrace"), ("timeout", "later"), ("compile", "again")],
-                        default_cost=1e-3, best_cost=5e-4)
-    s = summarize(report, prior)
-    assert s.trials == 5 and s.errors == {"timeout": 2, "compile": 2}
-    assert s.first_errors == {"timeout": "ran longer than 10 s", "compile": "LLVM: bad"}
-    assert len(s.messages) == 4 and s.speedup == 2.0
-    text = tune_table([s])
-    assert "compile 2, timeout 2" in text and "timeout: ran longer than 10 s" in text and "details" not in text
-    verbose = tune_table([s], verbose=True)
-    assert "details" in verbose and "again" in verbose and "trace" in verbose
-
-
-def test_untuned_tasks_show_dashes_and_exit_codes_follow_the_reports():
-    task = _task()
-    untuned = summarize(TaskReport(task, stopped="time budget"), [])
-    assert "-" in tune_table([untuned]).splitlines()[2] and not untuned.tuned
-    assert math.isnan(untuned.speedup) and untuned.to_json()["tuned_ms"] is None
-    failing = TaskReport(task, trials=2, errors=Counter(crash=2), stopped="trials")
-    assert cli._tune_exit([untuned], [TaskReport(task, stopped="time budget")])[0] == EXIT_BUDGET_EXHAUSTED
-    assert cli._tune_exit([summarize(failing, [])], [failing])[0] == EXIT_UNUSABLE
-    done = TaskSummary("t", "k", "injective", 1, 0, 1, 1, 0, 1e-3, 1e-3)
-    assert cli._tune_exit([done, untuned], [failing, failing])[0] == EXIT_OK
-
-
-def test_progress_is_one_line_per_batch_or_one_bar_on_a_terminal():
-    task = _task()
-    report = TaskReport(task, trials=4, default_cost=2e-3, best_cost=1e-3)
-    plain = io.StringIO()
-    printer = ProgressPrinter(plain, [task], tty=False)
-    printer(report, 2, 4), printer(report, 4, 4), printer.finish()
-    assert plain.getvalue().count("\n") == 2 and "[1/1] B: 4/4 trials, best 1.000 ms" in plain.getvalue()
-    bar = io.StringIO()
-    printer = ProgressPrinter(bar, [task], tty=True)
-    printer(report, 2, 4), printer(report, 4, 4), printer.finish()
-    assert bar.getvalue().count("\r") == 2 and bar.getvalue().count("\n") == 1 and "[####" in bar.getvalue()
-
-
 # ---------------------------------------------------------------------------- entry points
 
 def test_python_m_autotune_runs_the_command(tuned, tmp_path):
@@ -561,44 +505,6 @@ def test_the_gradient_scheduler_spends_the_run_s_trials_and_the_table_shows_each
     assert abs(sum(shares) - 100) <= 1
 
 
-def test_bench_times_engines_in_paused_blocks_taking_turns(monkeypatch):
-    # one engine right after another would run beside its spinning worker threads: a pause
-    # and an untimed call come before each block, and each engine's runs come in blocks
-    from tilefuse.autotune import cli
-    events = []
-    monkeypatch.setattr(cli.time, "sleep", lambda seconds: events.append("pause"))
-    times = cli.time_interleaved({"a": lambda: events.append("a"), "b": lambda: events.append("b")}, repeat=6,
-                                 blocks=2, warmup=0)
-    assert [len(t) for t in times.values()] == [6, 6]
-    block = ["pause"] + ["a"] * 4 + ["pause"] + ["b"] * 4          # an untimed call, then 3 timed
-    assert events == block * 2
-
-
-def test_bench_spreads_a_slow_models_runs_over_short_blocks():
-    # a slow spell of the machine lasts about a second: it must fall on every engine alike
-    from tilefuse.autotune import cli
-    assert cli.bench_blocks(30, 1e-4) == cli.BENCH_BLOCKS                   # a small model: few long blocks
-    blocks = cli.bench_blocks(60, 0.045)                                     # resnet50: ~3 runs per block
-    assert 60 * 0.045 / blocks <= cli.BENCH_BLOCK_SECONDS and blocks == 18
-    assert cli.bench_blocks(4, 2.0) == 4 and cli.bench_blocks(2, 1e-6) == 2   # never more blocks than runs
-
-
-def test_bench_warms_each_engine_up_after_its_pause(monkeypatch):
-    # the runs right after a pause wake sleeping threads: untimed runs fill the warm-up time
-    from tilefuse.autotune import cli
-    clock = [0.0]
-    events = []
-    monkeypatch.setattr(cli.time, "sleep", lambda seconds: events.append("pause"))
-    monkeypatch.setattr(cli.time, "perf_counter", lambda: clock[0])
-
-    def run():
-        clock[0] += 0.004
-        events.append("run")
-    times = cli.time_interleaved({"a": run}, repeat=2, blocks=1, warmup=0.01)
-    assert events == ["pause"] + ["run"] * 3 + ["run"] * 2        # 3 untimed runs pass 10 ms, then 2 timed
-    assert times["a"] == pytest.approx([0.004, 0.004])
-
-
 def test_tune_reports_what_the_check_in_the_model_dropped(tuned, tmp_path, monkeypatch):
     from tilefuse.autotune.model_check import ModelCheck, WorkloadCheck
     from tilefuse.tensorir.errors import Unsupported
@@ -606,7 +512,7 @@ def test_tune_reports_what_the_check_in_the_model_dropped(tuned, tmp_path, monke
     with Database(tuned["db"]) as old:
         key = old.records()[0].workload_key
     dropped = ModelCheck(1e-4, 1.2e-4, 1e-4, 0.02, [WorkloadCheck(key, "matmul+relu", 1, 4e-5, 6e-5, False)])
-    monkeypatch.setattr(cli, "check_in_model", lambda graph, database: dropped)
+    monkeypatch.setattr(cli_tune, "check_in_model", lambda graph, database: dropped)
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log])     # measures: checks
     assert code == EXIT_OK, err
     assert "in the model: default 0.100 ms, tuned 0.120 ms, kept 0.100 ms (±2%); 1 of 1 tuned pick(s) dropped " \
@@ -614,7 +520,7 @@ def test_tune_reports_what_the_check_in_the_model_dropped(tuned, tmp_path, monke
 
     def fails(graph, database):
         raise Unsupported("no kernel for this op")
-    monkeypatch.setattr(cli, "check_in_model", fails)
+    monkeypatch.setattr(cli_tune, "check_in_model", fails)
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log, "--no-resume", "--seed", "5"])
     assert code == EXIT_OK and "the picks were not checked in the model: no kernel for this op" in err
     assert "in the model:" not in out

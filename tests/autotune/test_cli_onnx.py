@@ -11,7 +11,8 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 from tilefuse import graph_api  # noqa: E402
-from tilefuse.autotune.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNUSABLE, load_graph, main  # noqa: E402
+from tilefuse.autotune.cli import main  # noqa: E402
+from tilefuse.autotune.cli_io import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNUSABLE, load_graph  # noqa: E402
 from tilefuse.autotune.database import Database  # noqa: E402
 from tilefuse.autotune.extract import extract_tasks  # noqa: E402
 from tilefuse.autotune.log import read_log  # noqa: E402

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tilefuse.autotune import plots
-from tilefuse.autotune.cli import EXIT_BAD_INPUT, EXIT_OK
+from tilefuse.autotune.cli_io import EXIT_BAD_INPUT, EXIT_OK
 from tilefuse.autotune.database import Database
 from tilefuse.autotune.log import append_records, read_log
 from tilefuse.autotune.record import Record, first_measurements

@@ -7,9 +7,10 @@ import pytest
 
 import tilefuse.autotune.measure as measure
 from tilefuse.autotune.executor import Executor, JobResult, LocalExecutor
-from tilefuse.autotune.measure import (MeasureError, MeasureOptions, MeasureResult, compare_outputs, measure_batch,
-                              time_calls)
-from measure_testing import config_for, elementwise_task, matmul_task, misbehaving_builder, raise_value_error
+from tilefuse.autotune import timing
+from tilefuse.autotune.measure import MeasureError, MeasureOptions, MeasureResult, compare_outputs, measure_batch
+from measure_testing import (config_for, elementwise_task, matmul_task, misbehaving_builder, raise_value_error,
+                             weights_task)
 from tilefuse.schedule.space import Config, ConfigError
 
 
@@ -170,41 +171,6 @@ def returns_text(task, config):
 
 # ---------------------------------------------------------------------------- timing
 
-class FakeClock:
-    """Each call to the timed function takes ``step`` seconds of this clock."""
-
-    def __init__(self, step):
-        self.now, self.step, self.calls = 0.0, step, 0
-
-    def tick(self):
-        self.now += self.step
-        self.calls += 1
-
-    def __call__(self):
-        return self.now
-
-
-def test_number_and_repeat():
-    clock = FakeClock(0.002)
-    costs = time_calls(clock.tick, number=4, repeat=3, clock=clock)
-    assert costs == pytest.approx((0.002, 0.002, 0.002))
-    assert clock.calls == 12
-
-
-def test_min_repeat_ms_grows_number():
-    clock = FakeClock(0.001)                        # 1 ms per call
-    costs = time_calls(clock.tick, number=1, repeat=2, min_repeat_ms=10, clock=clock)
-    assert costs == pytest.approx((0.001, 0.001))
-    # first try 1 call (1 ms < 10 ms: thrown away), then 10 calls per repeat
-    assert clock.calls == 1 + 10 + 10
-
-
-def test_min_repeat_ms_grows_at_least_by_the_golden_ratio():
-    clock = FakeClock(0.004)                        # 4 ms per call, 10 ms wanted: ceil(2.5) = 3 calls
-    time_calls(clock.tick, number=2, repeat=1, min_repeat_ms=10, clock=clock)
-    assert clock.calls == 2 + 4                     # 2 (8 ms, too short), then max(3, ceil(2 * 1.618)) = 4
-
-
 def test_min_repeat_ms_is_met_by_real_runs(pool):
     task = elementwise_task()
     results = measure_batch(task, [{"vector": 16, "unroll": 4, "parallel": False}],
@@ -266,13 +232,6 @@ def test_compare_outputs():
     assert compare_outputs([e, ints + 1], [e, ints], ["C", "I"], 1e-3, 1e-4).startswith("output I")
 
 
-def test_flushed_timing_is_one_call_after_each_flush():
-    events, ticks = [], iter(range(100))
-    costs = measure.time_calls(lambda: events.append("call"), number=5, repeat=3, min_repeat_ms=10,
-                               clock=lambda: next(ticks), flush=lambda: events.append("flush"))
-    assert costs == (1, 1, 1) and events == ["flush", "call"] * 3       # number and min_repeat_ms do not apply
-
-
 class InProcessExecutor(Executor):
     """Runs the calls in this process, where a test's monkeypatches apply."""
 
@@ -280,18 +239,10 @@ class InProcessExecutor(Executor):
         return [JobResult(value=fn(*args)) for fn, args in calls]
 
 
-def _weights_task(constant: bool = True):
-    from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum
-    a = placeholder((5, 24), name="a")
-    w = placeholder((24, 40), name="w", constant=constant)
-    k = reduce_axis((0, 24), name="k")
-    return measure.Task(compute((5, 40), lambda i, j: rsum(a[i, k] * w[k, j], axis=k), name="c"))
-
-
 def test_a_cache_flush_pushes_out_the_weights_before_each_timed_call(monkeypatch):
     flushed = []
-    monkeypatch.setattr(measure, "flush_from_caches", lambda *arrays: flushed.append(arrays))
-    task = _weights_task()
+    monkeypatch.setattr(timing, "flush_from_caches", lambda *arrays: flushed.append(arrays))
+    task = weights_task()
     packed = {**task.template.default_config().values, "pack": True}
     results = measure_batch(task, [packed, {**packed, "pack": False}], MeasureOptions(repeat=4, flush_cache=True),
                             InProcessExecutor())
@@ -310,7 +261,7 @@ def test_a_cache_flush_pushes_out_the_scratch_buffers_too(monkeypatch):
     w = placeholder((3, 3, 32, 16), name="w", constant=True)
     task = measure.Task(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))
     flushed = []
-    monkeypatch.setattr(measure, "flush_from_caches", lambda *arrays: flushed.append(arrays))
+    monkeypatch.setattr(timing, "flush_from_caches", lambda *arrays: flushed.append(arrays))
     (result,) = measure_batch(task, [task.template.default_config()], MeasureOptions(repeat=2, flush_cache=True),
                               InProcessExecutor())
     assert result.ok and len(flushed) == 2
@@ -319,46 +270,15 @@ def test_a_cache_flush_pushes_out_the_scratch_buffers_too(monkeypatch):
 
 
 def test_a_cache_flush_leaves_a_kernel_without_weights_timed_as_usual(monkeypatch):
-    monkeypatch.setattr(measure, "flush_from_caches", lambda *arrays: pytest.fail("flushed data inputs"))
+    monkeypatch.setattr(timing, "flush_from_caches", lambda *arrays: pytest.fail("flushed data inputs"))
     timed = []
-    monkeypatch.setattr(measure, "time_calls", lambda call, *args, flush=None, give_up=None:
+    monkeypatch.setattr(timing, "time_calls", lambda call, *args, flush=None, give_up=None:
                         timed.append((args, flush)) or (1e-3,))
-    for task in (elementwise_task(), _weights_task(constant=False)):
+    for task in (elementwise_task(), weights_task(constant=False)):
         results = measure_batch(task, [task.template.default_config()],
                                 MeasureOptions(repeat=4, min_repeat_ms=5, flush_cache=True), InProcessExecutor())
         assert results[0].ok
     assert timed == [((1, 4, 5), None)] * 2
-
-
-def test_constant_inputs_are_the_weights():
-    assert measure.constant_inputs(_weights_task()) == [1]
-    assert measure.constant_inputs(_weights_task(constant=False)) == []
-    assert measure.constant_inputs(elementwise_task()) == []
-
-
-def test_a_prepacked_kernel_is_timed_as_a_compiled_graph_calls_it(monkeypatch):
-    from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum
-    from tilefuse.tensorir.runtime.prepacked import PrepackedKernel
-    a = placeholder((5, 24), name="a")
-    w = placeholder((24, 40), name="w", constant=True)
-    k = reduce_axis((0, 24), name="k")
-    c = compute((5, 40), lambda i, j: rsum(a[i, k] * w[k, j], axis=k), name="c")
-    task = measure.Task(c)
-    kernel = task.template.build(task.template.default_config())
-    assert isinstance(kernel, PrepackedKernel)
-    rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal((5, 24)).astype("float32"), rng.standard_normal((24, 40)).astype("float32"),
-              np.zeros((5, 40), "float32")]
-    call, weights = measure.call_as_in_graph(kernel, arrays, [1])
-    assert len(weights) == 1 and weights[0] is not arrays[1]        # the packed weights
-    monkeypatch.setattr(PrepackedKernel, "__call__", lambda *args: pytest.fail("looked up its packs"))
-    call()
-    np.testing.assert_allclose(arrays[2], arrays[0] @ arrays[1], rtol=1e-5, atol=1e-5)
-    plain = elementwise_task()
-    x = [np.ones((64, 256), "float32"), np.zeros((64, 256), "float32")]
-    call, weights = measure.call_as_in_graph(plain.template.build(), x)
-    call()                                                      # a plain kernel: its own call
-    assert (x[1] == 3.0).all() and weights == []
 
 
 def test_a_config_slower_than_give_up_is_timed_once(pool):
@@ -368,9 +288,3 @@ def test_a_config_slower_than_give_up_is_timed_once(pool):
         measure_batch(task, [default], MeasureOptions(repeat=5), pool, give_up=10.0)
     assert [len(r.costs) for r in slow] == [1, 1] and all(r.ok for r in slow)
     assert len(fast[0].costs) == 5
-
-
-def test_time_calls_gives_up_with_the_cache_flushed_too():
-    flushes, ticks = [], iter(range(0, 1000, 2))
-    costs = time_calls(lambda: None, repeat=4, clock=lambda: next(ticks), flush=lambda: flushes.append(1), give_up=1.5)
-    assert costs == (2,) and len(flushes) == 1

@@ -409,22 +409,3 @@ def test_candidates_rank_against_the_default_timed_in_their_own_batch(monkeypatc
     assert report.default_cost == pytest.approx(1e-3)            # the median of the default's timings
     records = db.records(task.key)
     assert max(r.mean_cost for r in records if r.config_key == config_key(dict(fast.values))) == pytest.approx(1.2e-3)
-
-
-def test_the_yardstick_reads_failed_timings_and_records_without_a_default_around_them():
-    from tilefuse.autotune.record import Record
-    from tilefuse.autotune.tune import Yardstick
-
-    def timed(knob, cost=None):
-        if cost is None:
-            return Record.create("w", "t", "x", {"k": knob}, error_kind="crash", error_msg="SIGSEGV")
-        return Record.create("w", "t", "x", {"k": knob}, costs=[cost])
-    key = {k: timed(k, 1.0).config_key for k in range(5)}
-    stick = Yardstick(key[0])
-    stick.note([timed(1, 3.0)])                          # before any timing of the default: its own cost
-    stick.note([timed(0, 2.0), timed(2, 1.0), timed(3), timed(0)])     # the tail failed: the head alone
-    stick.note([timed(0), timed(4, 0.5)])                # no timing around it that ran
-    assert stick.defaults == [2.0] and stick.reference == 2.0
-    assert [stick.cost(key[k], 9.0) for k in range(1, 5)] == [9.0, 1.0, 9.0, 9.0]
-    assert stick.cost(key[0], 5.0) == stick.reference          # the default costs the reference exactly
-    assert Yardstick(key[0]).reference == math.inf

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from tilefuse.autotune.features import FeatureError, features_of
-from tilefuse.autotune.tuner import (EarlyStopping, GridTuner, Measured, RandomTuner, XGBTuner, make_tuner,
-                            result_cost)
+from tilefuse.autotune.tuner import EarlyStopping, GridTuner, Measured, RandomTuner, XGBTuner, make_tuner
 from tilefuse.schedule import template_for
 from tilefuse.schedule.space import Config, ConfigError, ConfigSpace
 from tilefuse.schedule.templates.complex import PREFETCH_BYTES, TILE_I, TILE_J
@@ -63,13 +62,6 @@ def knob_space():
 
 
 # ------------------------------------------------------------------------------ results
-
-
-def test_result_cost_is_the_mean_or_inf_for_errors():
-    assert result_cost(Measured((1e-3, 3e-3))) == pytest.approx(2e-3)
-    assert result_cost(Measured((1e-3,), "timeout")) == math.inf
-    assert result_cost(Measured(())) == math.inf
-    assert result_cost(Measured((math.nan,))) == math.inf
 
 
 # ------------------------------------------------------------------------------ grid and random
