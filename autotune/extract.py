@@ -6,8 +6,10 @@ graph layer), so the same partition anywhere in the graph is one task whose weig
 occurrences.
 
 Example:
-    >>> # tasks = extract_tasks(graph_api.load_json("examples/mlp.json"))
-    >>> # [(t.name, t.weight) for t in tasks]
+    >>> from tilefuse.graph_api.onnx import from_onnx
+    >>> tasks = extract_tasks(from_onnx("examples/transformer_encoder.onnx"))
+    >>> [(t.name, t.weight) for t in tasks[:3]]         # 7 partitions share the first workload
+    [('matmul+add', 7), ('reshape+transpose', 4), ('reshape+transpose', 2)]
 """
 from __future__ import annotations
 
@@ -42,7 +44,11 @@ def tasks_by_workload(graph, policy: str = "fusion") -> dict:
     ``graph.get_partitions(policy)``)} for the supported partitions, in order of first occurrence.
 
     Example:
-        >>> # {key: indices for key, (task, indices) in tasks_by_workload(graph).items()}
+        >>> from tilefuse.graph_api.onnx import from_onnx
+        >>> found = tasks_by_workload(from_onnx("examples/transformer_encoder.onnx"))
+        >>> task, indices = next(iter(found.values()))
+        >>> task.name, indices              # the partitions of the graph with this workload
+        ('matmul+add', [0, 2, 4, 15, 17, 19, 25])
     """
     found: dict = {}
     for index, partition in enumerate(graph.get_partitions(policy)):

@@ -88,7 +88,14 @@ class Tuner:
     implement ``_propose(n) -> list[int]`` (indices, unvisited, distinct).
 
     Example:
-        >>> # while tuner.has_next(): batch = tuner.next_batch(8); tuner.update(batch, measure(batch))
+        >>> from tilefuse.schedule.space import ConfigSpace
+        >>> space = ConfigSpace(); space.define_knob("tile", [4, 8, 16, 32])
+        >>> tuner = RandomTuner(space, seed=0)
+        >>> while tuner.has_next():
+        ...     batch = tuner.next_batch(3)
+        ...     tuner.update(batch, [Measured((1e-3 / c["tile"],)) for c in batch])   # measured instead
+        >>> tuner.best, len(tuner.history)
+        (Config({'tile': 32}), 4)
     """
 
     def __init__(self, space: ConfigSpace, seed: int = 0):
@@ -127,7 +134,11 @@ class Tuner:
         (``ConfigSpace.define_rule``) are skipped, counted as visited, and never built.
 
         Example:
-            >>> # batch = tuner.next_batch(8)
+            >>> from tilefuse.schedule.space import ConfigSpace
+            >>> space = ConfigSpace(); space.define_knob("tile", [4, 8, 16, 32])
+            >>> tuner = RandomTuner(space, seed=0)
+            >>> tuner.next_batch(3), tuner.next_batch(3)        # the space runs out
+            ([Config({'tile': 32}), Config({'tile': 8}), Config({'tile': 4})], [Config({'tile': 16})])
         """
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"batch size must be an int >= 0, got {n!r}")
@@ -155,7 +166,14 @@ class Tuner:
         proposed here or not, e.g. records of an earlier run being resumed).
 
         Example:
-            >>> # tuner.update(batch, results)   # results[i].costs, results[i].error_kind
+            >>> from tilefuse.schedule.space import ConfigSpace
+            >>> space = ConfigSpace(); space.define_knob("tile", [4, 8, 16, 32])
+            >>> tuner = GridTuner(space)
+            >>> tuner.update([Config({"tile": 8}), {"tile": 16}], [Measured((2e-3,)), Measured((), "timeout")])
+            >>> tuner.best, tuner.history                      # an error costs inf
+            (Config({'tile': 8}), [(1, 0.002), (2, inf)])
+            >>> tuner.next_batch(4)                            # measured configs are not proposed
+            [Config({'tile': 4}), Config({'tile': 32})]
         """
         configs, results = list(configs), list(results)
         if len(configs) != len(results):
@@ -373,7 +391,16 @@ class XGBTuner(Tuner):
         a later task of the same template takes them as transfer records.
 
         Example:
-            >>> # rows, costs = tuner.training_set()
+            >>> import functools
+            >>> from tilefuse.schedule.space import ConfigSpace
+            >>> from tilefuse.autotune.features import config_features
+            >>> s = ConfigSpace(); s.define_knob("tile", [4, 8, 16, 32]); s.define_knob("unroll", [1, 2, 4])
+            >>> tuner = XGBTuner(s, functools.partial(config_features, s), seed=0)
+            >>> measured = [s.get(0), s.get(11)]
+            >>> tuner.update(measured, [Measured((1e-3 / (c["tile"] * c["unroll"]),)) for c in measured])
+            >>> rows, costs = tuner.training_set()
+            >>> [row.tolist() for row in rows], costs           # log2(1 + knob value) per knob
+            ([[2.321928094887362, 1.0], [5.044394119358453, 2.321928094887362]], [0.00025, 7.8125e-06])
         """
         rows, costs = [], []
         self._compute_features([index for index, _ in self.history])
@@ -443,7 +470,17 @@ class XGBTuner(Tuner):
         their knob values alone (``config_features``): what the search over a large space walks on.
 
         Example:
-            >>> # tuner.knob_scores([0, 1, 2])
+            >>> import functools
+            >>> from tilefuse.schedule.space import ConfigSpace
+            >>> from tilefuse.autotune.features import config_features
+            >>> s = ConfigSpace(); s.define_knob("tile", [4, 8, 16, 32]); s.define_knob("unroll", [1, 2, 4])
+            >>> tuner = XGBTuner(s, functools.partial(config_features, s), seed=0, min_train=4)
+            >>> measured = [s.get(i) for i in range(0, 12, 2)]
+            >>> tuner.update(measured, [Measured((1e-3 / (c["tile"] * c["unroll"]),)) for c in measured])
+            >>> _ = tuner.next_batch(2)                        # trains the models
+            >>> scores = tuner.knob_scores([1, 3, 11])         # higher: predicted faster
+            >>> s.get([1, 3, 11][int(scores.argmax())])
+            Config({'tile': 32, 'unroll': 4})
         """
         rows = []
         for i in indices:

@@ -141,7 +141,7 @@ class Template:
             >>> from tilefuse.tensorir import placeholder, compute
             >>> from tilefuse.schedule import lower
             >>> A = placeholder((64,), name="A"); B = compute((64,), lambda i: A[i] * 2.0, name="B")
-            >>> t = template_for(B)
+            >>> t = template_for(B, Target.of("haswell", "+avx2,+fma"))
             >>> print(lower(t.apply(Config({"vector": 16, "unroll": 4, "parallel": False})), t.args))
             func main(A: float32[64], B: float32[64]) {
               unrolled (i.outer.inner, 0, 4) {
