@@ -3,9 +3,16 @@ real measurements, kept in a sqlite database and JSON-lines logs, and used by co
 
 Example:
     >>> from tilefuse import autotune
-    >>> # tasks = autotune.extract_tasks(graph)
-    >>> # autotune.tune(tasks, trials=64, db="tuning.db", log="tuning_logs/model.jsonl", seed=0)
-    >>> # with autotune.apply_history_best("tuning.db"): compiled = graph_api.compile_graph(graph)
+    >>> from tilefuse.graph_api import load_json
+    >>> graph = load_json("examples/mlp.json")
+    >>> tasks = autotune.extract_tasks(graph)              # one per distinct workload
+    >>> [t.template.name for t in tasks]                   # each tuned over its template's space
+    ['complex', 'complex', 'complex', 'reduction']
+
+Then ``autotune.tune(tasks, trials=64, db="tuning.db", log="tuning_logs/model.jsonl")``
+measures configs of each task in worker processes (seconds to minutes: see ``autotune.tune``),
+and ``with autotune.apply_history_best("tuning.db"): compiled = compile_graph(graph)`` compiles
+every partition with its best config (``autotune.dispatch``).
 """
 from .cost_model import XGBCostModel
 from .database import Database, TuningDatabaseError

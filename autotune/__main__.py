@@ -1,7 +1,8 @@
 """``python -m tilefuse.autotune ...``: the ``autotune`` command (see ``autotune.cli``).
 
-Example:
-    >>> # python -m tilefuse.autotune tune examples/mlp.json --trials 64
+Usage, from a shell (the same as ``autotune tune examples/mlp.json --trials 64``)::
+
+    python -m tilefuse.autotune tune examples/mlp.json --trials 64
 """
 import sys
 

@@ -108,7 +108,11 @@ class XGBCostModel:
         default all 0). Returns self.
 
         Example:
-            >>> # model.fit(x, costs, groups=[0]*n_this_task + [1]*n_other_task)
+            >>> import numpy as np
+            >>> x = np.random.default_rng(0).random((20, 3)); costs = 1.0 + x[:, 0]
+            >>> model = XGBCostModel(seed=0).fit(x, costs, groups=[0] * 10 + [1] * 10)   # two tasks
+            >>> model.is_trained, model.num_rows
+            (True, 20)
         """
         x, costs, groups = self._check(features, costs, groups)
         self._x, self._costs, self._groups = x, costs, groups
@@ -119,7 +123,11 @@ class XGBCostModel:
         """Add rows to the training data and refit on all of them. Returns self.
 
         Example:
-            >>> # model.update(new_x, new_costs)   # as measurements arrive
+            >>> import numpy as np
+            >>> x = np.random.default_rng(0).random((20, 3)); costs = 1.0 + x[:, 0]
+            >>> model = XGBCostModel(seed=0).fit(x[:10], costs[:10])
+            >>> model.update(x[10:], costs[10:]).num_rows        # as measurements arrive
+            20
         """
         x, costs, groups = self._check(features, costs, groups)
         if len(self._costs) and x.shape[1] != self._x.shape[1]:
@@ -137,7 +145,12 @@ class XGBCostModel:
         the model is trained.
 
         Example:
-            >>> # order = np.argsort(-model.predict(x))   # best first
+            >>> import numpy as np
+            >>> x = np.random.default_rng(0).random((20, 3)); costs = 1.0 + x[:, 0]
+            >>> model = XGBCostModel(seed=0).fit(x, costs)
+            >>> order = np.argsort(-model.predict(x))            # predicted fastest first
+            >>> bool(costs[order[:5]].mean() < costs[order[-5:]].mean())
+            True
         """
         if self._booster is None:
             raise RuntimeError("the cost model is not trained yet; call fit() first")

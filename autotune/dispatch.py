@@ -10,9 +10,18 @@ without a record compiles with the template's default config and a warning that 
 once per workload, never silently; with ``strict=True`` it is an error instead.
 
 Example:
-    >>> # compiled = graph_api.compile_graph(graph, configs=HistoryBest("tuning.db"))
-    >>> # with apply_history_best("tuning.db"):
-    >>> #     compiled = graph_api.compile_graph(graph)
+    >>> from tilefuse.tensorir import placeholder, compute
+    >>> from tilefuse.schedule import template_for
+    >>> from tilefuse.autotune import Record
+    >>> A = placeholder((1000,), name="A"); t = template_for(compute((1000,), lambda i: A[i] * 2.0, name="B"))
+    >>> tuned = t.space.get(9)
+    >>> db = Database(":memory:")            # or a path: "tuning.db", as autotune.tune filled it
+    >>> _ = db.add(Record.create(workload_key(t), "B", t.name, tuned.values, costs=[1e-6]))
+    >>> with apply_history_best(db):        # compile_graph(graph) here compiles with the best configs
+    ...     t.chosen_config() == tuned       # what t.apply() and t.build() use
+    True
+    >>> HistoryBest(db).config_for(t) == tuned    # for compile_graph(graph, configs=HistoryBest(db))
+    True
 """
 from __future__ import annotations
 
@@ -76,7 +85,19 @@ class HistoryBest:
         None (with a warning, or MissingTuningRecord when strict) when the database has none.
 
         Example:
-            >>> # HistoryBest("tuning.db").config_for(template_for(C))
+            >>> import warnings
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import template_for
+            >>> from tilefuse.autotune import Record
+            >>> A = placeholder((1000,), name="A"); t = template_for(compute((1000,), lambda i: A[i] * 2.0, name="B"))
+            >>> db = Database(":memory:")
+            >>> with warnings.catch_warnings(record=True) as caught:
+            ...     HistoryBest(db).config_for(t)          # no record: None, and a warning
+            >>> [type(w.message).__name__ for w in caught]
+            ['MissingRecordWarning']
+            >>> _ = db.add(Record.create(workload_key(t), "B", t.name, t.space.get(9).values, costs=[1e-6]))
+            >>> HistoryBest(db, strict=True).config_for(t) == t.space.get(9)     # the tuned config
+            True
         """
         key = workload_key(template)
         if key not in self._cache:

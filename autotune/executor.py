@@ -109,7 +109,11 @@ class Executor:
         at a time.
 
         Example:
-            >>> # results = executor.run([(pow, (2, 3))], timeout=10); results[0].value -> 8
+            >>> class InProcess(Executor):       # an executor of one's own: calls run here, unguarded
+            ...     def run(self, calls, timeout, parallel=True):
+            ...         return [JobResult(value=fn(*args)) for fn, args in calls]
+            >>> [r.value for r in InProcess().run([(pow, (2, 3)), (max, (1, 5))], timeout=10)]
+            [8, 5]
         """
         raise NotImplementedError
 
@@ -473,8 +477,8 @@ class DaskExecutor(Executor):
     def run(self, calls, timeout: float, parallel: bool = True) -> list[JobResult]:
         """Run ``calls`` on the cluster; see the class docstring.
 
-        Example:
-            >>> # DaskExecutor(addr).run([(pow, (2, 3))], timeout=10)[0].value -> 8
+        One JobResult per call, in order, as ``LocalExecutor.run`` (no example here: it needs a
+        running Dask cluster).
         """
         from distributed import wait as dask_wait
         calls = _check_calls(calls, timeout)
@@ -542,8 +546,7 @@ class DaskExecutor(Executor):
     def close(self) -> None:
         """Disconnect from the cluster (the cluster keeps running).
 
-        Example:
-            >>> # with DaskExecutor("dask://sched:8786") as ex: ...   (closes on exit)
+        Leaving a ``with DaskExecutor(address) as ex:`` block calls it.
         """
         self.client.close()
 

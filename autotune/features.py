@@ -674,7 +674,13 @@ def feature_names_of(template) -> list[str]:
     knobs (prefixed ``knob.``).
 
     Example:
-        >>> # feature_names_of(t)[-1] -> 'knob.parallel'
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import template_for
+        >>> A = placeholder((256,), name="A"); t = template_for(compute((256,), lambda i: A[i] + 1.0))
+        >>> names = feature_names_of(t); names[-3:]
+        ['knob.vector', 'knob.unroll', 'knob.parallel']
+        >>> len(names) == len(features_of(t, t.default_config()))
+        True
     """
     return list(FEATURE_NAMES) + [f"knob.{n}" for n in config_feature_names(template.space)]
 
@@ -715,7 +721,16 @@ def features_on(executor, template, configs, timeout: float = 60.0) -> list:
     FeatureError of a config that did not lower (or whose job failed), per config.
 
     Example:
-        >>> # rows = features_on(default_executor(), task.template, task.space.sample(16))
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import template_for
+        >>> from tilefuse.autotune.executor import Executor, JobResult
+        >>> class InProcess(Executor):       # tuning passes default_executor(): worker processes
+        ...     def run(self, calls, timeout, parallel=True):
+        ...         return [JobResult(value=fn(*args)) for fn, args in calls]
+        >>> A = placeholder((256,), name="A"); t = template_for(compute((256,), lambda i: A[i] + 1.0))
+        >>> rows = features_on(InProcess(), t, [t.space.get(0), t.space.get(5)])
+        >>> [row.tolist() == features_of(t, t.space.get(i)).tolist() for row, i in zip(rows, [0, 5])]
+        [True, True]
     """
     configs = list(configs)
     if not configs:

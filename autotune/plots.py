@@ -14,7 +14,10 @@ Example:
     ...            for t, c in enumerate([3e-3, 4e-3, 1e-3])]
     >>> [curve.best_ms() for curve in tuning_curves(records)]
     [(3.0, 3.0, 1.0)]
-    >>> # draw_tuning_curves(tuning_curves(records), "curve.png")   -> 'ms'
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:      # matplotlib draws it
+    ...     draw_tuning_curves(tuning_curves(records), Path(folder) / "curve.png")
+    'ms'
 """
 from __future__ import annotations
 
@@ -363,7 +366,10 @@ def render_dot(dot_text: str, fmt: str, timeout: float = DOT_TIMEOUT) -> bytes:
     ``timeout`` seconds.
 
     Example:
-        >>> # render_dot("digraph G { a -> b }", "svg")[:5]   -> b'<?xml' (with Graphviz installed)
+        >>> import pytest
+        >>> _ = shutil.which("dot") or pytest.skip("Graphviz's dot is not installed")
+        >>> render_dot("digraph G { a -> b }", "svg")[:5]
+        b'<?xml'
     """
     program = shutil.which("dot")
     if program is None:

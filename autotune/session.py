@@ -3,8 +3,19 @@ the best configs a tuning database holds for this CPU (``HistoryBest``), the ker
 sparing LLVM.
 
 Example:
-    >>> # sess = InferenceSession("examples/resnet_block.onnx", db="tuning.db")
-    >>> # y, = sess.run(None, {"x": x})
+    >>> import warnings
+    >>> import numpy as np
+    >>> from onnx import TensorProto, helper
+    >>> from tilefuse.autotune import Database
+    >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])
+    >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    >>> model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+    >>> with warnings.catch_warnings(record=True) as caught:     # a path: "tuning.db", as autotune.tune filled it
+    ...     sess = InferenceSession(model, db=Database(":memory:"))
+    >>> [type(w.message).__name__ for w in caught]               # no record: the default config
+    ['MissingRecordWarning']
+    >>> sess.run(None, {"x": np.array([[-1, 2, -3]], np.float32)})[0].tolist()
+    [[0.0, 2.0, 0.0]]
 """
 from __future__ import annotations
 
@@ -19,7 +30,19 @@ class InferenceSession(graph_session.InferenceSession):
     ``MissingTuningRecord`` instead of a warning.
 
     Example:
-        >>> # InferenceSession("model.onnx", db="tuning.db", num_threads=2).run(None, {"x": x})
+        >>> import numpy as np
+        >>> from onnx import TensorProto, helper
+        >>> from tilefuse.autotune import Database, MissingTuningRecord
+        >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])
+        >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        >>> model = helper.make_model(helper.make_graph([helper.make_node("Abs", ["x"], ["y"])], "g", [x], [y]))
+        >>> try:
+        ...     InferenceSession(model, db=Database(":memory:"), strict_records=True)
+        ... except MissingTuningRecord as e:
+        ...     print(str(e).split(" (key")[0])
+        no tuning record for workload abs
+        >>> InferenceSession(model).run(None, {"x": np.array([[-1, 2, -3]], np.float32)})[0].tolist()   # no db
+        [[1.0, 2.0, 3.0]]
     """
 
     def __init__(self, model, db=None, strict: bool = False, num_threads: int | None = None,

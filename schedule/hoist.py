@@ -68,7 +68,18 @@ def build_prepacked(s: Schedule, args: list, constants, name: str = "main", targ
     the plain ``Kernel`` when nothing reads only constants. The schedule ``s`` is changed.
 
     Example:
-        >>> # f = build_prepacked(template.apply(cfg), template.args, constants=[W])
+        >>> import numpy as np
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import create_schedule
+        >>> A = placeholder((4,), name="A"); W = placeholder((4,), name="W", constant=True)
+        >>> W2 = compute((4,), lambda i: W[i] * 2.0, name="W2")         # reads only W: hoisted
+        >>> C = compute((4,), lambda i: A[i] + W2[i], name="C")
+        >>> f = build_prepacked(create_schedule(C), [A, W, C], constants=[W]); f.kernels
+        [Kernel(main(A: float32[4], W2: float32[4], C: float32[4])), Kernel(main_pack0(W: float32[4], W2: float32[4]))]
+        >>> c = np.zeros(4, "float32"); f(np.arange(4, dtype="float32"), np.ones(4, "float32"), c); c.tolist()
+        [2.0, 3.0, 4.0, 5.0]
+        >>> build_prepacked(create_schedule(C), [A, W, C], constants=[])      # nothing to hoist
+        Kernel(main(A: float32[4], W: float32[4], C: float32[4]))
     """
     hoisted = hoistable(s, constants)
     if not hoisted:

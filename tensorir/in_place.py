@@ -40,7 +40,17 @@ def in_place_inputs(func: PrimFunc) -> dict[int, tuple[int, ...]]:
     absent.
 
     Example:
-        >>> # in_place_inputs(lowered_conv_add_relu) -> {3: (2,)}  (the output over the residual)
+        >>> from tilefuse.tensorir import compute, placeholder, reduce_axis, sum
+        >>> from tilefuse.schedule import create_schedule, lower
+        >>> X, W, R = placeholder((4, 8), name="X"), placeholder((8, 4), name="W"), placeholder((4, 4), name="R")
+        >>> r = reduce_axis((0, 8), name="r")
+        >>> M = compute((4, 4), lambda i, j: sum(X[i, r] * W[r, j], axis=r), name="M")
+        >>> O = compute((4, 4), lambda i, j: M[i, j] + R[i, j], name="O")      # a residual add
+        >>> in_place_inputs(lower(create_schedule(O), [X, W, R, O]))           # O over the residual R
+        {3: (2,)}
+        >>> T = compute((4, 4), lambda i, j: R[j, i], name="T")                # reads R elsewhere than it stores
+        >>> in_place_inputs(lower(create_schedule(T), [R, T]))
+        {}
     """
     stores = [s for s in statements(func.body) if isinstance(s, BufferStore)]
     written = {s.buffer.uid for s in stores}

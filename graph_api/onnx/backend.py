@@ -41,7 +41,18 @@ class TilefuseRep(BackendRep):
     name) returns the outputs (a named tuple, in graph-output order).
 
     Example:
-        >>> # rep = TilefuseRep(model); rep.run([x])[0]
+        >>> from onnx import TensorProto, helper
+        >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+        >>> shape = helper.make_tensor_value_info("shape", TensorProto.INT64, [2])
+        >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        >>> reshape = helper.make_node("Reshape", ["x", "shape"], ["y"])
+        >>> rep = TilefuseRep(helper.make_model(helper.make_graph([reshape], "g", [x, shape], [y])))
+        >>> rep.input_names, rep.specialized       # compiled at run, for each value of shape
+        (['x', 'shape'], ['shape'])
+        >>> rep.run([np.arange(6, dtype=np.float32).reshape(2, 3), np.array([3, 2])])[0].shape
+        (3, 2)
+        >>> rep.run([np.arange(6, dtype=np.float32).reshape(2, 3), np.array([1, 6])])[0].shape
+        (1, 6)
     """
 
     def __init__(self, model, **import_kwargs):
@@ -80,7 +91,13 @@ class TilefuseRep(BackendRep):
         """The model's outputs for ``inputs`` (a list in graph-input order, or a dict by name).
 
         Example:
-            >>> # rep.run([x]) -> Outputs(y=array(...))
+            >>> from onnx import TensorProto, helper
+            >>> a, b = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in "ab")
+            >>> total = helper.make_tensor_value_info("sum", TensorProto.FLOAT, None)
+            >>> add = helper.make_node("Add", ["a", "b"], ["sum"])
+            >>> rep = TilefuseRep(helper.make_model(helper.make_graph([add], "g", [a, b], [total])))
+            >>> rep.run({"b": np.ones(3, np.float32), "a": np.arange(3, dtype=np.float32)})
+            Outputs(sum=array([1., 2., 3.], dtype=float32))
         """
         if isinstance(inputs, dict):
             values = {n: np.asarray(v) for n, v in inputs.items()}
@@ -116,7 +133,13 @@ class TilefuseBackend(Backend):
         (``input_shapes``).
 
         Example:
-            >>> # rep = TilefuseBackend.prepare(onnx.load("model.onnx"))
+            >>> from onnx import TensorProto
+            >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])    # a symbolic dim
+            >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+            >>> model = helper.make_model(helper.make_graph([helper.make_node("Sigmoid", ["x"], ["y"])], "g", [x], [y]))
+            >>> rep = TilefuseBackend.prepare(model, input_shapes={"x": (2, 4)})
+            >>> rep.run([np.zeros((2, 4), np.float32)]).y.tolist()
+            [[0.5, 0.5, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5]]
         """
         if not cls.supports_device(device):
             raise GraphError(f"device {device!r} is not supported; tilefuse runs on the CPU")
@@ -128,7 +151,12 @@ class TilefuseBackend(Backend):
         """Prepare and run once.
 
         Example:
-            >>> # TilefuseBackend.run_model(model, [x])
+            >>> from onnx import TensorProto
+            >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+            >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
+            >>> model = helper.make_model(helper.make_graph([helper.make_node("Abs", ["x"], ["y"])], "g", [x], [y]))
+            >>> TilefuseBackend.run_model(model, [np.array([-1.0, 2.0, -3.0], np.float32)])
+            Outputs(y=array([1., 2., 3.], dtype=float32))
         """
         return cls.prepare(model, device, **kwargs).run(inputs)
 

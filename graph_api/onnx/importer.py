@@ -174,7 +174,9 @@ class OnnxImport:
     nodes that became Wildcards.
 
     Example:
-        >>> # imp = import_onnx("model.onnx"); imp.inputs, imp.outputs
+        >>> imp = import_onnx("examples/resnet_block.onnx")
+        >>> imp.inputs, imp.outputs, imp.wildcards        # names -> tensor ids of imp.graph
+        ([('input', 0)], [('logits', 32)], [])
     """
     graph: Graph
     inputs: list = field(default_factory=list)
@@ -192,7 +194,18 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
     dynamic shape, a tensor used before it is produced); an op it does not map is a Wildcard.
 
     Example:
-        >>> # imp = import_onnx("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
+        >>> from onnx import TensorProto, helper
+        >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+        >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        >>> model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+        >>> imp = import_onnx(model, input_shapes={"x": (2, 3)})
+        >>> y_port, = imp.graph.get_output_ports()
+        >>> imp.outputs == [("y", y_port.id)], y_port.shape
+        (True, (2, 3))
+        >>> import_onnx(model)
+        Traceback (most recent call last):
+        ...
+        tilefuse.graph_api.logical_tensor.GraphError: ...graph input 'x' has a dynamic dim 0 ...
     """
     path = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
     model, where = _load(model)
@@ -483,8 +496,15 @@ def from_onnx(model, constant_inputs: dict | None = None, input_shapes: dict | N
     have no bound value.
 
     Example:
-        >>> # g = from_onnx("resnet.onnx")
-        >>> # x_port, = [t for t in g.get_input_ports() if t.id not in g.constant_values]
-        >>> # compile_graph(g).run({x_port.id: x})
+        >>> import numpy as np
+        >>> from tilefuse.graph_api import reference
+        >>> g = from_onnx("examples/resnet_block.onnx")
+        >>> x_port, = [t for t in g.get_input_ports() if t.id not in g.constant_values]   # the others: weights
+        >>> x_port.shape
+        (1, 16, 32, 32)
+        >>> x = np.random.rand(*x_port.shape).astype(np.float32)
+        >>> outputs = reference.run(g, {**g.constant_values, x_port.id: x})   # compiled: compile_graph(g).run({x_port.id: x})
+        >>> [(tid, value.shape) for tid, value in outputs.items()]
+        [(32, (1, 10))]
     """
     return import_onnx(model, constant_inputs, input_shapes).graph

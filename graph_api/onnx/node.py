@@ -164,7 +164,11 @@ def run_onnx_node(attrs: dict, inputs: list) -> list:
     present outputs. GraphError when onnx is missing or its reference implementation fails.
 
     Example:
-        >>> # run_onnx_node(op.attrs, [x])  -> [y]
+        >>> import numpy as np
+        >>> from onnx import helper
+        >>> attrs = wildcard_attrs(helper.make_node("TopK", ["x", "k"], ["values", ""]), 13)   # no indices asked for
+        >>> run_onnx_node(attrs, [np.array([3.0, 1.0, 2.0], np.float32), np.array([2])])
+        [array([3., 2.], dtype=float32)]
     """
     try:
         node, evaluator = _evaluator(attrs["onnx_node"], attrs.get("onnx_domain", ""), int(attrs["onnx_opset"]),

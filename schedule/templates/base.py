@@ -87,7 +87,11 @@ class Template:
         """The template's default point of its space.
 
         Example:
-            >>> # t.default_config() -> Config({...})
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.tensorir.runtime.target import Target
+            >>> A = placeholder((1000,), name="A"); B = compute((1000,), lambda i: A[i] * 2.0, name="B")
+            >>> template_for(B, Target.of("haswell", "+avx2,+fma")).default_config()     # 8 lanes of float32
+            Config({'vector': 8, 'unroll': 4, 'parallel': False})
         """
         cfg = Config(self.default())
         self.space.index_of(cfg)   # it must be a point of the space
@@ -100,7 +104,11 @@ class Template:
         Points of the space that its rules allow; none for most templates.
 
         Example:
-            >>> # [c["winograd"] for c in t.starting_points()] -> [2, 4] for a 3x3 convolution
+            >>> from tilefuse.tensorir import placeholder, ops
+            >>> x = placeholder((1, 8, 8, 4), name="x"); w = placeholder((3, 3, 4, 8), name="w", constant=True)
+            >>> t = template_for(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))      # a 3x3 convolution
+            >>> [(c["winograd"], c["winograd_fused"]) for c in t.starting_points()]  # Winograd F(m, 3), fused or not
+            [(2, False), (2, True), (3, False), (3, True), (4, False), (4, True)]
         """
         default = self.default_config()
         found = [Config({**default.values, **values}) for values in self.alternatives()]
@@ -115,7 +123,14 @@ class Template:
         that has one for this template, else ``default_config()``.
 
         Example:
-            >>> # t.chosen_config() -> the tuned config inside autotune.apply_history_best
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import FixedConfigs, using_configs
+            >>> A = placeholder((100,), name="A"); t = template_for(compute((100,), lambda i: A[i] * 2.0))
+            >>> with using_configs(FixedConfigs(lambda template: template.space.get(3))):   # as a tuning database would
+            ...     t.chosen_config() == t.space.get(3)
+            True
+            >>> t.chosen_config() == t.default_config()          # no source active
+            True
         """
         return chosen_config(self)
 
@@ -123,7 +138,18 @@ class Template:
         """A schedule of the outputs with ``config`` (default: ``chosen_config()``) applied.
 
         Example:
-            >>> # s = t.apply(t.space.get(3))
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import lower
+            >>> A = placeholder((64,), name="A"); B = compute((64,), lambda i: A[i] * 2.0, name="B")
+            >>> t = template_for(B, Target.of("haswell", "+avx2,+fma"))
+            >>> print(lower(t.apply(Config({"vector": 16, "unroll": 4, "parallel": False})), t.args))
+            func main(A: float32[64], B: float32[64]) {
+              unrolled (i.outer.inner, 0, 4) {
+                vectorized (i.inner, 0, 16) {
+                  B[i.outer.inner * 16 + i.inner] = A[i.outer.inner * 16 + i.inner] * 2f
+                }
+              }
+            }
         """
         cfg = self.space.complete(self.chosen_config() if config is None else config)
         self.space.index_of(cfg)   # ConfigError if it is not a point of this space
@@ -142,7 +168,15 @@ class Template:
         weight array (``schedule.hoist``).
 
         Example:
-            >>> # f = t.build(t.default_config()); f(*arrays)
+            >>> import numpy as np
+            >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
+            >>> A = placeholder((16, 32), name="A"); W = placeholder((32, 48), name="W", constant=True)
+            >>> r = reduce_axis((0, 32), name="r")
+            >>> C = compute((16, 48), lambda i, j: sum(A[i, r] * W[r, j], axis=r), name="C")
+            >>> t = template_for(C); f = t.build(t.default_config())      # W packed once per array
+            >>> a, w = np.random.rand(16, 32).astype("float32"), np.random.rand(32, 48).astype("float32")
+            >>> c = np.empty((16, 48), "float32"); f(a, w, c); np.allclose(c, a @ w, rtol=1e-5)
+            True
         """
         return build_prepacked(self.apply(config), self.args, self.constants, name, self.target, self._build_pack)
 
@@ -168,7 +202,23 @@ def vectorize_by_registers(stage, axis, width: int, lanes: int) -> None:
     lanes it splits into registers itself, with less code to generate).
 
     Example:
-        >>> # vectorize_by_registers(s[C], ji, 48, 16): three unrolled 16-lane vectors
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import create_schedule, lower
+        >>> A = placeholder((4, 48), name="A"); B = compute((4, 48), lambda i, j: A[i, j] + 1.0, name="B")
+        >>> s = create_schedule(B); vectorize_by_registers(s[B], B.op.axis[1], 48, 16)
+        >>> print(lower(s, [A, B]))         # three unrolled 16-lane vectors
+        func main(A: float32[4, 48], B: float32[4, 48]) {
+          for (i, 0, 4) {
+            unrolled (j.outer, 0, 3) {
+              vectorized (j.inner, 0, 16) {
+                B[i, j.outer * 16 + j.inner] = A[i, j.outer * 16 + j.inner] + 1f
+              }
+            }
+          }
+        }
+        >>> s = create_schedule(B); vectorize_by_registers(s[B], B.op.axis[1], 48, 24)
+        >>> [iv.name for iv in s[B].leaf_iter_vars]      # two registers: one vector, LLVM splits it
+        ['i', 'j']
     """
     registers = width // lanes
     if width > lanes and width % lanes == 0 and registers & (registers - 1):
@@ -185,7 +235,24 @@ def fetch_panel_ahead(stage, panel: Tensor, width: int, nbytes: int) -> None:
     trip of the outermost reduce axis sweeps ``width`` values times the inner axes' extents.
 
     Example:
-        >>> # fetch_panel_ahead(s[local], packed, 32, 2048)   # a 1x1 convolution: 16 channels ahead
+        >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
+        >>> from tilefuse.schedule import create_schedule, lower
+        >>> A = placeholder((8, 64), name="A"); W = placeholder((64, 32), name="W")
+        >>> r = reduce_axis((0, 64), name="r")
+        >>> C = compute((8, 32), lambda i, j: sum(A[i, r] * W[r, j], axis=r), name="C")
+        >>> s = create_schedule(C); fetch_panel_ahead(s[C], W, 32, 1024)    # 1 KiB: 8 rows of 32 floats
+        >>> print(lower(s, [A, W, C]))
+        func main(A: float32[8, 64], W: float32[64, 32], C: float32[8, 32]) {
+          for (i, 0, 8) {
+            for (j, 0, 32) {
+              C[i, j] = 0f
+              for (r, 0, 64) {
+                prefetch W[r + 8, j]
+                C[i, j] = C[i, j] + A[i, r] * W[r, j]
+              }
+            }
+          }
+        }
     """
     outer, *inner = stage.op.reduce_axis
     stretch = width * itemsize(panel.dtype)

@@ -321,7 +321,16 @@ class ComplexTemplate(Template):
           rounds up into the panels' padding only when packed.
 
         Example:
-            >>> # t.default_for("rows") -> {"layout": "rows", "tile_i": 6, ...}
+            >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
+            >>> from tilefuse.tensorir.runtime.target import Target
+            >>> from tilefuse.schedule.templates import template_for
+            >>> A = placeholder((64, 32), name="A"); W = placeholder((32, 48), name="W", constant=True)
+            >>> r = reduce_axis((0, 32), name="r")
+            >>> C = compute((64, 48), lambda i, j: sum(A[i, r] * W[r, j], axis=r), name="C")
+            >>> template_for(C, Target.of("skylake-avx512", "+avx512f,+fma")).default_for("rows")   # 16 lanes
+            {'tile_i': 4, 'tile_j': 48, 'order': 'ij', 'pack': True, 'block_i': 1, 'block_j': 1, 'unroll_k': 4, 'prefetch': 0}
+            >>> template_for(C, Target.of("haswell", "+avx2,+fma")).default_for("rows")["tile_j"]     # 8 lanes
+            16
         """
         lanes = self.target.lanes(self.out.dtype)
         wide = self.target.vector_registers >= 32

@@ -22,7 +22,14 @@ parallel iteration of the output: its input tiles, products and rows are compute
 buffers of a row's size, and read back from L1 and L2.
 
 Example:
-    >>> # schedule_winograd(s, anchor, winograd_operands(anchor), out, cfg, 16)
+    >>> from tilefuse.tensorir import placeholder, ops
+    >>> from tilefuse.schedule import create_schedule
+    >>> x = placeholder((1, 8, 8, 16), name="x"); w = placeholder((3, 3, 16, 16), name="w", constant=True)
+    >>> y = ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]); s = create_schedule(y)
+    >>> cfg = {"winograd": 2, "tile_i": 4, "tile_j": 16, "order": "ij", "prefetch": 0, "winograd_fused": False}
+    >>> schedule_winograd(s, y.op, winograd_operands(y.op), y.op, cfg, 16)
+    >>> print(*[stage.op.name for stage in s.stages])     # conv: the output transform, with the epilogue
+    conv_pad conv_wino_in_rows conv_wino_in conv_wino_filter conv_wino_product.local conv_wino_product conv_wino_rows conv
 """
 from __future__ import annotations
 
@@ -93,8 +100,22 @@ def schedule_winograd(s, anchor, operands, out, cfg, lanes: int) -> None:
     stages are computed per row of tiles of the output (``winograd_fused``).
 
     Example:
-        >>> # schedule_winograd(s, anchor, operands, out, {"winograd": 4, "tile_i": 7, "tile_j": 32, "order": "ji",
-        >>> #                                           "prefetch": 2048, "winograd_fused": True}, 16)
+        >>> import numpy as np
+        >>> from tilefuse.tensorir import placeholder, ops
+        >>> from tilefuse.tensorir.runtime.target import Target
+        >>> from tilefuse.schedule import create_schedule
+        >>> from tilefuse.schedule.hoist import build_prepacked
+        >>> x = placeholder((1, 8, 8, 16), name="x"); w = placeholder((3, 3, 16, 16), name="w", constant=True)
+        >>> y = ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]); s = create_schedule(y)
+        >>> cfg = {"winograd": 2, "tile_i": 4, "tile_j": 16, "order": "ij", "prefetch": 0, "winograd_fused": True}
+        >>> schedule_winograd(s, y.op, winograd_operands(y.op), y.op, cfg, Target.host().lanes("float32"))
+        >>> f = build_prepacked(s, [x, w, y], constants=[w])
+        >>> a, b = np.random.rand(1, 8, 8, 16).astype("float32"), np.random.rand(3, 3, 16, 16).astype("float32")
+        >>> out = np.empty((1, 8, 8, 16), "float32"); f(a, b, out)
+        >>> padded = np.pad(a, [(0, 0), (1, 1), (1, 1), (0, 0)])
+        >>> direct = sum(padded[:, i:i + 8, j:j + 8] @ b[i, j] for i in range(3) for j in range(3))
+        >>> np.allclose(out, direct, rtol=1e-4)
+        True
     """
     padded, weights, weights_format, stride = operands
     m = cfg["winograd"]

@@ -54,7 +54,12 @@ def dumps(kernel, meta: dict | None = None) -> bytes:
     """``kernel`` (a Kernel or a PrepackedKernel) and ``meta`` (JSON-able) as an artifact.
 
     Example:
-        >>> # blob = dumps(kernel, {"args": [["in", 0], ["out", 0]]})
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import create_schedule, build
+        >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] * 2.0, name="B")
+        >>> blob = dumps(build(create_schedule(B), [A, B]), {"args": [["in", 0], ["out", 0]]})
+        >>> blob.startswith(MAGIC), loads(blob)
+        (True, (Kernel(main(A: float32[4], B: float32[4])), {'args': [['in', 0], ['out', 0]]}))
     """
     if isinstance(kernel, PrepackedKernel):
         kernels = kernel.kernels
@@ -157,7 +162,16 @@ def save(kernel, path, meta: dict | None = None) -> None:
     """Write ``kernel`` (and ``meta``) to ``path``; ``load`` reads it back.
 
     Example:
-        >>> # save(kernel, "add.tfk"); again, _ = load("add.tfk")
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import create_schedule, build
+        >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] * 2.0, name="B")
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     save(build(create_schedule(B), [A, B]), os.path.join(folder, "double.tfk"), {"note": "doubles"})
+        ...     again, meta = load(os.path.join(folder, "double.tfk"))
+        >>> b = np.zeros(4, "float32"); again(np.arange(4, dtype="float32"), b); b.tolist(), meta
+        ([0.0, 2.0, 4.0, 6.0], {'note': 'doubles'})
     """
     with open(path, "wb") as f:
         f.write(dumps(kernel, meta))

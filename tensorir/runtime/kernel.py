@@ -146,7 +146,13 @@ class Kernel:
         what a caller of ``unchecked_entry`` must make sure of (alignment and overlap aside).
 
         Example:
-            >>> # kernel.accepts(0, np.zeros(kernel.args[0].shape, kernel.args[0].dtype)) -> True
+            >>> import numpy as np
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import create_schedule, build
+            >>> A, B = placeholder((4,), name="A"), placeholder((4,), name="B")
+            >>> C = compute((4,), lambda i: A[i] + B[i], name="C"); add = build(create_schedule(C), [A, B, C])
+            >>> add.accepts(0, np.zeros(4, "float32")), add.accepts(0, np.zeros(4)), add.accepts(0, np.zeros(8, "float32")[::2])
+            (True, False, False)
         """
         want, shape, written = self._expect[position]
         return shape is not None and _fits(value, want, shape, written)
@@ -161,8 +167,18 @@ class Kernel:
         takes scalars or the array layout is not known.
 
         Example:
-            >>> # entry = kernel.unchecked_entry
-            >>> # if entry is None or entry(a, b, out): kernel(a, b, out)
+            >>> import numpy as np
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import create_schedule, build
+            >>> A, B = placeholder((4,), name="A"), placeholder((4,), name="B")
+            >>> C = compute((4,), lambda i: A[i] + B[i], name="C"); add = build(create_schedule(C), [A, B, C])
+            >>> a, b, out = np.ones(4, "float32"), np.ones(4, "float32"), np.zeros(4, "float32")
+            >>> entry = add.unchecked_entry
+            >>> entry(a, b, out), out.tolist()          # 0: done
+            (0, [2.0, 2.0, 2.0, 2.0])
+            >>> view = np.zeros(5, "float32")[1:]         # not 16-byte aligned
+            >>> entry(a, b, view) != 0, view.tolist()     # refused, nothing written: call add(a, b, view) to hear why
+            (True, [0.0, 0.0, 0.0, 0.0])
         """
         if self._fast is None or not all(spec.is_buffer for spec in self.args):
             return None
@@ -175,7 +191,15 @@ class Kernel:
         (``tensorir.in_place``): a caller that no longer needs the input may pass it as the output.
 
         Example:
-            >>> # add = build(s, [A, B, C]); add.in_place -> [(2, 0), (2, 1)]; add(a, b, a)
+            >>> import numpy as np
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import create_schedule, build
+            >>> A, B = placeholder((4,), name="A"), placeholder((4,), name="B")
+            >>> C = compute((4,), lambda i: A[i] + B[i], name="C"); add = build(create_schedule(C), [A, B, C])
+            >>> add.in_place                   # C may be A or B
+            [(2, 0), (2, 1)]
+            >>> a = np.ones(4, "float32"); add(a, np.arange(4, dtype="float32"), a); a.tolist()
+            [1.0, 2.0, 3.0, 4.0]
         """
         return [(w, i) for w, spec in enumerate(self.args) for i in spec.shares]
 

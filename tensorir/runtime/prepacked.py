@@ -3,8 +3,19 @@ inputs (weights) once per weight array and runs the main kernel on the packed co
 ``schedule.hoist.build_prepacked`` makes them.
 
 Example:
-    >>> # f = PrepackedKernel(main, main_args=[("arg", 0), ("packed", 0), ("arg", 2)],
-    >>> #                     packs=[(pack, [1])], n_args=3); f(a, w, c)
+    >>> from tilefuse.tensorir import placeholder, compute
+    >>> from tilefuse.schedule import create_schedule
+    >>> from tilefuse.schedule.hoist import build_prepacked
+    >>> A = placeholder((4,), name="A"); W = placeholder((4,), name="W", constant=True)
+    >>> W2 = compute((4,), lambda i: W[i] * 2.0, name="W2")     # reads only the constant W
+    >>> C = compute((4,), lambda i: A[i] + W2[i], name="C")
+    >>> f = build_prepacked(create_schedule(C), [A, W, C], constants=[W])
+    >>> f, f.main_args                # main's parameters: A, the packed W2, C
+    (PrepackedKernel(main, 1 packs), [('arg', 0), ('packed', 0), ('arg', 2)])
+    >>> f.packs                       # main_pack0 computes W2 from argument 1, W
+    [(Kernel(main_pack0(W: float32[4], W2: float32[4])), [1])]
+    >>> c = np.zeros(4, "float32"); f(np.arange(4, dtype="float32"), np.ones(4, "float32"), c); c.tolist()
+    [2.0, 3.0, 4.0, 5.0]
 """
 from __future__ import annotations
 
@@ -23,7 +34,18 @@ class PrepackedKernel:
     change in place).
 
     Example:
-        >>> # f = build_prepacked(template.apply(cfg), template.args, constants); f(*arrays)
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule import create_schedule, build
+        >>> W = placeholder((4,), name="W"); W2 = compute((4,), lambda i: W[i] * 2.0, name="W2")
+        >>> A, P = placeholder((4,), name="A"), placeholder((4,), name="P")
+        >>> C = compute((4,), lambda i: A[i] + P[i], name="C")
+        >>> pack, main = build(create_schedule(W2), [W, W2], "pack"), build(create_schedule(C), [A, P, C])
+        >>> f = PrepackedKernel(main, main_args=[("arg", 0), ("packed", 0), ("arg", 2)], packs=[(pack, [1])], n_args=3)
+        >>> w, c = np.ones(4, "float32"), np.zeros(4, "float32")
+        >>> f(np.arange(4, dtype="float32"), w, c); c.tolist()     # packs w, then runs main
+        [2.0, 3.0, 4.0, 5.0]
+        >>> w[:] = 5; f(np.arange(4, dtype="float32"), w, c); c.tolist()   # the same w array: not packed again
+        [2.0, 3.0, 4.0, 5.0]
     """
 
     def __init__(self, main: Kernel, main_args, packs, n_args: int):
@@ -49,7 +71,15 @@ class PrepackedKernel:
         """The argument positions of the constant inputs the packs read.
 
         Example:
-            >>> # f.constant_positions -> [1]
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import create_schedule
+            >>> from tilefuse.schedule.hoist import build_prepacked
+            >>> A = placeholder((4,), name="A"); W = placeholder((4,), name="W", constant=True)
+            >>> W2 = compute((4,), lambda i: W[i] * 2.0, name="W2")     # reads only the constant W
+            >>> C = compute((4,), lambda i: A[i] + W2[i], name="C")
+            >>> f = build_prepacked(create_schedule(C), [A, W, C], constants=[W])
+            >>> f.constant_positions          # W, argument 1
+            [1]
         """
         return list(self._constant_positions)
 
@@ -60,7 +90,17 @@ class PrepackedKernel:
         where they go).
 
         Example:
-            >>> # packed = f.pack([None, w, None]); f.main(a, packed[0], c)
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import create_schedule
+            >>> from tilefuse.schedule.hoist import build_prepacked
+            >>> A = placeholder((4,), name="A"); W = placeholder((4,), name="W", constant=True)
+            >>> W2 = compute((4,), lambda i: W[i] * 2.0, name="W2")     # reads only the constant W
+            >>> C = compute((4,), lambda i: A[i] + W2[i], name="C")
+            >>> f = build_prepacked(create_schedule(C), [A, W, C], constants=[W])
+            >>> packed = f.pack([None, np.ones(4, "float32"), None]); packed[0].tolist()
+            [2.0, 2.0, 2.0, 2.0]
+            >>> c = np.zeros(4, "float32"); f.main(np.arange(4, dtype="float32"), packed[0], c); c.tolist()
+            [2.0, 3.0, 4.0, 5.0]
         """
         packed = []
         for kernel, positions in self.packs:
@@ -74,7 +114,15 @@ class PrepackedKernel:
         """The main kernel's ``in_place`` pairs between arguments of the call (not packed ones).
 
         Example:
-            >>> # f.in_place -> [(3, 2)]: the output (argument 3) may be the residual (argument 2)
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import create_schedule
+            >>> from tilefuse.schedule.hoist import build_prepacked
+            >>> A = placeholder((4,), name="A"); W = placeholder((4,), name="W", constant=True)
+            >>> W2 = compute((4,), lambda i: W[i] * 2.0, name="W2")     # reads only the constant W
+            >>> C = compute((4,), lambda i: A[i] + W2[i], name="C")
+            >>> f = build_prepacked(create_schedule(C), [A, W, C], constants=[W])
+            >>> f.in_place         # C (argument 2) may be A (argument 0); W2 is packed, not an argument
+            [(2, 0)]
         """
         roles = self.main_args
         return [(roles[w][1], roles[i][1]) for w, i in self.main.in_place
@@ -89,7 +137,15 @@ class PrepackedKernel:
         """The main kernel, then the pack kernels (not the ``PanelPack`` ones: no code).
 
         Example:
-            >>> # [k.name for k in f.kernels] -> ['main', 'main_pack0']
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import create_schedule
+            >>> from tilefuse.schedule.hoist import build_prepacked
+            >>> A = placeholder((4,), name="A"); W = placeholder((4,), name="W", constant=True)
+            >>> W2 = compute((4,), lambda i: W[i] * 2.0, name="W2")     # reads only the constant W
+            >>> C = compute((4,), lambda i: A[i] + W2[i], name="C")
+            >>> f = build_prepacked(create_schedule(C), [A, W, C], constants=[W])
+            >>> [k.name for k in f.kernels]
+            ['main', 'main_pack0']
         """
         return [self.main] + [k for k, _ in self.packs if isinstance(k, Kernel)]
 
@@ -97,7 +153,15 @@ class PrepackedKernel:
         """The main kernel's source (see ``Kernel.source``).
 
         Example:
-            >>> # "vfmadd231ps" in f.source("asm")
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import create_schedule
+            >>> from tilefuse.schedule.hoist import build_prepacked
+            >>> A = placeholder((4,), name="A"); W = placeholder((4,), name="W", constant=True)
+            >>> W2 = compute((4,), lambda i: W[i] * 2.0, name="W2")     # reads only the constant W
+            >>> C = compute((4,), lambda i: A[i] + W2[i], name="C")
+            >>> f = build_prepacked(create_schedule(C), [A, W, C], constants=[W])
+            >>> "define" in f.source("llvm"), "main:" in f.source("asm")
+            (True, True)
         """
         return self.main.source(kind)
 
