@@ -49,7 +49,7 @@ from .logical_tensor import GraphError, PropertyType
 from .memory_plan import MemoryPlan, plan_memory
 from .op import OpKind
 from .ops.movement import slice_view
-from .runtime import Engine
+from .engine import Engine
 
 PICKLE_FORMAT = 3
 """The format of a pickled compiled graph's payload (3: kernels, constants, ops and slice views, no graph);

@@ -12,7 +12,7 @@ from .build import build_partition, lower_partition
 from .logical_tensor import GraphError, LogicalTensor
 from .lowering import COMPILED_DTYPES
 from .op import Op, OpKind
-from .runtime import Engine, Stream, Tensor
+from .engine import Engine, Stream, Tensor
 
 _partition_ids = itertools.count(1)
 NEVER_COMPILED = {OpKind.Wildcard, OpKind.End}
