@@ -17,7 +17,7 @@ from .deserialize import load_json
 __all__ = ["DataType", "GraphError", "LayoutType", "LogicalTensor", "PropertyType", "Op", "OpKind"]
 __all__ += ["AttrSpec", "OpSchema", "get_attr", "get_schema", "validate_op", "Graph", "INFERABLE_KINDS",
             "broadcast_shapes", "infer_shapes", "with_inferred_shapes", "graph_to_json", "load_json"]
-from .runtime import Engine, Stream, Tensor
+from .engine import Engine, Stream, Tensor
 from .partition import CompiledPartition, Partition
 from .compiled_graph import CompiledGraph
 from .compiler import compile_graph

@@ -29,7 +29,7 @@ from tilefuse.tensorir.runtime.abi import PARAM_ALIGN
 from tilefuse.tensorir.runtime.aligned import aligned_empty, data_address, on_cache_line
 
 from .logical_tensor import GraphError
-from .runtime import Engine
+from .engine import Engine
 from .steps import Step
 
 PICKLE_FORMAT = 4

@@ -36,7 +36,7 @@ from .compiled_graph import CompiledGraph
 from .op import OpKind
 from .ops.movement import slice_view
 from .pipeline import partition
-from .runtime import Engine
+from .engine import Engine
 from .steps import Step
 
 

@@ -21,7 +21,7 @@ from .logical_tensor import GraphError, LogicalTensor
 from .op import Op, OpKind
 from .passes import DEFAULT, plan_layouts
 from .pipeline import prepare
-from .runtime import Engine, Stream, Tensor
+from .engine import Engine, Stream, Tensor
 from .shape_inference import with_inferred_shapes
 
 _partition_ids = itertools.count(1)

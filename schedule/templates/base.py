@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tilefuse.tensorir.dtype import itemsize
 from tilefuse.tensorir.errors import Unsupported
-from tilefuse.tensorir.runtime.target import Target
+from tilefuse.tensorir.runtime.target import Target, as_target
 from tilefuse.tensorir.tensor import Tensor
 
 from ..config_source import chosen_config
@@ -20,9 +20,11 @@ TEMPLATES: dict = {}
 """Template classes by operator class name (injective, reduction, complex, opaque)."""
 
 
-def template_for(outputs, target: Target | None = None) -> "Template":
+def template_for(outputs, target: Target | str | None = None) -> "Template":
     """The template for the DAG under ``outputs`` (a tensor or a list of them), generating
-    code for ``target`` (default: the host). A template that raises ``Unsupported`` for the
+    code for ``target`` (``as_target``: default the host, or a Target, or a string such as
+    ``"llvm -mcpu=skylake-avx512"``): its vector lanes and registers, and what ``build``
+    compiles for. A template that raises ``Unsupported`` for the
     DAG's shape gives way to the opaque template; any other error propagates.
 
     Example:
@@ -30,7 +32,11 @@ def template_for(outputs, target: Target | None = None) -> "Template":
         >>> A = placeholder((100,), name="A"); B = compute((100,), lambda i: A[i] + 1.0, name="B")
         >>> template_for(B).name
         'injective'
+        >>> t = template_for(B, "llvm -mcpu=skylake-avx512")
+        >>> t.default_config()["vector"], "zmm" in t.build().source("asm")
+        (16, True)
     """
+    target = as_target(target)
     if isinstance(outputs, Tensor):
         outputs = [outputs]
     dag = Dag.of(outputs)
@@ -59,8 +65,8 @@ class Template:
         super().__init_subclass__(**kwargs)
         TEMPLATES[cls.name] = cls
 
-    def __init__(self, dag: Dag, target: Target | None = None):
-        self.target = target or Target.host()
+    def __init__(self, dag: Dag, target: Target | str | None = None):
+        self.target = as_target(target)
         self.dag = dag
         self.outputs = dag.outputs
         self.space = ConfigSpace()

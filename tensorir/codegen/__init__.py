@@ -6,12 +6,12 @@ from .. import stmt as S
 from ..in_place import in_place_inputs
 from ..pipeline import CODEGEN_PASSES, run_passes
 from ..runtime.kernel import ArgSpec, Kernel, compile_llvm
-from ..runtime.target import Target, cached_target_machine
+from ..runtime.target import Target, as_target, cached_target_machine
 from .llvm import CodeGen, CodegenError, written_buffer_uids
 
 
-def build_prim_func(func: S.PrimFunc, fast_math: bool = False, target: Target | None = None) -> Kernel:
-    """Compile a loop-IR function for ``target`` (default: the host CPU).
+def build_prim_func(func: S.PrimFunc, fast_math: bool = False, target: Target | str | None = None) -> Kernel:
+    """Compile a loop-IR function for ``target`` (``as_target``: default the host CPU).
 
     Example:
         >>> from tilefuse.tensorir.expr import Buffer, var, const
@@ -20,7 +20,7 @@ def build_prim_func(func: S.PrimFunc, fast_math: bool = False, target: Target | 
         >>> k = build_prim_func(PrimFunc("fill", (A,), For(i, const(0), const(4), "serial",
         ...                                               BufferStore(A, const(1.0), (i,)))))
     """
-    target = target or Target.host()
+    target = as_target(target)
     tm = cached_target_machine(target)
     shares = in_place_inputs(func)
     func = S.PrimFunc(func.name, func.params, run_passes(func.body, CODEGEN_PASSES))

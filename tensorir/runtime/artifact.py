@@ -7,7 +7,9 @@ Layout: ``MAGIC``, the format version (u32), the header's length (u64), the head
 target, kernels with their signatures and LLVM IR, the prepacked wiring, the metadata), the
 object code of each kernel, and the sha256 of everything before it. Reading refuses, with an
 ``ArtifactError`` naming the source, anything that is not an artifact, another format
-version, a truncated or altered one (the checksum), and code for another target.
+version, a truncated or altered one (the checksum), and code for a target this host cannot
+run (another architecture, or features it lacks, named), before any of it is mapped. Code for
+another target (say AVX-512, built on an AVX2 machine) is saved as any other.
 
 Example:
     >>> import numpy as np
@@ -38,8 +40,8 @@ from .prepacked import NUMPY_PACKS, PrepackedKernel
 from .target import Target
 
 MAGIC = b"TILEFUSE-KERNEL\n"
-VERSION = 5            # 2: one kernel, no checksum; 3: plain or prepacked, metadata, sha256; 4: panel packs;
-                       # 5: numpy packs of any kind
+VERSION = 6            # 2: one kernel, no checksum; 3: plain or prepacked, metadata, sha256; 4: panel packs;
+                       # 5: numpy packs of any kind; 6: the kernels' target in full (triple, disabled features)
 TOOLCHAIN = f"artifact {VERSION}, llvmlite {llvmlite.__version__}"
 """What made the code: part of every key under which compiled code is cached."""
 _PREFIX = struct.Struct("<IQ")
@@ -70,9 +72,13 @@ def dumps(kernel, meta: dict | None = None) -> bytes:
         kernels, wiring = [kernel], None
     else:
         raise TypeError(f"an artifact holds a Kernel or a PrepackedKernel, got {type(kernel).__name__}")
-    host = Target.host()
+    target = kernels[0].target
+    if any(k.target != target for k in kernels):
+        raise ValueError(f"an artifact's kernels are compiled for one target; these for "
+                         f"{sorted({str(k.target) for k in kernels})}")
     header = json.dumps({
-        "target": {"cpu": host.cpu, "features": host.features, "key": host.key},
+        "target": {"cpu": target.cpu, "features": target.features, "key": target.key, "triple": target.triple,
+                   "disabled": target.disabled},
         "kernels": [{"name": k.name, "args": [asdict(a) for a in k.args], "llvm_ir": k.source("llvm"),
                      "size": len(k.object_code)} for k in kernels],
         "prepacked": wiring, "meta": meta or {},
@@ -96,10 +102,13 @@ def loads(data: bytes, source: str = "kernel artifact"):
         target, specs, wiring, meta = header["target"], header["kernels"], header["prepacked"], header["meta"]
     except (KeyError, TypeError) as err:
         raise ArtifactError(f"{source}: corrupt kernel header ({err})") from None
-    host = Target.host()
-    if target.get("key") != host.key:
-        raise ArtifactError(f"{source}: compiled for CPU {target.get('cpu')} with other features than this "
-                            f"host ({host.cpu}); recompile it here")
+    try:
+        target = Target(target["cpu"], target["features"], target["key"], target["triple"], target["disabled"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise ArtifactError(f"{source}: corrupt target ({err})") from None
+    refusal = target.cannot_run_here()
+    if refusal:
+        raise ArtifactError(f"{source}: {refusal}; it cannot run here (recompile it for this host)")
     at, kernels = start, []
     for spec in specs:
         code = body[at:at + spec["size"]]
@@ -107,7 +116,7 @@ def loads(data: bytes, source: str = "kernel artifact"):
         args = [ArgSpec(a["name"], a["dtype"], None if a["shape"] is None else tuple(a["shape"]), a["written"],
                         tuple(a.get("shares", ())))      # artifacts from before in-place outputs: none
                 for a in spec["args"]]
-        kernels.append(Kernel(spec["name"], args, spec["llvm_ir"], code))
+        kernels.append(Kernel(spec["name"], args, spec["llvm_ir"], code, target))
     if wiring is None:
         return kernels[0], meta
     compiled = iter(kernels[1:])

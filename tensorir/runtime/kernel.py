@@ -1,8 +1,9 @@
-"""Compiled kernels: LLVM IR -> host object code -> a callable on numpy arrays.
+"""Compiled kernels: LLVM IR -> object code for a target -> a callable on numpy arrays.
 
 Every kernel, freshly compiled or loaded from an artifact (``tensorir.runtime.artifact``),
 runs from its object code in an MCJIT engine of its own, so a saved kernel behaves exactly
-like the one that was saved.
+like the one that was saved. A kernel built for a target this host cannot run (features it
+lacks) keeps its object code and assembly, to be saved, but is never mapped or called.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from .. import dtype as dt
 from .abi import ARRAY_ENTRY_SUFFIX, PARAM_ALIGN, STATUS_NO_MEMORY
 from .aligned import array_layout_is_known
 from .lru import LRUCache
-from .target import Target, cached_target_machine, host_target_machine, new_target_machine, optimize_module
+from .target import Target, TargetError, as_target, cached_target_machine, new_target_machine, optimize_module
 from .threadpool import ensure_runtime
 
 _CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int8": ctypes.c_int8,
@@ -55,11 +56,18 @@ class Kernel:
         [1.0, 2.0, 3.0, 4.0]
     """
 
-    def __init__(self, name: str, args: list[ArgSpec], llvm_ir: str, object_code: bytes):
+    def __init__(self, name: str, args: list[ArgSpec], llvm_ir: str, object_code: bytes,
+                 target: Target | None = None):
         self.name = name
         self.args = tuple(args)
         self._llvm_ir = llvm_ir
         self.object_code = object_code
+        self.target = as_target(target)
+        self._expect = tuple((np.dtype(a.dtype), a.shape, a.written) for a in args)
+        self._fast = self._cfunc = None
+        self._cannot_run = self.target.cannot_run_here()
+        if self._cannot_run:
+            return                      # never mapped: its code may hold instructions this CPU lacks
         ensure_runtime()
         self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine())
         self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
@@ -69,12 +77,10 @@ class Kernel:
             raise ValueError(f"object code has no function named {name!r}")
         argtypes = [ctypes.c_void_p if a.is_buffer else _CTYPES[a.dtype] for a in args]
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)(address)
-        self._fast = None
         array_address = self._engine.get_function_address(name + ARRAY_ENTRY_SUFFIX)
         if array_address and array_layout_is_known():
             array_types = [ctypes.py_object if a.is_buffer else _CTYPES[a.dtype] for a in args]
             self._fast = ctypes.CFUNCTYPE(ctypes.c_int32, *array_types)(array_address)
-        self._expect = tuple((np.dtype(a.dtype), a.shape, a.written) for a in args)
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *arrays):
@@ -96,6 +102,9 @@ class Kernel:
             self._checked_call(arrays)
 
     def _checked_call(self, arrays):
+        if self._cannot_run:
+            raise TargetError(f"kernel {self.name} cannot run here: {self._cannot_run}; it can be saved and run "
+                              f"on such a CPU")
         specs = self.args
         if len(arrays) != len(specs):
             names = ", ".join(a.name for a in specs)
@@ -204,7 +213,8 @@ class Kernel:
         return [(w, i) for w, spec in enumerate(self.args) for i in spec.shares]
 
     def source(self, kind: str = "llvm") -> str:
-        """The optimised LLVM IR (``"llvm"``) or host assembly (``"asm"``) of the kernel.
+        """The optimised LLVM IR (``"llvm"``) or the assembly (``"asm"``, for the kernel's target)
+        of the kernel.
 
         Example:
             >>> "define" in kernel.source("llvm")  # doctest: +SKIP
@@ -213,12 +223,13 @@ class Kernel:
         if kind == "llvm":
             return self._llvm_ir
         if kind == "asm":
-            return host_target_machine().emit_assembly(llvm.parse_assembly(self._llvm_ir))
+            return cached_target_machine(self.target).emit_assembly(llvm.parse_assembly(self._llvm_ir))
         raise ValueError(f"unknown source kind {kind!r}; expected 'llvm' or 'asm'")
 
     def __repr__(self):
         sig = ", ".join(f"{a.name}: {a.dtype}{list(a.shape) if a.is_buffer else ''}" for a in self.args)
-        return f"Kernel({self.name}({sig}))"
+        return f"Kernel({self.name}({sig}))" if self.target is Target.host() else \
+            f"Kernel({self.name}({sig}), target={str(self.target)!r})"
 
 
 def _scalar(spec: ArgSpec, value, kernel: str):
@@ -264,7 +275,7 @@ def compile_llvm(name: str, args: list[ArgSpec], llvm_ir: str, target: Target | 
     Example:
         >>> k = compile_llvm("f", [], 'define void @f() { ret void }'); k()
     """
-    target = target or Target.host()
+    target = as_target(target)
     key = (target, hashlib.sha256(llvm_ir.encode()).digest())
     compiled = _compiled.get(key)
     if compiled is None:
@@ -276,4 +287,4 @@ def compile_llvm(name: str, args: list[ArgSpec], llvm_ir: str, target: Target | 
         optimize_module(module, target)
         compiled = (str(module), tm.emit_object(module))
         _compiled.put(key, compiled)
-    return Kernel(name, args, *compiled)
+    return Kernel(name, args, *compiled, target)

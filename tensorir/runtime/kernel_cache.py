@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from .artifact import TOOLCHAIN
 from .lru import LRUCache
-from .target import Target
+from .target import Target, as_target
 
 __all__ = ["KernelCache", "LRUCache", "cache_key"]
 
@@ -43,14 +43,18 @@ class KernelCache(Protocol):
         ...
 
 
-def cache_key(workload) -> str:
+def cache_key(workload, target: Target | str | None = None) -> str:
     """The key of compiled code for ``workload`` (any repr-able description of what is
-    compiled: a signature and a config) on this host, with this code generator: code cached
-    by another CPU or another version of the generator is never found.
+    compiled: a signature and a config) for ``target`` (``as_target``: default the host),
+    with this code generator: code cached for another target or by another version of the
+    generator is never found.
 
     Example:
         >>> len(cache_key(("matmul", 64))), cache_key("a") == cache_key("a") != cache_key("b")
         (64, True)
+        >>> cache_key("a") == cache_key("a", Target.host()) != cache_key("a", "llvm -mcpu=skylake-avx512")
+        True
     """
-    text = repr((workload, Target.host().key, TOOLCHAIN))
+    target = as_target(target)
+    text = repr((workload, target.key, target.triple, TOOLCHAIN))
     return hashlib.sha256(text.encode()).hexdigest()

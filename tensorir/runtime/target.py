@@ -1,5 +1,15 @@
 """The machine code is generated for: ``Target`` (triple, CPU name, enabled features, vector
-width), the host as a Target, and the LLVM target machines made from it.
+width), the host as a Target, targets named as a user names them, and the LLVM target machines
+made from them.
+
+A target other than the host is named the way TVM and LLVM's tools name one:
+``Target.parse("llvm -mcpu=skylake-avx512")``, optionally with ``-mattr=+f,-g`` to add or remove
+LLVM features (``"llvm"`` alone, or ``-mcpu=native``, is the host). Each CPU name of
+``CPU_FEATURES`` (x86-64 only) carries the instruction-set features LLVM gives that CPU; every
+other feature LLVM knows is turned off, so code for a named target uses exactly its features.
+``as_target`` is what every ``target=`` parameter goes through: None (the host), a Target, or
+such a string. Code for a target may be built and saved anywhere, but runs only where
+``Target.cannot_run_here`` is None: every one of its features is one this host has.
 
 A tuning record is only meaningful on the CPU it was measured on, so records are keyed by
 ``Target.key``: a short stable hash of the CPU name and the *enabled* features, sorted, so two
@@ -12,9 +22,12 @@ Example:
     (512, 16, 8)
     >>> Target.of("haswell", "+avx2,+fma").lanes("float32")
     8
+    >>> Target.parse("llvm -mcpu=skylake-avx512").lanes("float32")
+    16
 """
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 from dataclasses import dataclass, field
@@ -22,9 +35,95 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 
 from ..dtype import itemsize
+from ..errors import TilefuseError
 
 KEY_LENGTH = 16  # hex digits of sha256 kept in Target.key
 _VECTOR_BITS = (("avx512f", 512), ("avx", 256), ("sse", 128), ("neon", 128), ("sve", 128), ("altivec", 128))
+
+
+class TargetError(TilefuseError, ValueError):
+    """A target that cannot be named (an unknown CPU or feature, a malformed string), or code
+    for a target run on a host that lacks its features; the message says which.
+
+    Example:
+        >>> issubclass(TargetError, ValueError)
+        True
+    """
+
+
+# The instruction-set features LLVM gives each x86-64 CPU (llvm/lib/TargetParser/
+# X86TargetParser.cpp), each CPU written as an earlier one plus what it adds. Features with no
+# use in generated code (system instructions: xsave*, sgx, pku, ...) are left out, and so off.
+_X86_64 = "64bit cx8 cmov fxsr mmx sse sse2"
+_V2 = _X86_64 + " sse3 ssse3 sse4.1 sse4.2 popcnt crc32 cx16 sahf"
+_V3 = _V2 + " avx avx2 bmi bmi2 f16c fma lzcnt movbe"
+_AVX512 = " avx512f avx512cd avx512dq avx512bw avx512vl"
+_SANDY = _V2 + " pclmul avx"
+_HASWELL = _SANDY + " f16c avx2 bmi bmi2 fma lzcnt movbe"
+_BROADWELL = _HASWELL + " adx prfchw"
+_SKYLAKE = _BROADWELL + " aes"
+_CANNON = _SKYLAKE + _AVX512 + " avx512ifma avx512vbmi sha"
+_ICELAKE = _CANNON + " avx512bitalg avx512vbmi2 avx512vnni avx512vpopcntdq gfni vaes vpclmulqdq"
+_SAPPHIRE = _ICELAKE + " avx512bf16 avx512fp16 avxvnni amx-bf16 amx-int8 amx-tile"
+_ZEN = _HASWELL + " adx aes prfchw sha sse4a"
+_ZEN3 = _ZEN + " vaes vpclmulqdq"
+CPU_FEATURES: dict[str, frozenset] = {name: frozenset(features.split()) for name, features in {
+    "x86-64": _X86_64, "x86-64-v2": _V2, "x86-64-v3": _V3, "x86-64-v4": _V3 + _AVX512,
+    "nehalem": _V2, "westmere": _V2 + " pclmul", "sandybridge": _SANDY, "ivybridge": _SANDY + " f16c",
+    "haswell": _HASWELL, "broadwell": _BROADWELL, "skylake": _SKYLAKE, "skylake-avx512": _SKYLAKE + _AVX512,
+    "cascadelake": _SKYLAKE + _AVX512 + " avx512vnni", "cooperlake": _SKYLAKE + _AVX512 + " avx512vnni avx512bf16",
+    "cannonlake": _CANNON, "icelake-client": _ICELAKE, "icelake-server": _ICELAKE, "rocketlake": _ICELAKE,
+    "tigerlake": _ICELAKE + " avx512vp2intersect", "sapphirerapids": _SAPPHIRE,
+    "graniterapids": _SAPPHIRE + " amx-fp16",
+    "alderlake": _BROADWELL + " aes sha gfni vaes vpclmulqdq avxvnni",
+    "znver1": _ZEN, "znver2": _ZEN, "znver3": _ZEN3,
+    "znver4": _ZEN3 + _AVX512 + " avx512ifma avx512vbmi avx512vbmi2 avx512vnni avx512bitalg avx512vpopcntdq"
+              " avx512bf16 gfni",
+}.items()}
+"""CPU name -> the LLVM features (instruction sets) code for it may use; ``Target.parse``'s
+``-mcpu=`` names. Each set is closed under ``IMPLIED``."""
+
+IMPLIED = {
+    "sse2": "sse", "sse3": "sse2", "ssse3": "sse3", "sse4.1": "ssse3", "sse4.2": "sse4.1", "avx": "sse4.2",
+    "avx2": "avx", "fma": "avx", "f16c": "avx", "avx512f": "avx2 fma f16c", "avx512cd": "avx512f",
+    "avx512dq": "avx512f", "avx512bw": "avx512f", "avx512vl": "avx512f", "avx512ifma": "avx512f",
+    "avx512vbmi": "avx512bw", "avx512vbmi2": "avx512bw", "avx512bitalg": "avx512bw", "avx512vnni": "avx512f",
+    "avx512vpopcntdq": "avx512f", "avx512bf16": "avx512bw", "avx512fp16": "avx512bw avx512dq avx512vl",
+    "avx512vp2intersect": "avx512f", "avxvnni": "avx2", "aes": "sse2", "pclmul": "sse2", "sha": "sse2",
+    "gfni": "sse2", "vaes": "aes avx", "vpclmulqdq": "pclmul avx", "sse4a": "sse3", "fma4": "avx sse4a",
+    "xop": "fma4", "amx-bf16": "amx-tile", "amx-int8": "amx-tile", "amx-fp16": "amx-tile",
+}
+"""Feature -> the features it needs (LLVM's implications among the x86 features above):
+``-mattr=+avx512bw`` turns on avx512f too, ``-mattr=-avx2`` turns off avx512f too."""
+
+
+def implied_closure(features) -> frozenset:
+    """``features`` with every feature they imply (``IMPLIED``), transitively.
+
+    Example:
+        >>> sorted(implied_closure({"avx2"}) - {"sse", "sse2", "sse3", "ssse3", "sse4.1"})
+        ['avx', 'avx2', 'sse4.2']
+    """
+    done, todo = set(), list(features)
+    while todo:
+        name = todo.pop()
+        if name not in done:
+            done.add(name)
+            todo.extend(IMPLIED.get(name, "").split())
+    return frozenset(done)
+
+
+@functools.lru_cache(maxsize=None)
+def known_features() -> frozenset:
+    """Every feature LLVM knows for this process's target (the names its host detection
+    reports, present or not): what ``-mattr=`` may name, and what a named target turns off.
+
+    Example:
+        >>> "sse2" in known_features() or not _process_triple().startswith("x86_64")
+        True
+    """
+    initialize_llvm()
+    return frozenset(llvm.get_host_cpu_features())
 
 
 def normalize_features(features: str) -> str:
@@ -136,6 +235,66 @@ class Target:
         return cls(cpu, normalized, target_key(cpu, normalized), triple or _process_triple(),
                    disabled_features(features))
 
+    @classmethod
+    def parse(cls, spec: str) -> "Target":
+        """The target a string names, as TVM and LLVM's tools write it: ``"llvm"`` followed by
+        ``-mcpu=NAME`` (a name of ``CPU_FEATURES``, or ``native`` for the host; the host when
+        left out) and ``-mattr=+f,-g`` (LLVM features added to, or removed from, the CPU's;
+        adding one adds what it implies, removing one removes what needs it). Every other
+        feature LLVM knows is off. TargetError for an unknown CPU or feature or a malformed
+        string.
+
+        Example:
+            >>> t = Target.parse("llvm -mcpu=skylake-avx512")
+            >>> t.cpu, t.vector_bits, "+avx512f" in t.features.split(",")
+            ('skylake-avx512', 512, True)
+            >>> Target.parse("llvm -mcpu=skylake-avx512 -mattr=-avx512f").vector_bits
+            256
+            >>> Target.parse("llvm -mcpu=pentium9")
+            Traceback (most recent call last):
+            ...
+            tilefuse.tensorir.runtime.target.TargetError: target 'llvm -mcpu=pentium9': unknown CPU 'pentium9'; known: ...
+        """
+        if not isinstance(spec, str):
+            raise TypeError(f"a target is named by a str like 'llvm -mcpu=skylake-avx512', got {type(spec).__name__}")
+        words = spec.split()
+        if not words or words[0] != "llvm":
+            hint = f"; write 'llvm -mcpu={spec.strip()}'" if spec.strip() in CPU_FEATURES else ""
+            raise TargetError(f"target {spec!r}: a target is written 'llvm [-mcpu=NAME] [-mattr=+f,-g]'{hint}")
+        options = {}
+        for word in words[1:]:
+            key, eq, value = word.partition("=")
+            if key not in ("-mcpu", "-mattr") or not eq or not value or key in options:
+                raise TargetError(f"target {spec!r}: unexpected {word!r}; a target is written "
+                                  f"'llvm [-mcpu=NAME] [-mattr=+f,-g]'")
+            options[key] = value
+        cpu = options.get("-mcpu", "native")
+        if cpu == "native" and "-mattr" not in options:
+            return cls.host()
+        if cpu == "native":
+            host = cls.host()
+            cpu, enabled = host.cpu, {f[1:] for f in host.features.split(",") if f}
+        elif cpu in CPU_FEATURES and _process_triple().startswith("x86_64"):
+            enabled = set(CPU_FEATURES[cpu])
+        elif cpu in CPU_FEATURES:
+            raise TargetError(f"target {spec!r}: CPU {cpu!r} is an x86-64 CPU; this LLVM generates for "
+                              f"{_process_triple()}")
+        else:
+            near = difflib.get_close_matches(cpu, CPU_FEATURES, n=3)
+            raise TargetError(f"target {spec!r}: unknown CPU {cpu!r}; "
+                              + (f"did you mean {', '.join(near)}?" if near else f"known: {', '.join(CPU_FEATURES)}"))
+        for item in filter(None, options.get("-mattr", "").split(",")):
+            sign, name = item[:1], item[1:]
+            if sign not in "+-" or name not in known_features():
+                raise TargetError(f"target {spec!r}: unknown feature {item!r} (write +name or -name, a name LLVM "
+                                  f"knows, e.g. +avx512vnni)")
+            if sign == "+":
+                enabled |= implied_closure({name})
+            else:
+                enabled = {f for f in enabled if name not in implied_closure({f})}
+        features = ",".join("+" + f for f in enabled)
+        return cls.of(cpu, features + "," + ",".join("-" + f for f in known_features() - enabled))
+
     @staticmethod
     @functools.lru_cache(maxsize=None)
     def host() -> "Target":
@@ -148,6 +307,50 @@ class Target:
         """
         initialize_llvm()
         return Target.of(llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+
+    def __str__(self) -> str:
+        """The spelling ``Target.parse`` reads back: the CPU and, for a CPU of ``CPU_FEATURES``,
+        how the features differ from its own (for another CPU, all of them).
+
+        Example:
+            >>> str(Target.parse("llvm -mcpu=haswell -mattr=+avx512f"))
+            'llvm -mcpu=haswell -mattr=+avx512f'
+        """
+        enabled = {f[1:] for f in self.features.split(",") if f}
+        base = CPU_FEATURES.get(self.cpu, frozenset())
+        added, removed = sorted(enabled - base), sorted(base - enabled)
+        plus = ["+" + f for f in added if not any(f in implied_closure({g}) - {g} for g in added)]
+        minus = ["-" + f for f in removed if not any(h in implied_closure({f}) - {f} for h in removed)]
+        mattr = ",".join(plus + minus)
+        return f"llvm -mcpu={self.cpu}" + (f" -mattr={mattr}" if mattr else "")
+
+    def missing_on(self, machine: "Target") -> tuple:
+        """The features code for this target may use that ``machine`` lacks, sorted.
+
+        Example:
+            >>> Target.parse("llvm -mcpu=skylake-avx512").missing_on(Target.parse("llvm -mcpu=broadwell"))
+            ('aes', 'avx512bw', 'avx512cd', 'avx512dq', 'avx512f', 'avx512vl')
+        """
+        have = set(machine.features.split(","))
+        return tuple(sorted(f[1:] for f in self.features.split(",") if f and f not in have))
+
+    def cannot_run_here(self) -> str | None:
+        """Why code for this target must not run on this host (another architecture, or
+        features the host lacks, named), or None when it may: checked before code is mapped,
+        so that it never meets an illegal instruction.
+
+        Example:
+            >>> Target.host().cannot_run_here() is None
+            True
+        """
+        host = Target.host()
+        if self.triple.split("-")[0] != host.triple.split("-")[0]:
+            return f"compiled for {self.triple}; this host is {host.triple}"
+        missing = self.missing_on(host)
+        if missing:
+            return (f"compiled for CPU {self.cpu} with features this host ({host.cpu}) lacks: "
+                    f"{', '.join(missing)}")
+        return None
 
     @property
     def vector_bits(self) -> int:
@@ -199,9 +402,27 @@ class Target:
             True
         """
         initialize_llvm()
-        features = ",".join(f for f in (self.features, self.disabled) if f)
+        features = ",".join(f for f in (self.disabled, self.features) if f)   # enabling wins, as it implies
         return llvm.Target.from_triple(self.triple).create_target_machine(
             cpu=self.cpu, features=features, opt=3, reloc="default", codemodel="jitdefault")
+
+
+def as_target(target) -> Target:
+    """What a ``target=`` parameter means: None is the host, a Target itself, a str the target
+    ``Target.parse`` reads.
+
+    Example:
+        >>> as_target(None) is Target.host(), as_target("llvm -mcpu=haswell").lanes("float32")
+        (True, 8)
+    """
+    if target is None:
+        return Target.host()
+    if isinstance(target, Target):
+        return target
+    if isinstance(target, str):
+        return Target.parse(target)
+    raise TypeError(f"target must be a Target, a str like 'llvm -mcpu=skylake-avx512' or None, "
+                    f"got {type(target).__name__}")
 
 
 def new_target_machine() -> llvm.TargetMachine:

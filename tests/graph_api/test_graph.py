@@ -23,7 +23,9 @@ def chain():
 
 
 def test_engine_kind_and_fpmath_mode_are_checked():
-    assert Graph("gpu", "tf32").fpmath_mode == "tf32"
+    assert Graph("any", "tf32").fpmath_mode == "tf32"
+    with pytest.raises(GraphError, match="engine kind 'gpu': tilefuse has no GPU backend"):
+        Graph("gpu")
     with pytest.raises(GraphError, match="unknown fpmath mode 'fast'"):
         Graph("cpu", "fast")
     with pytest.raises(GraphError, match="unknown engine kind 'tpu'"):

@@ -196,10 +196,10 @@ def test_double_transpose_then_matmul():
 
 def test_nothing_to_do_returns_equal_new_graph():
     x, y = lt(0, (2,)), lt(1, (2,))
-    g = graph(op(0, "ReLU", [x], [y]), engine="gpu", fpmath="tf32")
+    g = graph(op(0, "ReLU", [x], [y]), engine="any", fpmath="tf32")
     out = simplify_algebra(g)
     assert out is not g and kinds(out) == kinds(g)
-    assert (out.engine_kind, out.fpmath_mode) == ("gpu", "tf32")
+    assert (out.engine_kind, out.fpmath_mode) == ("any", "tf32")
 
 
 import numpy as np  # noqa: E402

@@ -84,10 +84,10 @@ def test_another_version_and_another_target_are_refused(plain):
     with pytest.raises(ArtifactError, match=f"format version {VERSION - 1}; this tilefuse reads version {VERSION}"):
         loads(old, source="cached kernel")
 
-    def other_cpu(header):
-        header["target"] = {"cpu": "other", "features": "+sse2", "key": "0" * 16}
-    with pytest.raises(ArtifactError, match="compiled for CPU other with other features"):
-        loads(_rewrite(blob, other_cpu))
+    def key_not_matching(header):
+        header["target"]["key"] = "0" * 16
+    with pytest.raises(ArtifactError, match="corrupt target .*does not match"):
+        loads(_rewrite(blob, key_not_matching))
     with pytest.raises(ArtifactError, match="corrupt kernel header"):
         loads(_rewrite(blob, lambda header: header.pop("kernels")))
 
@@ -107,3 +107,63 @@ def test_a_prepacked_kernel_with_damaged_numpy_pack_wiring_is_refused(prepacked,
         header["prepacked"]["numpy_packs"] = [entry]
     with pytest.raises(ArtifactError, match="corrupt prepacked wiring"):
         loads(_rewrite(dumps(prepacked), damage))
+
+
+# ---------------------------------------------------------------- code for other targets
+from tilefuse.tensorir.runtime import artifact  # noqa: E402
+from tilefuse.tensorir.runtime.target import Target, TargetError  # noqa: E402
+from host_vectors import ABSENT_FEATURE  # noqa: E402
+
+
+def _scaled(target):
+    A = placeholder((64,), name="A"); B = compute((64,), lambda i: A[i] * 3.0, name="B")
+    s = create_schedule(B)
+    _, lanes = s[B].split(B.op.axis[0], factor=16)
+    s[B].vectorize(lanes)
+    return build(s, [A, B], target=target)
+
+
+@pytest.mark.skipif(not Target.host().triple.startswith("x86_64"), reason="an x86-64 target")
+def test_avx512_code_is_built_and_saved_on_any_x86_host_and_runs_only_where_avx512_is(tmp_path):
+    kernel = _scaled("llvm -mcpu=skylake-avx512")
+    assert "zmm" in kernel.source("asm") and kernel.target == Target.parse("llvm -mcpu=skylake-avx512")
+    save(kernel, tmp_path / "avx512.tfk")
+    missing = kernel.target.cannot_run_here()
+    if missing:                                     # an AVX2 host: saved, refused, never run
+        assert "avx512f" in missing
+        with pytest.raises(ArtifactError, match="avx512.tfk: compiled for CPU skylake-avx512 with features this "
+                                                "host .* lacks: .*avx512f"):
+            load(tmp_path / "avx512.tfk")
+        return
+    again, _ = load(tmp_path / "avx512.tfk")
+    a, b = np.arange(64, dtype="float32"), np.zeros(64, "float32")
+    again(a, b)
+    assert again.target == kernel.target and np.array_equal(b, a * 3)
+
+
+@pytest.mark.skipif(ABSENT_FEATURE is None, reason="the host has every feature LLVM knows")
+def test_code_for_a_feature_the_host_lacks_is_never_mapped_or_run(monkeypatch):
+    target = Target.parse(f"llvm -mcpu=native -mattr=+{ABSENT_FEATURE}")
+    kernel = _scaled(target)
+    assert kernel.unchecked_entry is None
+    with pytest.raises(TargetError, match=f"kernel main cannot run here: compiled for CPU .* lacks: {ABSENT_FEATURE}"):
+        kernel(np.zeros(64, "float32"), np.zeros(64, "float32"))
+    blob = dumps(kernel, {"for": "elsewhere"})
+
+    def mapped(*args):
+        raise AssertionError("code for another target was mapped")
+    monkeypatch.setattr(artifact, "Kernel", mapped)
+    with pytest.raises(ArtifactError, match=f"^kernel artifact: compiled for CPU {target.cpu} with features this host "
+                                            f"\\({Target.host().cpu}\\) lacks: {ABSENT_FEATURE}; it cannot run here"):
+        loads(blob)
+
+
+def test_the_artifact_carries_the_target_of_its_kernels(plain, prepacked):
+    for kernel in (plain, prepacked):
+        again, _ = loads(dumps(kernel))
+        assert again.kernels[0].target == Target.host() if isinstance(again, PrepackedKernel) else \
+            again.target == Target.host()
+    narrow = _scaled("llvm -mcpu=x86-64") if Target.host().triple.startswith("x86_64") else None
+    if narrow is not None:
+        again, _ = loads(dumps(narrow))
+        assert again.target == Target.parse("llvm -mcpu=x86-64") and "zmm" not in again.source("asm")
