@@ -34,7 +34,6 @@ from tilefuse.schedule.space import Config
 from tilefuse.tensorir.errors import TilefuseError
 
 from .database import Database
-from .target import current_target
 from .task import Task, canonical_text
 
 
@@ -60,7 +59,8 @@ def workload_key(template) -> str:
 
 
 class HistoryBest:
-    """The best records of a database for this CPU: a ConfigSource and a KernelCache.
+    """The best records of a database for the CPU each template is compiled for (this one,
+    unless the compile names another target): a ConfigSource and a KernelCache.
 
     Example:
         >>> from tilefuse.tensorir import placeholder, compute
@@ -75,7 +75,6 @@ class HistoryBest:
     def __init__(self, db, strict: bool = False):
         self.db = db if isinstance(db, Database) else Database(db)
         self.strict = strict
-        self.target = current_target()
         self._warned: set[str] = set()
         self._cache: dict[str, Config | None] = {}
 
@@ -100,9 +99,10 @@ class HistoryBest:
             True
         """
         key = workload_key(template)
-        if key not in self._cache:
-            pick = self.db.pick(key, self.target.key)      # checked against the default: it decides
-            record = self.db.best(key, self.target.key) if pick is None else None
+        target = template.target          # the records of the machine it is compiled for
+        if (key, target.key) not in self._cache:
+            pick = self.db.pick(key, target.key)      # checked against the default: it decides
+            record = self.db.best(key, target.key) if pick is None else None
             chosen = pick.config if pick is not None else record.config if record is not None else None
             config = None
             if chosen is not None:
@@ -111,12 +111,12 @@ class HistoryBest:
                     template.space.index_of(config)
                 except ValueError:      # the template's knobs changed since: not a point any more
                     config = None
-            self._cache[key] = config
-        config = self._cache[key]
+            self._cache[key, target.key] = config
+        config = self._cache[key, target.key]
         if config is None:
             name = "+".join(op.name for op in template.dag.ops)
             message = (f"no tuning record for workload {name} (key {key[:16]}) on "
-                       f"{self.target.cpu} in {self.db.path}: it compiles with the default config")
+                       f"{target.cpu} in {self.db.path}: it compiles with the default config")
             if self.strict:
                 raise MissingTuningRecord(message)
             if key not in self._warned:

@@ -46,7 +46,8 @@ class InferenceSession(graph_session.InferenceSession):
     """
 
     def __init__(self, model, db=None, strict: bool = False, num_threads: int | None = None,
-                 max_compiled_shapes: int = graph_session.MAX_COMPILED_SHAPES, strict_records: bool = False):
+                 max_compiled_shapes: int = graph_session.MAX_COMPILED_SHAPES, strict_records: bool = False,
+                 target=None):
         configs = None if db is None else HistoryBest(db, strict=strict_records)
         super().__init__(model, configs=configs, strict=strict, num_threads=num_threads,
-                         max_compiled_shapes=max_compiled_shapes)
+                         max_compiled_shapes=max_compiled_shapes, target=target)

@@ -49,10 +49,13 @@ class Program:
     the steps read); ``output_ids``, the graph's outputs. The steps after the build fill in
     ``in_place`` ((step, ``InPlaceConcat``) pairs), ``run_steps`` (the steps a run takes) and
     ``memory`` (the plan of their intermediate tensors). ``constant_ids``: every constant's id
-    (bound values may not be fed)."""
+    (bound values may not be fed). ``runs_here``: whether its kernels can run on this host
+    (compiled for another target they cannot: nothing runs, or packs, before the first run
+    where they can)."""
     steps: list
     bound: dict
     output_ids: list
+    runs_here: bool = True
     in_place: list = field(default_factory=list)
     run_steps: list | None = None
     memory: MemoryPlan | None = None
@@ -69,10 +72,14 @@ def concat_in_place(program: Program) -> Program:
 
 
 def settle_constants(program: Program) -> Program:
-    """Run the steps of constants, pack weights, keep only the constants read (step 2)."""
+    """Run the steps of constants, pack weights, keep only the constants read (step 2; for a
+    program that cannot run here, every step is left to run and every constant kept)."""
     elided = {id(step) for step, _ in program.in_place}
-    program.run_steps, program.bound = _settled([s for s in program.steps if id(s) not in elided],
-                                                program.bound, program.output_ids)
+    steps = [s for s in program.steps if id(s) not in elided]
+    if program.runs_here:
+        program.run_steps, program.bound = _settled(steps, program.bound, program.output_ids)
+    else:
+        program.run_steps, program.bound = steps, {key: on_cache_line(v) for key, v in program.bound.items()}
     return program
 
 

@@ -5,7 +5,7 @@ signature, its compute DAG (the partition lowered once, when something first nee
 template of its class, the config a ``ConfigSource`` chose (None: the template's default) and
 the target. ``kernel_job`` makes one; ``build_all`` builds a list of them:
 
-1. each job's workload (signature and config) is looked up in the in-process LRU cache, then
+1. each job's workload (signature, config and target) is looked up in the in-process LRU cache, then
    in the ``KernelCache`` (``kernel_cache``, else a config source that is one, as
    ``autotune.HistoryBest`` is), so another process skips LLVM;
 2. the distinct workloads no cache holds are built, in forked worker processes when there are
@@ -34,6 +34,7 @@ from tilefuse.schedule import template_for
 from tilefuse.schedule.config_source import ConfigSource, active_sources
 from tilefuse.tensorir.runtime import artifact
 from tilefuse.tensorir.runtime.kernel_cache import KernelCache, LRUCache, cache_key
+from tilefuse.tensorir.runtime.target import as_target
 
 from .ir_partition import lower_partition
 
@@ -103,7 +104,7 @@ class KernelJob:
         self.partition = partition
         self.signature = partition_signature(partition)
         self.config = config
-        self.target = target
+        self.target = as_target(target)
         self._dag = None
         self._template = None
 
@@ -118,21 +119,31 @@ class KernelJob:
     def template(self):
         """The template of the partition's compute DAG."""
         if self._template is None:
-            self._template = template_for(self.dag[1])
+            self._template = template_for(self.dag[1], self.target)
         return self._template
 
     @property
     def workload(self) -> tuple:
         """What the kernel is built from: the signature and the config's JSON (None: the
-        default); the in-process cache's key, and what the persistent cache's key hashes."""
+        default)."""
         return self.signature, None if self.config is None else self.config.to_json()
+
+    @property
+    def key(self) -> tuple:
+        """The in-process cache's key: the workload and the target's key."""
+        return self.workload, self.target.key
+
+    @property
+    def cache_key(self) -> str:
+        """The persistent kernel cache's key: what hashes the workload and the target."""
+        return cache_key(self.workload, self.target)
 
     def build(self) -> Built:
         """Lower (if not yet), schedule with the config and compile with LLVM."""
         env, outs = self.dag
         template = self.template
         config = template.default_config() if self.config is None else self.config
-        name = "partition_" + hashlib.sha1(repr(self.workload).encode()).hexdigest()[:12]
+        name = "partition_" + hashlib.sha1(repr(self.key).encode()).hexdigest()[:12]
         kernel = template.build(config, name=name)   # constant inputs prepacked
         position = {id(env[p.id].op): ("in", k) for k, p in enumerate(self.partition.input_ports)}
         position.update({id(t.op): ("out", k) for k, t in enumerate(outs)})
@@ -140,8 +151,9 @@ class KernelJob:
 
 
 def kernel_job(partition, sources: list, target=None) -> KernelJob:
-    """The job of building ``partition``, its config chosen by the first of ``sources`` that
-    has one (the partition is lowered for them to see its template); none: the default.
+    """The job of building ``partition`` for ``target`` (a ``Target``, its spelling, or None:
+    the host), its config chosen by the first of ``sources`` that has one (the partition is
+    lowered for them to see its template); none: the default.
 
     Example:
         >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
@@ -165,30 +177,30 @@ def build_all(jobs: list, kernel_cache: KernelCache | None = None, workers: int 
     when two or more are missing, default: the CPUs this process may use). See the module's
     docstring and example."""
     results: list = [None] * len(jobs)
-    missing: dict = {}          # workload -> the indices of its jobs, for what no cache holds
-    unstored: set = set()       # workloads the persistent cache lacks (or holds unusable)
+    missing: dict = {}          # key -> the indices of its jobs, for what no cache holds
+    unstored: set = set()       # keys the persistent cache lacks (or holds unusable)
     for k, job in enumerate(jobs):
-        built = _built.get(job.workload)
-        if kernel_cache is not None and job.workload not in unstored:
-            stored = _thaw(kernel_cache.cached_kernel(cache_key(job.workload)))
+        built = _built.get(job.key)
+        if kernel_cache is not None and job.key not in unstored:
+            stored = _thaw(kernel_cache.cached_kernel(job.cache_key))
             if stored is None:
-                unstored.add(job.workload)
+                unstored.add(job.key)
             built = built or stored
         if built is None:
-            missing.setdefault(job.workload, []).append(k)
+            missing.setdefault(job.key, []).append(k)
         else:
-            _built.put(job.workload, built)
+            _built.put(job.key, built)
             results[k] = built
     firsts = [jobs[indices[0]] for indices in missing.values()]
     for job, built, indices in zip(firsts, _build_in_workers(firsts, workers), missing.values()):
         built = built or job.build()
-        _built.put(job.workload, built)
+        _built.put(job.key, built)
         for k in indices:
             results[k] = built
     for job, built in zip(jobs, results):   # the persistent cache gets what this process built too
-        if job.workload in unstored:
-            unstored.discard(job.workload)
-            kernel_cache.cache_kernel(cache_key(job.workload), _freeze(built))
+        if job.key in unstored:
+            unstored.discard(job.key)
+            kernel_cache.cache_kernel(job.cache_key, _freeze(built))
     return results
 
 

@@ -97,6 +97,7 @@ class CompiledGraph:
             [0.0, 0.0, 2.0]
         """
         state = {k: v for k, v in self.__dict__.items() if k not in ("engine", "_arenas")}
+        state["target"] = self.target
         buffers = []
         payload = pickle.dumps(state, protocol=5, buffer_callback=buffers.append)
         raw = [b.raw() for b in buffers]
@@ -116,6 +117,7 @@ class CompiledGraph:
             >>> [y.shape for y in compiled.run([np.ones(t.shape, "float32") for t in compiled.input_ports]).values()]
             [(32, 10)]
         """
+        self._check_runs_here()
         values = self._checked_values(feeds)
         try:
             state = self._arenas.pop()          # one run's buffers are never another's at the same time
@@ -144,6 +146,7 @@ class CompiledGraph:
         """
         if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
             raise ValueError(f"runs must be a positive int, got {runs!r}")
+        self._check_runs_here()
         values = self._checked_values(feeds)
         state = _RunState(self)         # its own buffers: its program times each step
         times = {index: [] for index in state.indices}
@@ -153,6 +156,23 @@ class CompiledGraph:
         for _ in range(runs):
             self._execute(state, dict(values))
         return times
+
+    @property
+    def target(self):
+        """The ``Target`` its kernels were generated for.
+
+        Example:
+            >>> from tilefuse.graph_api import load_json, compile_graph
+            >>> compile_graph(load_json("examples/mlp.json"), target="llvm -mcpu=haswell").target.lanes("float32")
+            8
+        """
+        return self.engine.target
+
+    def _check_runs_here(self) -> None:
+        why = self.target.cannot_run_here()
+        if why is not None:
+            raise GraphError(f"this compiled graph cannot run here: {why}; save it and run it on such a machine, "
+                             f"or compile it for this host")
 
     def _execute(self, state: "_RunState", values: dict) -> dict:
         """Run ``state``'s program on ``values`` (the bound constants and the checked feeds);
@@ -333,7 +353,8 @@ def _restore(version, payload, buffers, digest) -> CompiledGraph:
                                      f"with the code generator it was compiled with (compile the graph again "
                                      f"elsewhere)") from None
     restored = CompiledGraph.__new__(CompiledGraph)
-    restored.__dict__.update(state, engine=Engine(), _arenas=[])
+    target = state.pop("target")
+    restored.__dict__.update(state, engine=Engine(target=target), _arenas=[])
     return restored
 
 

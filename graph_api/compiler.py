@@ -29,10 +29,12 @@ from __future__ import annotations
 import warnings
 
 from tilefuse.tensorir.errors import Unsupported
+from tilefuse.tensorir.runtime.target import as_target
 
 from .after_build import Program, run_after_build
 from .build import build_all, config_sources, kernel_cache_of, kernel_job
 from .compiled_graph import CompiledGraph
+from .logical_tensor import GraphError
 from .op import OpKind
 from .ops.movement import slice_view
 from .pipeline import partition
@@ -41,8 +43,14 @@ from .steps import Step
 
 
 def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cache=None,
-                  strict: bool = False, *, owned: bool = False) -> CompiledGraph:
+                  strict: bool = False, target=None, *, owned: bool = False) -> CompiledGraph:
     """Compile every supported partition of a finalized graph (the steps are the module's).
+
+    ``target``: the machine to generate code for (a ``tensorir.runtime.target.Target`` or its
+    spelling, ``"llvm -mcpu=skylake-avx512"``), default the engine's, which defaults to this
+    host. A graph compiled for a target whose features this host lacks can be pickled or saved
+    and run where they are (its constant partitions then run, and its weights are packed, at
+    the first run there), never here: ``run`` refuses it naming the missing features.
 
     ``configs`` is a ``schedule.ConfigSource``: each partition's template gets the config it
     chooses, or its default config where it has none. ``autotune.HistoryBest(db)`` chooses the
@@ -64,6 +72,9 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
         >>> compile_graph(g).run({0: np.array([[-1, 2, -3], [4, -5, 6]], "float32")})[1].tolist()
         [[0.0, 2.0, 0.0], [4.0, 0.0, 6.0]]
     """
+    engine = Engine(target=target) if engine is None else engine
+    if target is not None and as_target(target) != engine.target:
+        raise GraphError(f"compile_graph: target {as_target(target)} differs from the engine's {engine.target}")
     partitioned = partition(graph)
     ir, partitions = partitioned.ir, partitioned.partitions
     bound = {**graph.constant_values, **ir.constant_values}    # folded constants are inputs too
@@ -74,7 +85,7 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
     output_ids = [t.id for t in graph.get_output_ports()]
     views = [view_of(p, set(output_ids)) for p in partitions]
     sources = config_sources(configs)
-    jobs = {k: kernel_job(p, sources) for k, (p, view) in enumerate(zip(partitions, views))
+    jobs = {k: kernel_job(p, sources, engine.target) for k, (p, view) in enumerate(zip(partitions, views))
             if view is None and p.is_supported()}
     built = dict(zip(jobs, build_all(list(jobs.values()), kernel_cache_of(sources, kernel_cache))))
     steps = [Step.viewing(k, p, views[k]) if views[k] is not None else
@@ -89,7 +100,7 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
     if owned:       # ours to empty: each weight is dropped once packed, so weights are held about once
         graph.release_constant_values()
     del partitioned, ir, partitions, jobs, built
-    program = run_after_build(Program(steps, bound, output_ids))
+    program = run_after_build(Program(steps, bound, output_ids, runs_here=engine.target.cannot_run_here() is None))
     return CompiledGraph(program, input_ports, outputs, chosen_configs, engine, strict)
 
 

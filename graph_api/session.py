@@ -17,14 +17,17 @@ from onnxruntime is one line::
 * ``configs``: a ``schedule.ConfigSource`` (``autotune.HistoryBest("tuning.db")``, or use
   ``autotune.InferenceSession(model, db=...)``); ``strict``: refuse a model with ops the
   compiler does not handle; ``num_threads``: the process's thread pool size
-  (``tensorir.runtime.set_num_threads``).
+  (``tensorir.runtime.set_num_threads``); ``target``: the machine to generate code for (a
+  ``Target`` or its spelling, ``"llvm -mcpu=skylake-avx512"``; default this host): a session
+  for a target whose features this host lacks can be saved here and loaded there.
 
 ``save(path)`` writes the session as one file (``SAVE_MAGIC``, the format version, a JSON
 header with the target, the inputs and outputs, then the compiled graphs: kernels' object
 code, packed constants, and for a model with symbolic dims the model itself, so new shapes
 can still be compiled; a sha256 of it all). ``load_compiled(path)`` returns a session that
-runs it with no LLVM compile and no tuning database; a file for another CPU, another format
-version, or one that is truncated or altered is refused with a GraphError naming it. The file
+runs it with no LLVM compile and no tuning database; a file whose code needs features this
+host lacks (it names them), of another format version, or one that is truncated or altered
+is refused with a GraphError naming it. The file
 is mapped, and the weights are used where they lie in it (each array's data starts at a
 multiple of ``BUFFER_ALIGN``). A saved file holds pickled objects: load only files you trust,
 as with any pickle.
@@ -55,7 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tilefuse.tensorir.runtime.artifact import read_envelope
-from tilefuse.tensorir.runtime.target import Target
+from tilefuse.tensorir.runtime.target import Target, as_target
 from tilefuse.tensorir.runtime.threadpool import set_num_threads
 
 from .compiled_graph import CompiledGraph
@@ -104,12 +107,13 @@ class InferenceSession:
     """
 
     def __init__(self, model, configs=None, strict: bool = False, num_threads: int | None = None,
-                 max_compiled_shapes: int = MAX_COMPILED_SHAPES):
+                 max_compiled_shapes: int = MAX_COMPILED_SHAPES, target=None):
         if num_threads is not None:
             set_num_threads(num_threads)
         if isinstance(max_compiled_shapes, bool) or not isinstance(max_compiled_shapes, int) or max_compiled_shapes < 1:
             raise ValueError(f"max_compiled_shapes must be a positive int, got {max_compiled_shapes!r}")
         self._configs, self._strict, self._max = configs, strict, max_compiled_shapes
+        self._target = as_target(target)
         self._source = _source_of(model)
         self._inputs, self._outputs = self._source.signature()
         self._compiled = collections.OrderedDict()     # input shapes -> _Compiled, least recently run first
@@ -117,7 +121,7 @@ class InferenceSession:
         shapes = self._source.static_shapes
         if shapes is not None:          # nothing symbolic: compile now, as onnxruntime does, and let the
             source, self._source = self._source, _Saved()     # model go (the compiled graph holds what it runs)
-            self._compiled[shapes] = source.compile(shapes, configs, strict)
+            self._compiled[shapes] = source.compile(shapes, configs, strict, self._target)
 
     def get_inputs(self) -> list[NodeArg]:
         """The inputs to feed, in the model's order.
@@ -211,7 +215,7 @@ class InferenceSession:
         if not self._source.can_compile:
             raise GraphError(f"this saved session holds no compiled graph for input shapes {[list(s) for s in key]} "
                              f"and no model to compile one from (it has {[[list(s) for s in k] for k in self._compiled]})")
-        compiled = self._source.compile(key, self._configs, self._strict)
+        compiled = self._source.compile(key, self._configs, self._strict, self._target)
         with self._lock:
             self._compiled[key] = compiled
             while len(self._compiled) > self._max:
@@ -231,13 +235,14 @@ class InferenceSession:
             ...     bool(np.array_equal(again.run(None, x)[0], sess.run(None, x)[0]))
             True
         """
-        host = Target.host()
-        header = json.dumps({"target": {"cpu": host.cpu, "key": host.key},
+        target = self._target
+        header = json.dumps({"target": {"cpu": target.cpu, "features": target.features, "triple": target.triple,
+                                        "key": target.key},
                              "inputs": [vars(a) for a in self._inputs],
                              "outputs": [vars(a) for a in self._outputs]}).encode()
         buffers = []                    # the arrays' data, written apart so that loading maps them in place
         payload = pickle.dumps({"source": self._source.saved(), "compiled": dict(self._compiled),
-                                "max": self._max, "strict": self._strict}, protocol=5,
+                                "max": self._max, "strict": self._strict, "target": self._target}, protocol=5,
                                buffer_callback=buffers.append)
         raw = [b.raw() for b in buffers]
         digest = hashlib.sha256()
@@ -278,16 +283,19 @@ def load_compiled(path) -> InferenceSession:
         payload, buffers = _sections(body, end)
     except (ValueError, KeyError, TypeError, struct.error) as err:
         raise GraphError(f"{where}: corrupt header ({err})") from None
-    host = Target.host()
-    if target.get("key") != host.key:
-        raise GraphError(f"{where} was compiled for CPU {target.get('cpu')} with other features than this "
-                         f"host ({host.cpu}); compile the model here")
+    try:
+        why = Target.of(target["cpu"], target["features"], target["triple"]).cannot_run_here()
+    except (KeyError, TypeError, ValueError) as err:
+        raise GraphError(f"{where}: corrupt header ({err})") from None
+    if why is not None:
+        raise GraphError(f"{where} cannot run here: {why}; compile the model for this host")
     try:
         state = pickle.loads(payload, buffers=buffers)
     except pickle.UnpicklingError as err:
         raise GraphError(f"{where}: {err}") from None
     session = InferenceSession.__new__(InferenceSession)
     session._configs, session._strict, session._max = None, state["strict"], state["max"]
+    session._target = state["target"]
     session._source = state["source"]
     session._inputs = [NodeArg(**a) for a in inputs]
     session._outputs = [NodeArg(**a) for a in outputs]
@@ -359,9 +367,9 @@ class _GraphSource:
             return NodeArg(str(t.id), list(t.shape), f"tensor({_ORT_TYPES.get(t.dtype, t.dtype.value)})")
         return [arg(t) for t in self._inputs()], [arg(t) for t in self.graph.get_output_ports()]
 
-    def compile(self, shapes, configs, strict) -> _Compiled:
+    def compile(self, shapes, configs, strict, target) -> _Compiled:
         order = {t.id: k for k, t in enumerate(self._inputs())}
-        compiled = compile_graph(self.graph, configs=configs, strict=strict, owned=self.owned)
+        compiled = compile_graph(self.graph, configs=configs, strict=strict, target=target, owned=self.owned)
         return _Compiled(compiled, [order[t.id] for t in compiled.input_ports],
                          {str(tid): tid for tid in compiled.output_ids}, {})
 
@@ -408,7 +416,7 @@ class _OnnxSource:
     def signature(self):
         return self.inputs, self.outputs
 
-    def compile(self, shapes, configs, strict) -> _Compiled:
+    def compile(self, shapes, configs, strict, target) -> _Compiled:
         import onnx
         from .onnx.importer import import_onnx
         proto = self.proto
@@ -424,7 +432,7 @@ class _OnnxSource:
         imp = import_onnx(proto)
         if self.static_shapes is not None:  # compiled once: the model (its weights are copied) goes now
             self.proto = proto = None
-        compiled = compile_graph(imp.graph, configs=configs, strict=strict, owned=True)
+        compiled = compile_graph(imp.graph, configs=configs, strict=strict, target=target, owned=True)
         position = {name: k for k, (name, _) in enumerate(imp.inputs)}
         by_id = {tid: name for name, tid in imp.inputs if tid is not None}
         return _Compiled(compiled, [position[by_id[t.id]] for t in compiled.input_ports],

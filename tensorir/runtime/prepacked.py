@@ -133,6 +133,23 @@ class PrepackedKernel:
         return self.main.name
 
     @property
+    def target(self):
+        """The target its kernels were generated for (the main kernel's).
+
+        Example:
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import create_schedule
+            >>> from tilefuse.schedule.hoist import build_prepacked
+            >>> A = placeholder((4,), name="A"); W = placeholder((4,), name="W", constant=True)
+            >>> W2 = compute((4,), lambda i: W[i] * 2.0, name="W2")     # reads only the constant W
+            >>> C = compute((4,), lambda i: A[i] + W2[i], name="C")
+            >>> f = build_prepacked(create_schedule(C), [A, W, C], constants=[W], target="llvm -mcpu=haswell")
+            >>> str(f.target), f.target == f.main.target
+            ('llvm -mcpu=haswell', True)
+        """
+        return self.main.target
+
+    @property
     def kernels(self) -> list[Kernel]:
         """The main kernel, then the pack kernels (not the ``PanelPack`` ones: no code).
 

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from tilefuse.graph_api import GraphError, InferenceSession, load_compiled  # noqa: E402
 from tilefuse.graph_api import session as session_module  # noqa: E402
+from host_vectors import ABSENT_FEATURE  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -196,10 +197,14 @@ def test_damaged_files_and_files_for_another_cpu_are_refused(tmp_path, monkeypat
             load_compiled(bad)
     with pytest.raises(GraphError, match="cannot read saved session"):
         load_compiled(tmp_path / "missing.tfm")
-    from tilefuse.tensorir.runtime import target
-    host = target.Target.host()
-    monkeypatch.setattr(session_module.Target, "host", staticmethod(lambda: target.Target.of("other-cpu", "")))
-    session.save(tmp_path / "other.tfm")
-    monkeypatch.setattr(session_module.Target, "host", staticmethod(lambda: host))
-    with pytest.raises(GraphError, match="compiled for CPU other-cpu with other features than this host"):
-        load_compiled(tmp_path / "other.tfm")
+
+
+@pytest.mark.skipif(ABSENT_FEATURE is None, reason="this host has every feature LLVM knows")
+def test_a_session_for_features_this_host_lacks_is_saved_here_and_refused_here(tmp_path):
+    target = f"llvm -mattr=+{ABSENT_FEATURE}"
+    session = InferenceSession(dynamic_batch_model(), target=target)
+    with pytest.raises(GraphError, match=f"cannot run here: .*lacks: {ABSENT_FEATURE}"):
+        session.run(None, {"x": np.ones((2, 13), "float32")})        # compiled, never run
+    session.save(tmp_path / "model.tfm")
+    with pytest.raises(GraphError, match=f"model.tfm cannot run here: .*lacks: {ABSENT_FEATURE}"):
+        load_compiled(tmp_path / "model.tfm")
