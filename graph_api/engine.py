@@ -18,7 +18,11 @@ from tilefuse.tensorir.runtime.target import Target, as_target
 from .logical_tensor import GraphError, LogicalTensor
 
 ENGINE_KINDS = ("cpu", "any")
-"""The engine kinds a graph may name: the CPU ("any" is the CPU too). There is no GPU backend."""
+"""The engine kinds code is compiled for: the CPU ("any" is the CPU too). There is no GPU backend."""
+
+GRAPH_ENGINE_KINDS = ENGINE_KINDS + ("gpu",)
+"""The engine kinds a graph may record (oneDNN's dumps made on a GPU say "gpu"): a description of
+where it was built; it compiles for the CPU ``Engine`` it is given."""
 
 
 def check_engine_kind(kind: str) -> str:

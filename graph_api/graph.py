@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dot import graph_to_dot
-from .engine import check_engine_kind
+from .engine import GRAPH_ENGINE_KINDS
 from .ir import GraphIR, GraphSettings
 from .logical_tensor import GraphError, LayoutType, LogicalTensor, PropertyType
 from .op import Op
@@ -32,9 +32,9 @@ FPMATH_MODES = ("strict", "bf16", "f16", "tf32", "any")
 
 
 class Graph:
-    """A oneDNN-style graph. ``engine_kind`` is one of ``engine.ENGINE_KINDS`` (there is no
-    GPU backend: "gpu" is refused), ``fpmath_mode`` one of
-    FPMATH_MODES. The same logical tensor id may appear in many ops (that is how ops connect), but
+    """A oneDNN-style graph. ``engine_kind`` is one of ``engine.GRAPH_ENGINE_KINDS`` (what the
+    graph was built for; there is no GPU backend, so a "gpu" graph compiles for the CPU
+    ``Engine`` it is given), ``fpmath_mode`` one of FPMATH_MODES. The same logical tensor id may appear in many ops (that is how ops connect), but
     it must always describe the same tensor: the same data type, the same dims where both sides
     know them, the same property type (``undef`` matches any).
 
@@ -51,7 +51,8 @@ class Graph:
 
     def __init__(self, engine_kind: str = "cpu", fpmath_mode: str = "strict",
                  fpmath_mode_apply_to_int: bool = False):
-        check_engine_kind(engine_kind)
+        if engine_kind not in GRAPH_ENGINE_KINDS:      # "gpu": a dump made on a GPU, compiled for the CPU
+            raise GraphError(f"unknown engine kind {engine_kind!r}; expected one of {list(GRAPH_ENGINE_KINDS)}")
         if fpmath_mode not in FPMATH_MODES:
             raise GraphError(f"unknown fpmath mode {fpmath_mode!r}; expected one of {list(FPMATH_MODES)}")
         self.engine_kind = engine_kind

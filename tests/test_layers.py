@@ -63,14 +63,15 @@ def _upward_imports(path: Path, own: str) -> list[str]:
 
 
 def _dynamic_imports(path: Path) -> list[tuple[str, int]]:
-    """(module name, line) of every ``__import__("...")`` or ``import_module("...")`` call."""
+    """(module name, line) of every ``__import__("...")``, ``import_module("...")`` or
+    ``pytest.importorskip("...")`` call."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
                 and isinstance(node.args[0].value, str):
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if name in ("__import__", "import_module"):
+            if name in ("__import__", "import_module", "importorskip"):
                 found.append((node.args[0].value, node.lineno))
     return found
 

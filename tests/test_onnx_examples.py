@@ -1,6 +1,5 @@
 """The bundled ONNX models are what their generator writes, they are small, onnxruntime runs
-them and agrees with onnx's reference evaluator, and (once ``graph_api.from_onnx`` exists)
-tilefuse computes the same outputs."""
+them and agrees with onnx's reference evaluator, and tilefuse computes the same outputs."""
 import importlib.util
 import warnings
 from pathlib import Path
@@ -94,9 +93,7 @@ def test_onnxruntime_runs_the_model_like_the_onnx_reference(name):
 
 @pytest.mark.parametrize("name", MODEL_FILES)
 def test_tilefuse_computes_what_onnxruntime_computes(name):
-    graph_api = pytest.importorskip("graph_api")
-    if not hasattr(graph_api, "from_onnx"):
-        pytest.skip("graph_api.from_onnx is not there yet")
+    from tilefuse import graph_api
     ort = pytest.importorskip("onnxruntime")
     path = EXAMPLES / name
     model = onnx.load(str(path))

@@ -228,7 +228,7 @@ class Kernel:
 
     def __repr__(self):
         sig = ", ".join(f"{a.name}: {a.dtype}{list(a.shape) if a.is_buffer else ''}" for a in self.args)
-        return f"Kernel({self.name}({sig}))" if self.target is Target.host() else \
+        return f"Kernel({self.name}({sig}))" if self.target == Target.host() else \
             f"Kernel({self.name}({sig}), target={str(self.target)!r})"
 
 

@@ -24,8 +24,7 @@ def chain():
 
 def test_engine_kind_and_fpmath_mode_are_checked():
     assert Graph("any", "tf32").fpmath_mode == "tf32"
-    with pytest.raises(GraphError, match="engine kind 'gpu': tilefuse has no GPU backend"):
-        Graph("gpu")
+    assert Graph("gpu").engine_kind == "gpu"           # what a oneDNN dump made on a GPU records
     with pytest.raises(GraphError, match="unknown fpmath mode 'fast'"):
         Graph("cpu", "fast")
     with pytest.raises(GraphError, match="unknown engine kind 'tpu'"):
