@@ -24,7 +24,7 @@ from tilefuse.tensorir.node import same
 from tilefuse.tensorir.pipeline import run_passes
 from tilefuse.tensorir.simplify import Linear, bound, simplify
 from tilefuse.tensorir.tensor import PlaceholderOp, Tensor
-from tilefuse.tensorir.visit import free_vars, rewrite, substitute, walk
+from tilefuse.tensorir.walk import free_vars, rewrite, substitute, walk
 
 from .schedule import Fuse, Schedule, ScheduleError, Split, Stage, split_extents
 
