@@ -10,7 +10,7 @@ from tilefuse.schedule.space import Config
 from tilefuse.tensorir.expr import Select
 from tilefuse.tensorir.ops import transform
 from tilefuse.tensorir.stmt import Allocate, BufferStore, For, Prefetch
-from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.walk import walk
 from tilefuse.tensorir import compute, exp, if_then_else, placeholder, reduce_axis, rsqrt, sum as rsum, tanh
 from tilefuse.tensorir.expr import Const, Max
 from tilefuse.tensorir import max as rmax
@@ -111,7 +111,7 @@ def test_reduction_softmax(part):
 
 def test_reduction_softmax_over_a_middle_axis_reduces_columns():
     X = placeholder((3, 29, 21), name="X")
-    Y = __import__("tensorir.ops", fromlist=["softmax"]).softmax(X, axis=1)
+    Y = __import__("tilefuse.tensorir.ops", fromlist=["softmax"]).softmax(X, axis=1)
 
     def softmax(x):
         e = np.exp(x - x.max(1, keepdims=True))
@@ -126,7 +126,7 @@ def test_reduction_softmax_over_a_middle_axis_reduces_columns():
 
 def test_reduction_softmax_computes_its_exp_once_per_row():
     X = placeholder((5, 300), name="X")
-    Y = __import__("tensorir.ops", fromlist=["softmax"]).softmax(X, axis=-1)
+    Y = __import__("tilefuse.tensorir.ops", fromlist=["softmax"]).softmax(X, axis=-1)
     t = template_for(Y)
     assert t.default_config()["cache"]
     text = str(lower(t.apply(t.default_config()), t.args))
@@ -135,7 +135,7 @@ def test_reduction_softmax_computes_its_exp_once_per_row():
 
 
 def test_reduction_softmax_over_long_rows_in_large_data_prefetches_the_next_row_while_computing():
-    softmax = __import__("tensorir.ops", fromlist=["softmax"]).softmax
+    softmax = __import__("tilefuse.tensorir.ops", fromlist=["softmax"]).softmax
     big, small = template_for(softmax(placeholder((4096, 1024), name="X"), axis=-1)), \
         template_for(softmax(placeholder((64, 1024), name="X"), axis=-1))
     assert big.default_config()["prefetch"] and not small.default_config()["prefetch"]
