@@ -52,8 +52,8 @@ def lower(sch: Schedule, args: list, name: str = "main") -> S.PrimFunc:
     if isinstance(args, (Tensor, E.Var)):
         args = [args]
     lowering = _Lowering(sch, list(args))
-    body = run_passes(lowering.run())       # tensorir.pipeline.LOWERING_PASSES
-    return S.PrimFunc(name, tuple(lowering.params), body)
+    body = lowering.run()
+    return run_passes(S.PrimFunc(name, tuple(lowering.params), body))      # tensorir.pipeline.LOWERING_PASSES
 
 
 class _Lowering:
