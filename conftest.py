@@ -7,10 +7,15 @@ to itself, pytest's doctest collector would import ``tensorir/expr.py`` as a top
 each file's doctests run in the module the installed package has.
 """
 import importlib
+import os
 from pathlib import Path
 
 import pytest
 from _pytest.doctest import DoctestModule
+
+# The loop-IR verifier runs after every loop pass in the tests and doctests (users get it off,
+# for speed); TILEFUSE_VERIFY=0 turns it off here too (to time the suite without it).
+os.environ.setdefault("TILEFUSE_VERIFY", "1")
 
 ROOT = Path(__file__).resolve().parent
 PACKAGES = ("tilefuse", "tensorir", "schedule", "graph_api", "autotune")

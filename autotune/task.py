@@ -34,7 +34,7 @@ from tilefuse.tensorir.expr import (Add, Call, Const, Div, FloorDiv, FloorMod, I
                            Select, Sub, TensorLoad, Var, reserve_uids_through)
 from tilefuse.tensorir.node import Node, field_names
 from tilefuse.tensorir.tensor import ComputeOp, PlaceholderOp, Tensor, post_order
-from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.walk import walk
 
 KEY_FORMAT = "tilefuse-workload-v1"   # bump when canonical_text changes: keys change with it
 

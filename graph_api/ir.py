@@ -216,6 +216,38 @@ class GraphIR:
     def __repr__(self) -> str:
         return f"GraphIR({len(self._ops)} ops)"
 
+    def __str__(self) -> str:
+        """The graph as text, one line per op in topological order: ``%<tensor id>: type``
+        for the inputs (``const`` for constants, ``bound`` when a value is bound) and each
+        op's outputs, ``Kind(%inputs) {attributes}``, then what the graph returns.
+
+        Example:
+            >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
+            >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (3, 2))
+            >>> ir = GraphIR([Op(0, OpKind.StaticTranspose, [x], [y], {"order": [1, 0]})])
+            >>> print(ir)
+            graph(%0: f32[2, 3]) {
+              %1: f32[3, 2] = StaticTranspose(%0) {order: [1, 0]}
+              return %1
+            }
+        """
+        def typed(t: LogicalTensor) -> str:
+            dims = "?" if t.shape is None else ", ".join("?" if d < 0 else str(d) for d in t.shape)
+            return f"%{t.id}: {t.dtype.value}[{dims}]"
+
+        ins = []
+        for t in self.get_input_ports():
+            mark = " bound" if t.id in self._values else " const" if t.property_type.value == "constant" else ""
+            ins.append(typed(t) + mark)
+        lines = [f"graph({', '.join(ins)}) {{"]
+        for op in self._order:
+            attrs = ", ".join(f"{k}: {v}" for k, v in op.attrs.items())
+            outs = ", ".join(typed(self._tensors[t.id]) for t in op.outputs)
+            call = f"{op.kind.value}({', '.join(f'%{t.id}' for t in op.inputs)})" + (f" {{{attrs}}}" if attrs else "")
+            lines.append(f"  {outs} = {call}" if outs else f"  {call}")
+        lines += [f"  return {', '.join(f'%{t.id}' for t in self.get_output_ports())}", "}"]
+        return "\n".join(lines)
+
     def _topological_order(self) -> list[Op]:
         index = {id(op): i for i, op in enumerate(self._ops)}
         preds = [{index[id(p)] for t in op.inputs if (p := self._producer.get(t.id)) is not None}

@@ -28,7 +28,7 @@ from __future__ import annotations
 from tilefuse.tensorir.expr import TensorLoad
 from tilefuse.tensorir.runtime.prepacked import PrepackedKernel
 from tilefuse.tensorir.tensor import PlaceholderOp, Tensor, post_order
-from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.walk import walk
 
 from .build import build
 from .schedule import Schedule, create_schedule

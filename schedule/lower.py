@@ -24,7 +24,7 @@ from tilefuse.tensorir.node import same
 from tilefuse.tensorir.pipeline import run_passes
 from tilefuse.tensorir.simplify import Linear, bound, simplify
 from tilefuse.tensorir.tensor import PlaceholderOp, Tensor
-from tilefuse.tensorir.visit import free_vars, rewrite, substitute, walk
+from tilefuse.tensorir.walk import free_vars, rewrite, substitute, walk
 
 from .schedule import Fuse, Schedule, ScheduleError, Split, Stage, split_extents
 
@@ -52,8 +52,8 @@ def lower(sch: Schedule, args: list, name: str = "main") -> S.PrimFunc:
     if isinstance(args, (Tensor, E.Var)):
         args = [args]
     lowering = _Lowering(sch, list(args))
-    body = run_passes(lowering.run())       # tensorir.pipeline.LOWERING_PASSES
-    return S.PrimFunc(name, tuple(lowering.params), body)
+    body = lowering.run()
+    return run_passes(S.PrimFunc(name, tuple(lowering.params), body))      # tensorir.pipeline.LOWERING_PASSES
 
 
 class _Lowering:

@@ -13,7 +13,7 @@ from tilefuse.tensorir.expr import IterVar, Reduce, TensorLoad, as_expr
 from tilefuse.tensorir.intrinsics import if_then_else
 from tilefuse.tensorir.runtime.prepacked import PanelPack
 from tilefuse.tensorir.tensor import ComputeOp, PlaceholderOp, Tensor, placeholder, post_order
-from tilefuse.tensorir.visit import rewrite, substitute, walk
+from tilefuse.tensorir.walk import rewrite, substitute, walk
 from tilefuse.tensorir.errors import TilefuseError
 
 MAX_VECTOR_LANES = 256

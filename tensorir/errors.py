@@ -44,3 +44,13 @@ class LoweringError(TilefuseError, ValueError):
         >>> issubclass(LoweringError, ValueError)
         True
     """
+
+
+class IRVerifyError(TilefuseError):
+    """Loop IR that breaks an invariant the passes and code generation rely on
+    (``tensorir.verify``): a bug in the pass named in the message, or in what built the IR.
+
+    Example:
+        >>> issubclass(IRVerifyError, TilefuseError)
+        True
+    """

@@ -31,7 +31,7 @@ from __future__ import annotations
 from .expr import Buffer, BufferLoad
 from .node import same
 from .stmt import BufferStore, PrimFunc
-from .visit import statements, walk
+from .walk import statements, walk
 
 
 def in_place_inputs(func: PrimFunc) -> dict[int, tuple[int, ...]]:

@@ -20,7 +20,7 @@ import numpy as np
 from . import dtype as dt
 from . import expr as E
 from .node import map_children, same
-from .visit import reads_var
+from .walk import reads_var
 from .visitor import Mutator
 
 INF = math.inf
@@ -239,7 +239,7 @@ def _is_index(e: E.Expr) -> bool:
     """Index arithmetic: int64 built from variables and constants only. Overflow-free rules
     (floordiv/floormod rewriting, deciding comparisons and min/max from bounds) apply only to
     it; data of small or loaded integers wraps like numpy and is left alone."""
-    from .visit import walk
+    from .walk import walk
     return e.dtype == dt.INDEX_DTYPE and not any(isinstance(n, (E.BufferLoad, E.TensorLoad)) for n in walk(e))
 
 

@@ -8,7 +8,7 @@ from .dtype import DTypeError
 from .expr import Const, Expr, FloorDiv, FloorMod, IterVar, Reduce, Select, TensorLoad, Var, as_expr, next_uid
 from .node import children
 from .simplify import Linear, bound, simplify
-from .visit import walk
+from .walk import walk
 
 
 class Operation:

@@ -1,6 +1,8 @@
-"""One way to walk the IR: ``Visitor`` dispatches each node to ``visit_<ClassName>`` and keeps
-the stack of enclosing loops; ``Mutator`` rebuilds what its methods change. Code generation,
-the loop passes, the printer and the tuner's features all walk the IR through them.
+"""Traversals that treat node classes differently: ``Visitor`` dispatches each node to
+``visit_<ClassName>`` and keeps the stack of enclosing loops; ``Mutator`` rebuilds what its
+methods change. Code generation, the loop passes, the simplifier, the printer, the verifier
+and the tuner's features subclass them; queries that treat every node alike (every variable,
+every load) use the functions of ``walk.py``.
 
 Example:
     >>> from tilefuse.tensorir.expr import Buffer, const, var

@@ -1,6 +1,9 @@
 """Graph-to-graph passes over the graph IR (``graph_api.ir.GraphIR``; a finalized ``Graph`` is
 taken as its IR). Each pass is a function ``pass(graph) -> GraphIR`` that returns a new IR (the
-input is never modified) whose output ports keep their tensor ids and values.
+input is never modified) whose output ports keep their tensor ids and values. ``run_passes``
+traces them on request as the loop passes are traced (``tensorir.trace``: a line per pass on
+stderr with its milliseconds and the ops before and after; at level 2 the graph after each
+pass, as ``str(GraphIR)`` prints it), by its ``trace`` argument or ``TILEFUSE_TRACE``.
 
 Example:
     >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
@@ -14,6 +17,8 @@ Example:
 """
 from __future__ import annotations
 
+from tilefuse.tensorir import trace as _trace
+
 from .algebraic import simplify_algebra
 from .constants import fold_constants
 from .cse import eliminate_common_subexpressions
@@ -26,9 +31,10 @@ DEFAULT = (fold_constants, fold_into_weights, fold_batch_norms, simplify_algebra
            plan_layouts, eliminate_common_subexpressions, eliminate_dead_ops)
 
 
-def run_passes(graph, passes=DEFAULT):
+def run_passes(graph, passes=DEFAULT, *, trace=None):
     """Apply ``passes`` (functions ``graph -> GraphIR``) in order and return the last result (the
-    input graph itself when ``passes`` is empty).
+    input graph itself when ``passes`` is empty). ``trace``: False, True (times), 2 or "ir"
+    (times and the graph after each pass), None (``TILEFUSE_TRACE`` decides).
 
     Example:
         >>> from tilefuse.graph_api import Graph
@@ -36,9 +42,7 @@ def run_passes(graph, passes=DEFAULT):
         >>> run_passes(g).ops, run_passes(g, passes=()) is g
         ([], True)
     """
-    for p in passes:
-        graph = p(graph)
-    return graph
+    return _trace.run(passes, graph, pipeline="graph", size=len, unit="ops", trace=trace)
 
 
 __all__ = ["DEFAULT", "default_outputs", "eliminate_common_subexpressions", "eliminate_dead_ops",

@@ -61,7 +61,7 @@ from tilefuse.tensorir.errors import Unsupported
 from tilefuse.tensorir.expr import IterVar, TensorLoad, as_expr
 from tilefuse.tensorir.simplify import simplify
 from tilefuse.tensorir.tensor import ComputeOp, PlaceholderOp
-from tilefuse.tensorir.visit import substitute, walk
+from tilefuse.tensorir.walk import substitute, walk
 
 from .base import Template, fetch_panel_ahead, fuse_all, vectorize_by_registers
 from .injective import PARALLEL_MIN_ELEMENTS, extent, schedule_elementwise

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from tilefuse.tensorir.expr import Cast, IterVar, Mul, Reduce, TensorLoad
 from tilefuse.tensorir.tensor import ComputeOp, Tensor, post_order
-from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.walk import walk
 
 OP_CLASSES = ("injective", "reduction", "complex", "opaque")
 """The operator classes of single ops. A whole DAG has one more kind, "window" (a pooling or

@@ -26,7 +26,7 @@ from tilefuse.tensorir import expr as E
 from tilefuse.tensorir.expr import IterVar, TensorLoad
 from tilefuse.tensorir.node import children
 from tilefuse.tensorir.tensor import ComputeOp
-from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.walk import walk
 
 from .base import Template, fuse_all
 

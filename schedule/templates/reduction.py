@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from tilefuse.tensorir.dtype import itemsize
 from tilefuse.tensorir.expr import Call, IterVar, TensorLoad
-from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.walk import walk
 
 from .base import Template, fuse_all
 from .injective import PARALLEL_MIN_ELEMENTS, extent

@@ -20,7 +20,7 @@ stride-1 window over two output rows reads four input rows, not six).
 from __future__ import annotations
 
 from tilefuse.tensorir.expr import IterVar, TensorLoad
-from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.walk import walk
 
 from .base import Template, fuse_all
 from .injective import extent

@@ -23,7 +23,7 @@ def build_prim_func(func: S.PrimFunc, fast_math: bool = False, target: Target | 
     target = as_target(target)
     tm = cached_target_machine(target)
     shares = in_place_inputs(func)
-    func = S.PrimFunc(func.name, func.params, run_passes(func.body, CODEGEN_PASSES))
+    func = run_passes(func, CODEGEN_PASSES)
     module = CodeGen(func, fast_math=fast_math, triple=tm.triple, data_layout=str(tm.target_data),
                      shares=shares).module
     written = written_buffer_uids(func)

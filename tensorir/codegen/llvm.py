@@ -37,7 +37,7 @@ from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARALLEL_FOR, 
                            STATUS_NO_MEMORY, STATUS_OK)
 from ..node import IdentityMemo, same
 from ..runtime.scratch import SCRATCH
-from ..visit import statements, substitute, walk
+from ..walk import statements, substitute, walk
 from ..visitor import Visitor
 from ..errors import TilefuseError
 

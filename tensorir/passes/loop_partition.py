@@ -18,7 +18,7 @@ from .. import expr as E
 from .. import stmt as S
 from ..node import map_children, same
 from ..simplify import Linear, bound, linear_coefficient, simplify
-from ..visit import rewrite, statements, walk
+from ..walk import rewrite, statements, walk
 from ..visitor import Mutator
 from .simplify_stmt import simplify_stmt
 

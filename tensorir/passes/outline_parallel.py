@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .. import expr as E
 from .. import stmt as S
-from ..visit import free_vars, statements, walk_distinct
+from ..walk import free_vars, statements, walk_distinct
 from ..visitor import Mutator
 
 

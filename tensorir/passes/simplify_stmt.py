@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import expr as E
 from .. import stmt as S
 from ..simplify import bound, simplify
-from ..visit import substitute
+from ..walk import substitute
 from ..visitor import Mutator
 
 NOOP = S.SeqStmt(())

@@ -18,7 +18,7 @@ from .. import expr as E
 from .. import stmt as S
 from ..errors import LoweringError
 from ..simplify import simplify
-from ..visit import reads_var, rewrite, substitute, walk
+from ..walk import reads_var, rewrite, substitute, walk
 from ..visitor import Mutator
 
 

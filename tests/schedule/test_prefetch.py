@@ -7,7 +7,7 @@ from tilefuse.schedule import build, create_schedule, lower
 from tilefuse.schedule.schedule import ScheduleError
 from tilefuse.tensorir import compute, exp, placeholder, reduce_axis, sum as rsum
 from tilefuse.tensorir.stmt import IfThenElse, Prefetch
-from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.walk import walk
 from schedule_testing import assert_close, rand, run
 
 

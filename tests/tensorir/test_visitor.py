@@ -76,7 +76,7 @@ def test_codegen_refuses_a_node_it_has_no_translation_for():
 def test_walk_distinct_visits_a_shared_subtree_once_and_free_vars_stays_in_order_of_first_use():
     from tilefuse.tensorir.expr import Buffer, BufferLoad, const, var
     from tilefuse.tensorir.stmt import BufferStore, LetStmt, seq
-    from tilefuse.tensorir.visit import free_vars, walk, walk_distinct
+    from tilefuse.tensorir.walk import free_vars, walk, walk_distinct
     A = Buffer("A", (8,), "float32")
     i, n, m = var("i"), var("n"), var("m")
     body = BufferStore(A, BufferLoad(A, (i + n,), "float32"), (i + m,))     # shared by both copies

@@ -1,3 +1,5 @@
+import re
+
 from tilefuse.graph_api import OpKind
 from tilefuse.graph_api import passes
 from tilefuse.graph_api.passes import DEFAULT, run_passes
@@ -32,3 +34,35 @@ def test_custom_and_empty_pass_lists():
     assert [o.id for o in run_passes(g, passes=[passes.eliminate_dead_ops]).ops] == [0]
     assert DEFAULT[:3] == (passes.fold_constants, passes.fold_into_weights, passes.fold_batch_norms)
     assert len(DEFAULT) == 8 and passes.plan_layouts in DEFAULT and passes.split_grouped_convolutions in DEFAULT
+
+
+def _trace_lines(err):
+    return [line for line in err.splitlines() if line.startswith("[tilefuse] graph")]
+
+
+def test_a_traced_run_prints_a_line_per_pass(capsys):
+    q, k = lt(0, (2, 4, 3)), lt(1, (2, 5, 3))
+    kt1, kt2, s = lt(2, (2, 3, 5)), lt(3, (2, 3, 5)), lt(4, (2, 4, 5))
+    g = graph(op(0, "StaticTranspose", [k], [kt1], order=[0, 2, 1]),
+              op(1, "StaticTranspose", [k], [kt2], order=[0, 2, 1]),
+              op(2, "MatMul", [q, kt1], [s]), op(3, "Exp", [kt2], [lt(5, (2, 3, 5))]))
+    run_passes(g, trace=True)
+    lines = _trace_lines(capsys.readouterr().err)
+    assert [line.split()[2] for line in lines] == [p.__name__ for p in DEFAULT]
+    assert all(re.search(r" \d+\.\d\d ms  ops \d+ -> \d+$", line) for line in lines)
+    assert lines[0].endswith("ops 4 -> 4")
+    run_passes(g, trace="ir")
+    err = capsys.readouterr().err
+    assert len(_trace_lines(err)) == len(DEFAULT)
+    assert "%4: f32[2, 4, 5] = MatMul(%0, %1) {transpose_b: True}" in err     # the graph after a pass
+    assert err.count("graph(%1: f32[2, 5, 3], %0: f32[2, 4, 3]) {") == len(DEFAULT)        # inputs in order of use
+
+
+def test_trace_reads_the_environment(capsys, monkeypatch):
+    g = graph(op(0, "ReLU", [lt(0, (2,))], [lt(1, (2,))]))
+    monkeypatch.setenv("TILEFUSE_TRACE", "1")
+    run_passes(g)
+    assert len(_trace_lines(capsys.readouterr().err)) == len(DEFAULT)
+    monkeypatch.setenv("TILEFUSE_TRACE", "0")
+    run_passes(g)
+    assert capsys.readouterr().err == ""

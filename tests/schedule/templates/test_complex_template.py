@@ -225,7 +225,7 @@ def test_weights_streamed_from_memory_are_fetched_ahead_in_their_panels_by_the_f
     from tilefuse.schedule.space import Config
     from tilefuse.tensorir import ops
     from tilefuse.tensorir.stmt import IfThenElse, Prefetch
-    from tilefuse.tensorir.visit import walk
+    from tilefuse.tensorir.walk import walk
     # a 7x7 image of 3x3 x 80 -> 40 channels: 115 KiB of weights serve 49 pixels each
     x, w = placeholder((1, 7, 7, 80), name="x"), placeholder((3, 3, 80, 40), name="w", constant=True)
     t = template_for(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))

@@ -14,7 +14,7 @@ from tilefuse.tensorir import compute, placeholder
 from tilefuse.tensorir.expr import Select
 from tilefuse.tensorir.ops import window
 from tilefuse.tensorir.stmt import For
-from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.walk import walk
 from tilefuse.tensorir.visitor import Visitor
 
 RNG = np.random.default_rng(7)

@@ -255,7 +255,7 @@ def test_winograd_with_other_register_tiles_and_orders(m, knobs):
 def test_winograd_products_fetch_the_transformed_filters_ahead(fused):
     from tilefuse.schedule import lower
     from tilefuse.tensorir.stmt import Prefetch
-    from tilefuse.tensorir.visit import walk
+    from tilefuse.tensorir.walk import walk
     case = _case("plain")
     cfg = case.config(4, tile_i=4, tile_j=16, prefetch=2048, winograd_fused=fused)
     fetches = [n for n in walk(lower(case.t.apply(cfg), case.t.args).body) if isinstance(n, Prefetch)]

@@ -16,7 +16,7 @@ from tilefuse.tensorir import placeholder
 from tilefuse.tensorir import ops
 from tilefuse.tensorir.expr import Max, Min, Select
 from tilefuse.tensorir.stmt import For
-from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.walk import walk
 
 
 def ref_interpolate(x, sizes, mode, coordinate_mode, data_format):

@@ -5,7 +5,7 @@ from tilefuse.tensorir.codegen import build_prim_func
 from tilefuse.tensorir.expr import Buffer, const, var
 from tilefuse.tensorir.passes import partition_loops, simplify_stmt
 from tilefuse.tensorir.stmt import For, IfThenElse, PrimFunc, BufferStore, seq
-from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.walk import walk
 
 
 def _nest(n, factor, inner_kind="serial"):

@@ -1,4 +1,9 @@
-"""Generic traversals over IR nodes: walk, rewrite, substitute, free variables."""
+"""Plain functions over a node tree that treat every node kind alike: ``walk`` (every node),
+``walk_distinct``, ``statements``, ``rewrite`` (bottom-up with one function), ``substitute``,
+``reads_var``, ``free_vars``. For queries and substitutions; a traversal that does something
+different per node class, or needs the enclosing loops, subclasses ``visitor.Visitor`` or
+``visitor.Mutator`` instead. Both read the tree through ``node.children`` and ``map_children``.
+"""
 from __future__ import annotations
 
 from .expr import Expr, Var
