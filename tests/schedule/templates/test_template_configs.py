@@ -11,7 +11,7 @@ from tilefuse.tensorir.ops import softmax as softmax_op
 from tilefuse.tensorir.expr import Select
 from tilefuse.tensorir.ops import transform
 from tilefuse.tensorir.stmt import Allocate, BufferStore, For, Prefetch
-from tilefuse.tensorir.visit import walk
+from tilefuse.tensorir.walk import walk
 from tilefuse.tensorir import compute, exp, if_then_else, placeholder, reduce_axis, rsqrt, sum as rsum, tanh
 from tilefuse.tensorir.expr import Const, Max
 from tilefuse.tensorir import max as rmax
