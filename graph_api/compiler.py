@@ -95,7 +95,8 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
         warnings.warn(f"running {len(fallback)} op(s) in the numpy reference interpreter: "
                       f"{', '.join(fallback)}", stacklevel=2)
     chosen_configs = {job.signature: job.config for job in jobs.values()}
-    outputs = [ir.tensors.get(tid) or graph.tensor(tid) for tid in output_ids]
+    described = ir.tensors                  # with the shapes inferred
+    outputs = [described.get(tid) or graph.tensor(tid) for tid in output_ids]
     input_ports = [t for t in graph.get_input_ports() if t.id not in bound]
     if owned:       # ours to empty: each weight is dropped once packed, so weights are held about once
         graph.release_constant_values()
