@@ -76,6 +76,7 @@ class CompiledGraph:
         self._run_steps, self.bound = program.run_steps, program.bound
         self.memory = program.memory
         self._arenas = []         # the planned buffers of runs that ended, for the next ones
+        self._cannot_run = self.engine.target.cannot_run_here()      # None: its kernels run here
 
     def __reduce_ex__(self, protocol):
         """Pickled as what it runs: the steps (each compiled kernel as an artifact, each
@@ -96,7 +97,7 @@ class CompiledGraph:
             >>> again.run({0: np.array([-1, 0, 2], "float32")})[1].tolist()
             [0.0, 0.0, 2.0]
         """
-        state = {k: v for k, v in self.__dict__.items() if k not in ("engine", "_arenas")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("engine", "_arenas", "_cannot_run")}
         state["target"] = self.target
         buffers = []
         payload = pickle.dumps(state, protocol=5, buffer_callback=buffers.append)
@@ -117,7 +118,8 @@ class CompiledGraph:
             >>> [y.shape for y in compiled.run([np.ones(t.shape, "float32") for t in compiled.input_ports]).values()]
             [(32, 10)]
         """
-        self._check_runs_here()
+        if self._cannot_run is not None:
+            self._refuse_to_run()
         values = self._checked_values(feeds)
         try:
             state = self._arenas.pop()          # one run's buffers are never another's at the same time
@@ -146,7 +148,8 @@ class CompiledGraph:
         """
         if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
             raise ValueError(f"runs must be a positive int, got {runs!r}")
-        self._check_runs_here()
+        if self._cannot_run is not None:
+            self._refuse_to_run()
         values = self._checked_values(feeds)
         state = _RunState(self)         # its own buffers: its program times each step
         times = {index: [] for index in state.indices}
@@ -168,11 +171,9 @@ class CompiledGraph:
         """
         return self.engine.target
 
-    def _check_runs_here(self) -> None:
-        why = self.target.cannot_run_here()
-        if why is not None:
-            raise GraphError(f"this compiled graph cannot run here: {why}; save it and run it on such a machine, "
-                             f"or compile it for this host")
+    def _refuse_to_run(self) -> None:
+        raise GraphError(f"this compiled graph cannot run here: {self._cannot_run}; save it and run it on such "
+                         f"a machine, or compile it for this host")
 
     def _execute(self, state: "_RunState", values: dict) -> dict:
         """Run ``state``'s program on ``values`` (the bound constants and the checked feeds);
@@ -354,7 +355,7 @@ def _restore(version, payload, buffers, digest) -> CompiledGraph:
                                      f"elsewhere)") from None
     restored = CompiledGraph.__new__(CompiledGraph)
     target = state.pop("target")
-    restored.__dict__.update(state, engine=Engine(target=target), _arenas=[])
+    restored.__dict__.update(state, engine=Engine(target=target), _arenas=[], _cannot_run=target.cannot_run_here())
     return restored
 
 

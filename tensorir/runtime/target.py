@@ -337,20 +337,13 @@ class Target:
     def cannot_run_here(self) -> str | None:
         """Why code for this target must not run on this host (another architecture, or
         features the host lacks, named), or None when it may: checked before code is mapped,
-        so that it never meets an illegal instruction.
+        so that it never meets an illegal instruction. Worked out once per target and host.
 
         Example:
             >>> Target.host().cannot_run_here() is None
             True
         """
-        host = Target.host()
-        if self.triple.split("-")[0] != host.triple.split("-")[0]:
-            return f"compiled for {self.triple}; this host is {host.triple}"
-        missing = self.missing_on(host)
-        if missing:
-            return (f"compiled for CPU {self.cpu} with features this host ({host.cpu}) lacks: "
-                    f"{', '.join(missing)}")
-        return None
+        return _cannot_run_on(self, Target.host())
 
     @property
     def vector_bits(self) -> int:
@@ -405,6 +398,17 @@ class Target:
         features = ",".join(f for f in (self.disabled, self.features) if f)   # enabling wins, as it implies
         return llvm.Target.from_triple(self.triple).create_target_machine(
             cpu=self.cpu, features=features, opt=3, reloc="default", codemodel="jitdefault")
+
+
+@functools.lru_cache(maxsize=64)
+def _cannot_run_on(target: Target, host: Target) -> str | None:
+    if target.triple.split("-")[0] != host.triple.split("-")[0]:
+        return f"compiled for {target.triple}; this host is {host.triple}"
+    missing = target.missing_on(host)
+    if missing:
+        return (f"compiled for CPU {target.cpu} with features this host ({host.cpu}) lacks: "
+                f"{', '.join(missing)}")
+    return None
 
 
 def as_target(target) -> Target:
