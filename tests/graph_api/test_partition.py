@@ -253,3 +253,16 @@ def test_a_reduction_reads_a_reshape_of_rows_as_a_view():
     b.op("SoftMax", [r], axis=-1)
     assert summary(b.finalize()) == [("complex", ["MatMul"]), ("injective", ["StaticReshape"]),
                                      ("reduction", ["SoftMax"])]
+
+
+def test_an_output_asked_in_any_layout_is_reported_strided_with_its_shape():
+    from tilefuse.graph_api import LayoutType, LogicalTensor
+    b = conv_bn_relu(c_in=4, c_out=8, size=10)
+    g = b.finalize()
+    _bound(b, g)
+    (p,) = g.get_partitions()
+    (out,) = p.get_output_ports()
+    wanted = LogicalTensor(out.id, out.dtype, None, LayoutType.any)
+    cp = p.compile(p.get_input_ports(), [wanted])
+    got = cp.query_logical_tensor(out.id)
+    assert got.layout_type is LayoutType.strided and got.shape == (1, 8, 10, 10)      # the conversion stays inside
