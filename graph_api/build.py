@@ -9,7 +9,8 @@ the target. ``kernel_job`` makes one; ``build_all`` builds a list of them:
    in the ``KernelCache`` (``kernel_cache``, else a config source that is one, as
    ``autotune.HistoryBest`` is), so another process skips LLVM;
 2. the distinct workloads no cache holds are built, in forked worker processes when there are
-   two or more (a job a worker could not build is built again here, and raises here);
+   two or more and no other thread runs in this process (a job a worker could not build is
+   built again here, and raises here);
 3. what was built goes into both caches.
 
 Example:
@@ -28,6 +29,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import threading
 from dataclasses import dataclass
 
 from tilefuse.schedule import template_for
@@ -206,9 +208,11 @@ def build_all(jobs: list, kernel_cache: KernelCache | None = None, workers: int 
 
 def _build_in_workers(jobs: list, workers: int | None) -> list:
     """Each job built in a forked worker process (None where one could not build it or died),
-    or all None with fewer than two jobs or workers."""
+    or all None with fewer than two jobs or workers, or when other threads run in this process:
+    a fork copies only the calling thread, and a lock another thread held at that moment (the
+    allocator's, LLVM's, the import system's) stays held in the child forever."""
     workers = min(len(os.sched_getaffinity(0)) if workers is None else workers, len(jobs))
-    if workers < 2:
+    if workers < 2 or threading.active_count() > 1:
         return [None] * len(jobs)
     try:   # a forked worker inherits the jobs (initargs are not pickled with fork)
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
