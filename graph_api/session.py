@@ -26,11 +26,23 @@ header with the target, the inputs and outputs, then the compiled graphs: kernel
 code, packed constants, and for a model with symbolic dims the model itself, so new shapes
 can still be compiled; a sha256 of it all). ``load_compiled(path)`` returns a session that
 runs it with no LLVM compile and no tuning database; a file whose code needs features this
-host lacks (it names them), of another format version, or one that is truncated or altered
-is refused with a GraphError naming it. The file
-is mapped, and the weights are used where they lie in it (each array's data starts at a
-multiple of ``BUFFER_ALIGN``). A saved file holds pickled objects: load only files you trust,
-as with any pickle.
+host lacks (it names them), of another format version, one that is truncated or altered, or
+whose header does not describe what it compiled is refused with a GraphError naming it. A
+saved file holds pickled objects: load only files you trust, as with any pickle.
+
+The file is mapped, and the weights are used where they lie in it (each array's data starts
+at a multiple of ``BUFFER_ALIGN``): no copy, so the weights are page cache that processes
+loading one file share (resnet50: 45 MB private memory after loading, against 145 MB when
+copied; loading 0.35 s, against 0.39 to 0.61 s). ``save`` never writes a file in place: it
+writes a temporary file beside ``path`` and renames it over ``path`` (``tensorir.runtime.
+atomic_file``), so saving over the file a session was loaded from, from this process or
+another, leaves that session on the old file's bytes, and a failed save leaves the old file as
+it was. Another program that rewrites a loaded file in place (``cp new.tfm model.tfm``,
+``truncate``, an editor saving in place) changes the bytes under the map: the checksum is
+checked at load only, so a file cut shorter kills the process with SIGBUS at its next run, and
+one edited in place gives wrong results (NaNs, huge values) with no error. Replace a loaded
+file by renaming a new one over it (``mv``, or ``save``), or load a private copy of a file
+that others may rewrite.
 
 Example:
     >>> import numpy as np
@@ -263,7 +275,8 @@ def load_compiled(path) -> InferenceSession:
     """The session ``InferenceSession.save`` wrote to ``path``, run with no LLVM compile and no
     tuning database (a model with symbolic dims compiles shapes it was not saved with, which
     needs LLVM); GraphError naming the file when it cannot be used here. The file is mapped,
-    not read: its constants are used where they lie.
+    not read: its constants are used where they lie, so the file must not be rewritten in
+    place while the session lives (see the module docstring; ``save`` never does).
 
     Example:
         >>> load_compiled(__file__)
