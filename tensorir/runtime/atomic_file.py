@@ -7,8 +7,10 @@ system and is atomic), which is flushed and fsynced, renamed over ``path`` with
 rename, ``path`` is untouched; after it, ``path`` names a new inode, so a program that has the
 old file open or mapped (a loaded session maps its file) keeps reading the old bytes. On any
 error, or an exception in the ``with`` block, the temporary file is removed and ``path`` is as
-it was. The new file gets the mode a plain ``open(path, "wb")`` would give it (0o666 less the
-umask), not ``mkstemp``'s 0o600.
+it was. The new file keeps the mode of the file it replaces (a new name gets what a plain
+``open(path, "wb")`` would give it: 0o666 less the umask, not ``mkstemp``'s 0o600), and a
+``path`` that is a symbolic link stays one: the file it points to is replaced. Writing needs
+permission to create files in the directory, not only to write the file.
 
 Example:
     >>> import os, tempfile
@@ -57,14 +59,18 @@ def atomic_write(path):
         ...     open(os.path.join(folder, "a.txt"), "rb").read()
         b'hi'
     """
-    target = os.fspath(path)
+    target = os.path.realpath(os.fspath(path))
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_umask()
     folder = os.path.dirname(os.path.abspath(target))
     fd, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
+            os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         os.replace(temporary, target)
     except BaseException:

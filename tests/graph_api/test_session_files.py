@@ -118,17 +118,23 @@ def test_a_failed_fsync_or_rename_leaves_the_old_file_whole_and_no_temporary_fil
         assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["data.bin"]
 
 
-def test_an_atomic_write_gives_a_new_inode_with_the_usual_mode(tmp_path):
-    path = tmp_path / "data.bin"
-    path.write_bytes(b"old")
+def test_an_atomic_write_gives_a_new_inode_with_the_old_mode_through_a_link(tmp_path):
+    path, link = tmp_path / "data.bin", tmp_path / "link.bin"
+    with atomic_file.atomic_write(path) as f:
+        f.write(b"old")
+    umask = os.umask(0o22)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask       # as open(path, "wb") would make it
+    os.chmod(path, 0o640)
+    link.symlink_to(path.name)
     before = os.stat(path)
     with open(path, "rb") as reader:
-        with atomic_file.atomic_write(path) as f:
+        with atomic_file.atomic_write(link) as f:
             f.write(b"new")
         assert reader.read() == b"old"          # the old inode is still there for whoever has it open
     after = os.stat(path)
-    assert path.read_bytes() == b"new" and after.st_ino != before.st_ino
-    assert after.st_mode & 0o777 == before.st_mode & 0o777
+    assert path.read_bytes() == b"new" and after.st_ino != before.st_ino and after.st_mode & 0o777 == 0o640
+    assert link.is_symlink() and link.read_bytes() == b"new"
 
 
 def _with_header(data: bytes, edit) -> bytes:
