@@ -35,6 +35,7 @@ from dataclasses import asdict
 import llvmlite
 
 from ..errors import TilefuseError
+from .atomic_file import atomic_write
 from .kernel import ArgSpec, Kernel
 from .prepacked import NUMPY_PACKS, PrepackedKernel
 from .target import Target
@@ -168,7 +169,9 @@ def read_envelope(data, magic: bytes, version: int, what: str, source: str, erro
 
 
 def save(kernel, path, meta: dict | None = None) -> None:
-    """Write ``kernel`` (and ``meta``) to ``path``; ``load`` reads it back.
+    """Write ``kernel`` (and ``meta``) to ``path``, atomically (``atomic_file.atomic_write``:
+    a reader of the old file keeps it whole, a failed save leaves it as it was); ``load``
+    reads it back.
 
     Example:
         >>> import os, tempfile
@@ -182,8 +185,9 @@ def save(kernel, path, meta: dict | None = None) -> None:
         >>> b = np.zeros(4, "float32"); again(np.arange(4, dtype="float32"), b); b.tolist(), meta
         ([0.0, 2.0, 4.0, 6.0], {'note': 'doubles'})
     """
-    with open(path, "wb") as f:
-        f.write(dumps(kernel, meta))
+    blob = dumps(kernel, meta)
+    with atomic_write(path) as f:
+        f.write(blob)
 
 
 def load(path):

@@ -167,3 +167,22 @@ def test_the_artifact_carries_the_target_of_its_kernels(plain, prepacked):
     if narrow is not None:
         again, _ = loads(dumps(narrow))
         assert again.target == Target.parse("llvm -mcpu=x86-64") and "zmm" not in again.source("asm")
+
+
+def test_saving_over_an_artifact_is_atomic(plain, prepacked, tmp_path, monkeypatch):
+    path = tmp_path / "k.tfk"
+    save(plain, path)
+    old = path.read_bytes()
+    with open(path, "rb") as reader:            # a reader of the old file keeps it whole
+        save(prepacked, path)
+        assert reader.read() == old
+    assert isinstance(load(path)[0], PrepackedKernel)
+    save(plain, path)
+    from tilefuse.tensorir.runtime import atomic_file
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(atomic_file.os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        save(prepacked, path)
+    assert path.read_bytes() == old and [p.name for p in tmp_path.iterdir()] == ["k.tfk"]
