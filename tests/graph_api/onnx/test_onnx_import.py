@@ -490,6 +490,22 @@ def test_nodes_that_break_their_operators_rules_are_refused_not_run_by_the_fallb
                 from_onnx(model)
 
 
+def test_a_layer_normalization_with_a_negative_epsilon_runs_as_onnxruntime_does():
+    # onnx sets no bound on epsilon; our LayerNorm refuses a negative one (a GraphError), so the
+    # node runs in onnx's reference implementation: NaN where variance + epsilon < 0
+    x = f32(2, 4)
+    model = _model([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], epsilon=-1.0)],
+                   [_float_input("x", [2, 4])], [_float_input("y", [2, 4])],
+                   [numpy_helper.from_array(np.ones(4, np.float32), "g"),
+                    numpy_helper.from_array(np.zeros(4, np.float32), "b")])
+    with pytest.warns(UserWarning, match=r"LayerNorm\): epsilon must be a non-negative number, got -1.0.*Wildcard"):
+        rep = prepare(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # NaN from sqrt
+        got = rep.run([x])[0]
+    np.testing.assert_allclose(got, expected_outputs(model, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
 def test_a_wildcard_output_over_the_size_limit_is_refused_before_its_trial_run(monkeypatch):
     import tracemalloc
     monkeypatch.setenv("TILEFUSE_MAX_TENSOR_BYTES", str(32 << 20))
