@@ -10,8 +10,10 @@ How a model becomes a graph:
   exporters use to compute shapes, ...), are evaluated at import and disappear;
 * every other node is mapped onto our op kinds by ``graph_api.onnx.ops`` (its table
   ``ONNX_OPS`` lists the ONNX ops, opsets 13 and later, older ones where their semantics are
-  the same or the difference is handled); output shapes come from our shape rules, checked
-  against onnx's shape inference;
+  the same or the difference is handled); output shapes come from our shape rules, which
+  follow onnxruntime where onnx's shape inference differs (MaxPool's ceil_mode); a graph
+  output's shape must have the dims the model declares for it, else a GraphError (not checked
+  when ``input_shapes`` changes a declared input dim);
 * a node the mapping does not cover (an unknown op, or attributes it does not handle) becomes a
   Wildcard carrying the ONNX node, with a warning naming it; the reference interpreter runs it
   through onnx's reference implementation (``graph_api.onnx.node``), so the model still runs.
@@ -238,7 +240,7 @@ def _import(model, where: str, path, constant_inputs, input_shapes) -> OnnxImpor
     for sparse in graph_proto.sparse_initializer:
         b.values[sparse.values.name] = _read(lambda: _dense(sparse),
                                              f"initializer {sparse.values.name!r} cannot be read")
-    inputs = []
+    inputs, resized = [], False
     for vi in graph_proto.input:
         if vi.name in initializers:
             continue
@@ -251,6 +253,7 @@ def _import(model, where: str, path, constant_inputs, input_shapes) -> OnnxImpor
             b.values[vi.name] = value
             continue
         shape = _input_shape(vi, input_shapes)
+        resized = resized or not _agrees(_declared_shape(vi), shape)
         check_tensor_bytes(f"graph input {vi.name!r}", shape, dt.itemsize)
         b.tensors[vi.name] = b.new_tensor(dt, shape)
         b.graph_inputs.add(vi.name)
@@ -302,7 +305,7 @@ def _import(model, where: str, path, constant_inputs, input_shapes) -> OnnxImpor
             wildcards.append(node.label)
         b.commit()
         _bind_outputs(b, node, results)
-    return _finish(b, graph_proto, inputs, wildcards)
+    return _finish(b, graph_proto, inputs, wildcards, check_shapes=not resized)
 
 
 def _check_output_size(b: Builder, node: Node, name: str, shape=None, itemsize: int = 0) -> None:
@@ -442,14 +445,42 @@ def _bind_outputs(b: Builder, node: Node, results) -> None:
 
 def _check_against_onnx(b: Builder, node: Node, name: str, t: LogicalTensor) -> None:
     """The data type must be onnx's; shapes are ours: onnx's shape inference and its reference
-    implementation disagree at times (MaxPool's ceil_mode), ours follows the reference."""
+    implementation disagree at times (MaxPool's ceil_mode), ours follows onnxruntime."""
     elem, _ = b.onnx_types.get(name, (None, None))
     if elem in ONNX_DTYPES and t.dtype is not DataType.undef and ONNX_DTYPES[elem] is not t.dtype:
         raise GraphError(f"{node.label}: output {name!r} has data type {t.dtype.value} here but onnx infers "
                          f"{_type_name(elem)}")
 
 
-def _finish(b: Builder, graph_proto, inputs: list, wildcards: list) -> OnnxImport:
+def _declared_shape(vi) -> tuple:
+    """The dims a value info declares, each an int or None (a named or unknown dim); () when it
+    declares no shape."""
+    tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+    if tt is None or not tt.HasField("shape"):
+        return ()
+    return tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim)
+
+
+def _agrees(declared: tuple, shape) -> bool:
+    """Whether ``shape`` has the dims ``declared`` fixes (nothing declared: any shape)."""
+    if not declared or shape is None:
+        return True
+    return len(declared) == len(shape) and all(d is None or d == s for d, s in zip(declared, shape))
+
+
+def _check_declared_shape(vi, shape) -> None:
+    """A graph output's computed shape must agree with the dims the model declares: a model's
+    declared static shape is a promise to its caller, which a different result would break.
+    (Not checked when ``input_shapes`` changed a declared input dim: then the declarations
+    describe other inputs.)"""
+    declared = _declared_shape(vi)
+    if not _agrees(declared, shape):
+        shown = [d if d is not None else "?" for d in declared]
+        raise GraphError(f"graph output {vi.name!r} is declared with shape {shown}, but the model computes "
+                         f"{list(shape)}")
+
+
+def _finish(b: Builder, graph_proto, inputs: list, wildcards: list, check_shapes: bool = True) -> OnnxImport:
     consumed = {t.id for op in b.graph.ops for t in op.inputs}
     outputs, constant_outputs, done = [], {}, {}
     for vi in graph_proto.output:
@@ -457,6 +488,8 @@ def _finish(b: Builder, graph_proto, inputs: list, wildcards: list) -> OnnxImpor
         if name in done:
             outputs.append((name, done[name]))
             continue
+        if check_shapes:
+            _check_declared_shape(vi, b.values[name].shape if name in b.values else b.tensor(name).shape)
         if name in b.values and b.values[name].size == 0:       # nothing to compute
             constant_outputs[name] = b.values[name]
             outputs.append((name, None))

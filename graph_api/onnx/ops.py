@@ -29,16 +29,18 @@ MatMul                   MatMul
 Gemm                     MatMul(transpose_a/b, C as bias) [+ Multiply(alpha)] [+ Add(beta * C)]
 Conv                     Convolution (NCX, OIX; auto_pad resolved to explicit pads)
 ConvTranspose            ConvTranspose (NCX, IOX; output_shape/auto_pad resolved to pads and
-                         output_padding)
+                         output_padding: the crop split as the spec says, the odd element at
+                         the begin but under SAME_UPPER)
 BatchNormalization       BatchNormInference (inference mode only)
 LayerNormalization       LayerNorm (+ Multiply/Add for a broadcast scale or bias; Mean and
                          InvStdDev outputs from its stats: StaticReshape, Add, Pow(-0.5))
 Softmax LogSoftmax       SoftMax LogSoftmax (opset < 13: on the input flattened to 2-D)
 ReduceSum/Mean/Max/Min/  ReduceSum ReduceMean ReduceMax ReduceMin ReduceL2 ReduceL1 ReduceProd
 L2/L1/Prod               (empty axes: all, or no op with noop_with_empty_axes)
-MaxPool AveragePool      MaxPool AvgPool (ceil_mode: more end padding, never counted, as ONNX
-                         counts windows; AvgPool counting pads under ceil_mode: Pad + AvgPool;
-                         AvgPool with dilations: depthwise Convolution / element counts)
+MaxPool AveragePool      MaxPool AvgPool (ceil_mode, whatever auto_pad: more end padding, never
+                         counted, as onnxruntime counts windows; AvgPool counting pads under
+                         ceil_mode: Pad + AvgPool; AvgPool with dilations: depthwise
+                         Convolution / element counts)
 GlobalAveragePool/Max    ReduceMean / ReduceMax over the spatial axes, keep_dims
 Transpose                StaticTranspose
 Reshape Flatten Squeeze  StaticReshape
@@ -342,25 +344,23 @@ def _conv_transpose(b, node):
     out_shape = None if not out_shape else _ints(out_shape)[-n:]
     auto = node.attr("auto_pad", "NOTSET")
     full = [s * (i - 1) + op + (k - 1) * d + 1 for i, s, op, k, d in zip(in_sp, strides, out_pad, kernel, dil)]
-    if auto in ("SAME_UPPER", "SAME_LOWER") and not node.attr("pads"):
-        target = out_shape or [i * s for i, s in zip(in_sp, strides)]
+    if auto not in ("NOTSET", "", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise OnnxUnsupported(f"auto_pad={auto!r}")
+    same = out_shape is None and auto in ("SAME_UPPER", "SAME_LOWER") and not node.attr("pads")
+    if same:                        # in * stride, never more than the full output (as onnxruntime)
+        out_shape = [min(i * s, f) for i, s, f in zip(in_sp, strides, full)]
+    if out_shape is not None:       # the spec: pads ignored, the crop split as auto_pad says
         pb, pe = [], []
-        for f, t in zip(full, target):      # onnx's reference: SAME_LOWER puts the larger half first
+        for k, (f, t) in enumerate(zip(full, out_shape)):
             total = f - t
+            if total < 0:           # more than the full output: zeros (and the bias) at the end
+                out_pad[k] -= total
+                total = 0
             head = total // 2 if auto == "SAME_UPPER" else total - total // 2
             pb.append(head)
             pe.append(total - head)
-    elif auto in ("NOTSET", "", "VALID", "SAME_UPPER", "SAME_LOWER"):
-        pb, pe = _explicit_pads(node, n) if auto != "VALID" else ([0] * n, [0] * n)
-        if out_shape is not None:           # extra (or fewer) elements at the end
-            natural = [f - b_ - e for f, b_, e in zip(full, pb, pe)]
-            for k, (t, nat) in enumerate(zip(out_shape, natural)):
-                if t >= nat:
-                    out_pad[k] += t - nat
-                else:
-                    pe[k] += nat - t
     else:
-        raise OnnxUnsupported(f"auto_pad={auto!r}")
+        pb, pe = _explicit_pads(node, n) if auto != "VALID" else ([0] * n, [0] * n)
     if any(p < 0 for p in pb + pe):
         raise OnnxUnsupported(f"negative pads {pb}, {pe}")
     ins = [x, w] + ([_x(b, node, 2)] if node.input(2) else [])
@@ -497,18 +497,18 @@ def _global_pool(b, node):
 
 
 def _pool_geometry(node: Node, in_sp, kernel, strides, dilations):
-    """(pads_begin, pads_end, extension) as onnx's reference pools: auto_pad resolved; under
-    ceil_mode the last window is kept when it starts inside the input or its begin padding,
-    which ``extension`` (more padding at the end, never counted as elements) makes room for."""
+    """(pads_begin, pads_end, extension) as onnxruntime's pools: auto_pad resolved (SAME: with
+    the kernel, not dilated); under ceil_mode, whatever auto_pad, the last window is kept when
+    it starts inside the input or its begin padding, which ``extension`` (more padding at the
+    end, never counted as elements) makes room for."""
     n = len(in_sp)
     auto = node.attr("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):        # onnx's pools: the kernel, not dilated
-        return same_pads(auto, in_sp, kernel, strides, [1] * n) + ([0] * n,)
-    if auto == "VALID":
-        return [0] * n, [0] * n, [0] * n
-    if auto not in ("NOTSET", ""):
+    if auto in ("SAME_UPPER", "SAME_LOWER", "VALID"):
+        pb, pe = same_pads(auto, in_sp, kernel, strides, [1] * n)
+    elif auto in ("NOTSET", ""):
+        pb, pe = _explicit_pads(node, n)
+    else:
         raise OnnxUnsupported(f"auto_pad={auto!r}")
-    pb, pe = _explicit_pads(node, n)
     extension = [0] * n
     if node.attr("ceil_mode", 0):
         for i, (x, k, s, d, b_, e) in enumerate(zip(in_sp, kernel, strides, dilations, pb, pe)):

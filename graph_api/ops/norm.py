@@ -30,6 +30,13 @@ def _check_stats_outputs(op):
     return None
 
 
+def _check_epsilon(op):
+    eps = op.attrs.get("epsilon")
+    if eps is not None and not float(eps) >= 0:      # NaN too
+        return f"epsilon must be a non-negative number, got {eps}"
+    return None
+
+
 # ---- shape rules ------------------------------------------------------------------------------------
 
 def _shape_batchnorm(op, s):
@@ -195,21 +202,22 @@ _NORM_ATTRS = {"keep_stats": optional("bool", True), "use_affine": optional("boo
                "epsilon": optional("f32", 1e-5)}
 
 define(schema("BatchNormInference", "src:T1 gamma:T2 beta:T2 mean:T2 variance:T2", "dst:T1", BN_ATTRS,
-              {"T1": FP, "T2": F32_BF16}),
+              {"T1": FP, "T2": F32_BF16}, checks=[_check_epsilon]),
        shape=_shape_batchnorm, reference=_ref_batchnorm, lower=_lower_batch_norm)
 define(schema("BatchNormForwardTraining", "src:T1 mean:T2 variance:T2 gamma:T2 beta:T2",
               "dst:T1 running_mean:T2 running_variance:T2 batch_mean:T2 batch_variance:T2",
-              {**BN_ATTRS, "momentum": optional("f32")}, {"T1": FP, "T2": F32_BF16}, n_in={3, 4, 5}),
+              {**BN_ATTRS, "momentum": optional("f32")}, {"T1": FP, "T2": F32_BF16}, n_in={3, 4, 5},
+              checks=[_check_epsilon]),
        shape=_shape_batchnorm)
 define(schema("LayerNorm", "src:T1 gamma:T2 beta:T2", "dst:T1 mean:T2 variance:T2",
               {**_NORM_ATTRS, "begin_norm_axis": optional("s64", -1)}, {"T1": FP, "T2": F32_BF16}, n_in={1, 3},
-              n_out={1, 3}, checks=[_check_stats_outputs]),
+              n_out={1, 3}, checks=[_check_stats_outputs, _check_epsilon]),
        shape=_shape_layernorm, reference=_ref_layer_norm, lower=_lower_layer_norm)
 define(schema("GroupNorm", "src:T1 gamma:T2 beta:T2", "dst:T1 mean:T2 variance:T2",
               {**_NORM_ATTRS, "groups": required("s64"), "data_format": DATA_FORMAT}, {"T1": FP, "T2": F32_BF16},
-              n_in={1, 3}, n_out={1, 3}, checks=[_check_stats_outputs]),
+              n_in={1, 3}, n_out={1, 3}, checks=[_check_stats_outputs, _check_epsilon]),
        shape=_shape_groupnorm, reference=_ref_group_norm, lower=_lower_group_norm)
 define(schema("RMSNorm", "src:T1 gamma:T2", "dst:T1", {"begin_norm_axis": optional("s64", -1),
                                                       "epsilon": optional("f32", 1e-5)},
-              {"T1": FP, "T2": FP}, n_in={1, 2}),
+              {"T1": FP, "T2": FP}, n_in={1, 2}, checks=[_check_epsilon]),
        shape=_shape_rms_norm, reference=_ref_rms_norm, lower=_lower_rms_norm)
