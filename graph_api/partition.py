@@ -247,17 +247,17 @@ def user_partitions(graph, policy: str = "fusion") -> list[Partition]:
     members: dict[int, list] = {}
     for op in graph.topological_ops():
         members.setdefault(merged[op.id], []).append(op)
+    merged_group = {owners[op_id]: m for op_id, m in merged.items()}   # a group owning no user op: none
     kinds: dict[int, set] = {}
     supported: dict[int, bool] = {}
     for k, p in enumerate(groups):
-        m = merged.get(next((o for o, g in owners.items() if g == k), None))
-        if m is None:
-            continue
-        kinds.setdefault(m, set()).add(p.kind)
-        supported[m] = supported.get(m, True) and p.is_supported()
-    described = with_inferred_shapes(graph.ir()).tensors if policy == "fusion" else {}
-    return [Partition(graph, ops, dominant_class(kinds.get(m, {"opaque"})), supported.get(m, False), described)
-            for m, ops in members.items()]
+        if k in merged_group:
+            m = merged_group[k]
+            kinds.setdefault(m, set()).add(p.kind)
+            supported[m] = supported.get(m, True) and p.is_supported()
+    described = with_inferred_shapes(graph.ir()).tensors
+    return [Partition(graph, members[m], dominant_class(kinds.get(m, {"opaque"})), supported.get(m, False), described)
+            for m in sorted(members)]       # merged groups are numbered in a topological order
 
 
 def _merge_cycles(graph, owners: dict) -> dict:

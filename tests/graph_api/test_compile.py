@@ -1,6 +1,9 @@
 """Compiling partitions and whole graphs: results match the reference interpreter; mismatched
 tensors raise clearly."""
-import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -320,56 +323,67 @@ def test_a_graph_with_a_tensor_over_the_size_limit_is_refused_when_partitioned(m
         compile_graph(g)
 
 
-def _jobs(graph):
-    from tilefuse.graph_api.build import kernel_job
+IN_A_FRESH_PROCESS = textwrap.dedent("""
+    import os, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from graph_building import mlp
+    from tilefuse.graph_api import build, compile_graph, reference
+    from tilefuse.graph_api.build import KernelJob, kernel_job
     from tilefuse.graph_api.pipeline import partition
-    return [kernel_job(p, []) for p in partition(graph).partitions if p.is_supported()]
+
+    PARENT, ORIGINAL = os.getpid(), KernelJob.build
+
+    def built_only_in(where):
+        def build_job(job):
+            if (os.getpid() == PARENT) != (where == "parent"):
+                raise RuntimeError(f"a kernel was built outside the {where}")
+            return ORIGINAL(job)
+        return build_job
+
+    def jobs(graph):
+        return [kernel_job(p, []) for p in partition(graph).partitions if p.is_supported()]
+""")
 
 
-def _built_only_in(where: str, parent: int):
-    """A KernelJob.build that builds only in the parent process or only in forked workers."""
-    from tilefuse.graph_api.build import KernelJob
-    original = KernelJob.build
-
-    def build(job):
-        if (os.getpid() == parent) != (where == "parent"):
-            raise RuntimeError(f"a kernel was built outside the {where}")
-        return original(job)
-    return build
+def _run_fresh(body: str) -> None:
+    """``body`` after ``IN_A_FRESH_PROCESS``, in an interpreter of its own: a pytest worker runs
+    threads of its own, and builds fork workers only where no other thread runs."""
+    code = IN_A_FRESH_PROCESS + textwrap.dedent(body)
+    done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_distinct_partitions_build_in_worker_processes_and_compile_takes_them_from_the_cache(monkeypatch):
-    from tilefuse.graph_api import build
-    b = mlp(batch=5, sizes=(19, 33, 7))
-    g = b.finalize()
-    jobs = _jobs(g)
-    assert len({job.key for job in jobs}) >= 2
-    build.clear_memory_cache()
-    monkeypatch.setattr(build.KernelJob, "build", _built_only_in("workers", os.getpid()))
-    built = build.build_all(jobs, workers=2)
-    assert all(b.kernel is not None for b in built)
-    monkeypatch.setattr(build.KernelJob, "build", lambda job: pytest.fail("a kernel was built again"))
-    feeds = b.feeds()
-    want = reference.run(g, feeds)
-    got = compile_graph(g).run(feeds)
-    for tid in want:
-        np.testing.assert_allclose(got[tid], want[tid], rtol=1e-4, atol=1e-4)
+def test_distinct_partitions_build_in_worker_processes_and_compile_takes_them_from_the_cache():
+    _run_fresh("""
+        b = mlp(batch=5, sizes=(19, 33, 7))
+        g = b.finalize()
+        assert len({job.key for job in jobs(g)}) >= 2
+        KernelJob.build = built_only_in("workers")
+        assert all(b.kernel is not None for b in build.build_all(jobs(g), workers=2))
+        KernelJob.build = lambda job: sys.exit("a kernel was built again")
+        feeds = b.feeds()
+        want = reference.run(g, feeds)
+        got = compile_graph(g).run(feeds)
+        for tid in want:
+            np.testing.assert_allclose(got[tid], want[tid], rtol=1e-4, atol=1e-4)
+    """)
 
 
-def test_a_kernel_a_worker_cannot_build_is_built_or_refused_in_this_process(monkeypatch):
-    from tilefuse.graph_api import build
-    from tilefuse.graph_api.pipeline import partition
-    g = mlp(batch=3, sizes=(11, 13, 5)).finalize()
-    build.clear_memory_cache()
-    monkeypatch.setattr(build.KernelJob, "build", _built_only_in("parent", os.getpid()))   # every worker fails
-    assert len(build.build_all(_jobs(g), workers=2)) == len(_jobs(g))
-    build.clear_memory_cache()
-    monkeypatch.setattr(build.KernelJob, "build", _fails)                                  # and so does this process
-    with pytest.raises(RuntimeError, match="could not lower"):
-        compile_graph(g)
-    monkeypatch.undo()
-    assert len(compile_graph(g).steps) == len(partition(g).partitions)
+def test_a_kernel_a_worker_cannot_build_is_built_or_refused_in_this_process():
+    _run_fresh("""
+        g = mlp(batch=3, sizes=(11, 13, 5)).finalize()
+        KernelJob.build = built_only_in("parent")                    # every worker fails
+        assert len(build.build_all(jobs(g), workers=2)) == len(jobs(g))
+        build.clear_memory_cache()
+        KernelJob.build = lambda job: (_ for _ in ()).throw(RuntimeError("could not lower"))   # so does this process
+        try:
+            compile_graph(g)
+            sys.exit("compiled with no kernel built")
+        except RuntimeError as err:
+            assert "could not lower" in str(err)
+        KernelJob.build = ORIGINAL
+        assert len(compile_graph(g).steps) == len(partition(g).partitions)
+    """)
 
-
-def _fails(*args):
-    raise RuntimeError("a worker could not lower this partition")

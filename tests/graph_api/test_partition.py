@@ -266,3 +266,19 @@ def test_an_output_asked_in_any_layout_is_reported_strided_with_its_shape():
     cp = p.compile(p.get_input_ports(), [wanted])
     got = cp.query_logical_tensor(out.id)
     assert got.layout_type is LayoutType.strided and got.shape == (1, 8, 10, 10)      # the conversion stays inside
+
+
+def test_groups_that_would_reach_each_other_through_the_users_ops_are_merged_in_topological_order():
+    from tilefuse.graph_api.partition import _merge_cycles
+    b = Builder()
+    x = b.input((4,))
+    a = b.op("Exp", [x])              # op 0
+    m = b.op("ReLU", [a])             # op 1
+    c = b.op("Add", [a, m])           # op 2
+    b.op("Tanh", [c])                 # op 3
+    g = b.finalize()
+    # op 0 owned by the group of op 2 (as a pass's removed op can be), op 1 alone: 0 -> 1 -> 0
+    merged = _merge_cycles(g, {0: 5, 1: 7, 2: 5, 3: 9})
+    assert merged[0] == merged[1] == merged[2] != merged[3]
+    assert merged[3] > merged[0]                                  # the merged group comes first
+    assert _merge_cycles(g, {0: 2, 1: 1, 2: 0, 3: 0}) == {0: 0, 1: 1, 2: 2, 3: 2}   # renumbered in order
