@@ -30,6 +30,7 @@ from tilefuse.tensorir.runtime.aligned import aligned_empty, data_address, on_ca
 
 from .logical_tensor import GraphError
 from .engine import Engine
+from .limits import checked_array
 from .steps import Step
 
 PICKLE_FORMAT = 4
@@ -199,7 +200,7 @@ class CompiledGraph:
         feeds = self._feeds_by_id(feeds)
         values = dict(self.bound)
         for tid, array in feeds.items():
-            values[tid] = _aligned_array(array)
+            values[tid] = _aligned_array(checked_array(f"graph input {tid}", array))
         for tid, shape, dtype in self._input_specs:
             array = values.get(tid)
             if array is None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import os
 
+import numpy as np
+
 from .logical_tensor import GraphError
 
 ENV_VAR = "TILEFUSE_MAX_TENSOR_BYTES"
@@ -57,6 +59,24 @@ def check_tensor_bytes(what: str, shape, itemsize: int) -> None:
     if nbytes > limit:
         raise GraphError(f"{what} of shape {tuple(int(d) for d in shape)} needs {_size(nbytes)}, over the limit "
                          f"of {_size(limit)} ({ENV_VAR})")
+
+
+def checked_array(what: str, value):
+    """``value`` as a numpy array in row-major order, refused (GraphError) before any copy when
+    its logical size is over the limit: a broadcast view of a few bytes can stand for far more.
+
+    Example:
+        >>> import numpy as np
+        >>> checked_array("feed 'x'", [[1.0, 2.0]]).flags["C_CONTIGUOUS"]
+        True
+        >>> checked_array("feed 'x'", np.broadcast_to(np.float32(0), (10 ** 7, 3, 9, 9 * 10 ** 4)))
+        Traceback (most recent call last):
+        ...
+        tilefuse.graph_api.logical_tensor.GraphError: feed 'x' of shape (10000000, 3, 9, 90000) needs 88.4 TiB, over the limit of ...
+    """
+    array = np.asarray(value)
+    check_tensor_bytes(what, array.shape, array.dtype.itemsize)
+    return np.asarray(array, order="C")
 
 
 def _size(nbytes: int) -> str:

@@ -78,6 +78,7 @@ from .compiled_graph import CompiledGraph
 from .compiler import compile_graph
 from .deserialize import load_json
 from .graph import Graph
+from .limits import checked_array
 from .logical_tensor import DataType, GraphError
 
 MAX_COMPILED_SHAPES = 8
@@ -199,7 +200,7 @@ class InferenceSession:
             raise GraphError(f"run: {what}; the inputs are {names}")
         arrays, bound = [], {}
         for arg in self._inputs:
-            array = np.asarray(input_feed[arg.name], order="C")
+            array = checked_array(f"input {arg.name!r}", input_feed[arg.name])    # no copy over the limit
             want = np.dtype(_numpy_type(arg.type))
             if array.dtype != want:
                 raise GraphError(f"input {arg.name!r} must be {arg.type}, got {array.dtype}")

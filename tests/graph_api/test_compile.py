@@ -387,3 +387,12 @@ def test_a_kernel_a_worker_cannot_build_is_built_or_refused_in_this_process():
         assert len(compile_graph(g).steps) == len(partition(g).partitions)
     """)
 
+
+
+def test_a_feed_over_the_size_limit_is_refused_before_any_copy(monkeypatch):
+    b = mlp(batch=4, sizes=(8, 16))
+    cg = compile_graph(b.finalize())
+    monkeypatch.setenv("TILEFUSE_MAX_TENSOR_BYTES", str(1 << 20))
+    huge = np.broadcast_to(np.float32(1), (1 << 20, 8))
+    with pytest.raises(GraphError, match=r"graph input 0 of shape \(1048576, 8\) needs 32\.0 MiB, over the limit"):
+        cg.run({**b.feeds(), 0: huge})

@@ -208,3 +208,13 @@ def test_a_session_for_features_this_host_lacks_is_saved_here_and_refused_here(t
     session.save(tmp_path / "model.tfm")
     with pytest.raises(GraphError, match=f"model.tfm cannot run here: .*lacks: {ABSENT_FEATURE}"):
         load_compiled(tmp_path / "model.tfm")
+
+
+def test_a_broadcast_feed_over_the_size_limit_is_refused_before_any_copy(monkeypatch):
+    monkeypatch.setenv("TILEFUSE_MAX_TENSOR_BYTES", str(1 << 30))
+    session = InferenceSession(dynamic_batch_model())
+    huge = np.broadcast_to(np.ones((1, 13), "float32"), (10 ** 8, 13))     # 5.2 GB of view over 52 bytes
+    with pytest.raises(GraphError, match=r"input 'x' of shape \(100000000, 13\) needs 4\.8 GiB, over the limit"):
+        session.run(None, {"x": huge})
+    (y, p) = session.run(None, {"x": np.broadcast_to(np.ones((1, 13), "float32"), (3, 13))})    # small: fine
+    assert y.shape == p.shape == (3, 5)
