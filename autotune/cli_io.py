@@ -191,12 +191,30 @@ def print_json(data) -> None:
 
 
 def read_log_or_fail(path):
+    """The contents of the JSON-lines log ``path``; a BadInput (one line) for a missing or
+    unreadable file, or one with lines of which none is a record (not a log at all: a README,
+    a binary file). An empty log has no records and is fine.
+
+    Example:
+        >>> import os, tempfile
+        >>> text = os.path.join(tempfile.mkdtemp(), "notes.txt")
+        >>> _ = open(text, "w").write("# a title\\nsome prose\\n")
+        >>> read_log_or_fail(text)
+        Traceback (most recent call last):
+        ...
+        tilefuse.autotune.cli_io.BadInput: ...notes.txt: not a tuning log: none of its 2 line(s) is a record (line 1: not valid JSON ...)
+    """
     try:
-        return read_log(path)
+        contents = read_log(path)
     except FileNotFoundError:
         raise BadInput(f"{path}: no such log file") from None
     except OSError as err:
         raise BadInput(f"{path}: cannot read: {err.strerror or err}") from None
+    if contents.problems and not contents.records:
+        line, reason = contents.problems[0]
+        raise BadInput(f"{path}: not a tuning log: none of its {len(contents.problems)} line(s) is a record "
+                       f"(line {line}: {reason})")
+    return contents
 
 
 def report_problems(path, problems) -> None:

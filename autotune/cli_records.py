@@ -152,6 +152,7 @@ def cmd_import(args) -> int:
         raise BadInput(f"{args.log}: no such log file")
     if os.path.isdir(args.log):
         raise BadInput(f"{args.log} is a directory, not a log file")
+    read_log_or_fail(args.log)              # a file that is no log at all: refused before the database is made
     with open_database(args.db, must_exist=False) as db:
         try:
             imported, skipped, problems = import_log(db, args.log)

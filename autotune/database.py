@@ -933,7 +933,7 @@ def _check_integrity(conn: sqlite3.Connection, path: str) -> None:
             raise
         rows = [(str(exc),)]
     if rows != [("ok",)]:
-        found = "; ".join(str(r[0]) for r in rows[:3])
+        found = "; ".join(" ".join(str(r[0]).split()) for r in rows[:3])    # sqlite's rows span lines
         raise TuningDatabaseError(f"tuning database {path!r} is damaged (sqlite quick_check: {found}); move it "
                                   f"away and rebuild it from the tuning logs with `autotune import LOG --db {path}`")
 

@@ -399,6 +399,7 @@ def test_a_damaged_database_is_exit_2_with_the_fix_and_is_left_as_it_was(tmp_pat
         code, _, err = run(argv)
         assert code == EXIT_BAD_INPUT, (argv, err)
         assert "is damaged" in err and "autotune import LOG --db" in err and "Traceback" not in err
+        assert err.count("\n") == 1, err           # one line, sqlite's own multi-line report folded in
     assert path.read_bytes() == before
 
 
@@ -524,3 +525,18 @@ def test_tune_reports_what_the_check_in_the_model_dropped(tuned, tmp_path, monke
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log, "--no-resume", "--seed", "5"])
     assert code == EXIT_OK and "the picks were not checked in the model: no kernel for this op" in err
     assert "in the model:" not in out
+
+
+@pytest.mark.parametrize("command", ["show", "plot", "import"])
+def test_a_file_that_is_no_log_is_one_line_and_exit_2(command, tmp_path, capsys):
+    text = tmp_path / "notes.md"
+    text.write_text("# notes\n\nnot a record\n" * 40)
+    binary = tmp_path / "garbage.db"
+    binary.write_bytes(bytes(range(256)) * 20)
+    for path in (text, binary):
+        argv = {"show": ["show", str(path)], "plot": ["plot", str(path), "-o", str(tmp_path / "c.png")],
+                "import": ["import", str(path), "--db", str(tmp_path / "t.db")]}[command]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "not a tuning log: none of its" in err, err
+    assert not (tmp_path / "t.db").exists()          # nothing was made for a file that is no log

@@ -592,3 +592,20 @@ def test_a_read_only_file_shows_claims_and_grants_none(tmp_path, monkeypatch):
         ro.release("wk1", CPU_A.key, ['{"i":1}'])                        # nothing it may write: a no-op
         with pytest.raises(TuningDatabaseError, match="read-only"):
             ro.claim("wk1", CPU_A.key, ['{"i":2}'])
+
+
+def test_sqlites_multi_line_damage_report_is_folded_into_one_line():
+    from tilefuse.autotune.database import _check_integrity
+
+    class Reports:
+        def execute(self, sql):
+            return self
+
+        def fetchall(self):
+            return [("*** in database main ***\nOn tree page 2 cell 0: invalid page number 99",),
+                    ("row 3 missing from index idx",)]
+
+    with pytest.raises(TuningDatabaseError) as caught:
+        _check_integrity(Reports(), "x.db")
+    assert "\n" not in str(caught.value)
+    assert "quick_check: *** in database main *** On tree page 2 cell 0: invalid page number 99; row 3" in str(caught.value)
