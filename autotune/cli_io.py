@@ -19,7 +19,7 @@ from pathlib import Path
 from tilefuse import graph_api
 from tilefuse.tensorir.errors import TilefuseError
 
-from .database import Database, TuningDatabaseError
+from .database import SQLITE_HEADER, Database, TuningDatabaseError
 from .log import read_log
 
 EXIT_OK = 0
@@ -190,6 +190,22 @@ def print_json(data) -> None:
     print(json.dumps(data, indent=2, sort_keys=False, allow_nan=False))
 
 
+def is_sqlite_file(path) -> bool:
+    """True when the file at ``path`` starts with the sqlite header (a tuning database),
+    whatever its suffix; a file that cannot be read is a BadInput.
+
+    Example:
+        >>> import tempfile; log = Path(tempfile.mkdtemp()) / "t.jsonl"
+        >>> _ = log.write_text("{}"); is_sqlite_file(log)
+        False
+    """
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read: {err.strerror or err}") from None
+
+
 def read_log_or_fail(path):
     """The contents of the JSON-lines log ``path``; a BadInput (one line) for a missing or
     unreadable file, or one with lines of which none is a record (not a log at all: a README,
@@ -204,6 +220,9 @@ def read_log_or_fail(path):
         ...
         tilefuse.autotune.cli_io.BadInput: ...notes.txt: not a tuning log: none of its 2 line(s) is a record (line 1: not valid JSON ...)
     """
+    if os.path.isfile(path) and is_sqlite_file(path):
+        raise BadInput(f"{path} is a tuning database, not a log (its records: `autotune best --db {path}`, "
+                       f"or `autotune export --db {path} OUT.jsonl`)")
     try:
         contents = read_log(path)
     except FileNotFoundError:

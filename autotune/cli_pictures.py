@@ -13,28 +13,12 @@ import sys
 from pathlib import Path
 
 from . import plots
-from .cli_io import EXIT_OK, BadInput, load_graph, open_database, read_log_or_fail, report_problems
+from .cli_io import (EXIT_OK, BadInput, is_sqlite_file, load_graph, open_database, read_log_or_fail,
+                     report_problems)
 from .plots import PlotError
 from .record import first_measurements
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 PROBLEMS_SHOWN = 10
-
-
-def is_sqlite_file(path) -> bool:
-    """True when the file at ``path`` starts with the sqlite header (a tuning database),
-    whatever its suffix; a file that cannot be read is a BadInput.
-
-    Example:
-        >>> import tempfile; log = Path(tempfile.mkdtemp()) / "t.jsonl"
-        >>> _ = log.write_text("{}"); is_sqlite_file(log)
-        False
-    """
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
-    except OSError as err:
-        raise BadInput(f"{path}: cannot read: {err.strerror or err}") from None
 
 
 def _report_first_problems(path, problems) -> None:

@@ -69,7 +69,8 @@ from tilefuse.tensorir.errors import TilefuseError
 DB_SCHEMA_VERSION = 1
 BUSY_TIMEOUT_SECONDS = 60.0
 CLAIM_TIMEOUT_SECONDS = 1800.0   # a claim this old is stale even when its process looks alive
-_SQLITE_HEADER = b"SQLite format 3\x00"
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first bytes of every sqlite file."""
 
 WORKLOAD_COLUMNS = {"key": str, "task_name": str, "template": str, "description": str,
                     "created": float}
@@ -944,8 +945,8 @@ def _check_sqlite_file(path: str) -> None:
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return
     with open(path, "rb") as f:
-        header = f.read(len(_SQLITE_HEADER))
-    if header != _SQLITE_HEADER:
+        header = f.read(len(SQLITE_HEADER))
+    if header != SQLITE_HEADER:
         raise TuningDatabaseError(f"{path!r} is not a sqlite database (it does not start with "
                                   "the sqlite header); move it away or pass another --db path")
 

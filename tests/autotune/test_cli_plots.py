@@ -146,10 +146,10 @@ def test_records_of_several_cpus_are_separate_lines():
 
 @pytest.mark.parametrize("source, output, message", [
     ("{dir}/missing.jsonl", "{dir}/out.png", "no such tuning log or database"),
-    ("{dir}/corrupt.jsonl", "{dir}/out.png", "no tuning records to plot (2 unreadable line(s)"),
+    ("{dir}/corrupt.jsonl", "{dir}/out.png", "not a tuning log: none of its 2 line(s) is a record"),
     ("{dir}/empty.jsonl", "{dir}/out.png", "no tuning records to plot"),
     ("{dir}", "{dir}/out.png", "is a directory, not a tuning log"),
-    ("{dir}/notadb.db", "{dir}/out.png", "no tuning records to plot"),   # not sqlite: read as a log
+    ("{dir}/notadb.db", "{dir}/out.png", "not a tuning log: none of its"),   # not sqlite: read as a log
     ("{dir}/damaged.db", "{dir}/out.png", "damaged.db' is damaged"),
     ("{dir}/good.jsonl", "{dir}/a_file/out.png", "-o {dir}/a_file/out.png: cannot write"),
     ("{dir}/good.jsonl", "{dir}/no/such/dir/out.png", "cannot write: No such file or directory"),

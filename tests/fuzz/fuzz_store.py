@@ -907,17 +907,15 @@ def _damage_log(log: str, damage: str) -> None:
 
 def run_bad_paths(plan: dict, tmp: str) -> Outcome:
     """A directory where the database or a log should be, a database in a missing directory,
-    a log that is a database: exit 2 with a message (or 0 where the path is fine).
-
-    Example:
-        >>> # run_bad_paths(plan_command(rng), tmp)
-    """
+    a log that is a database: exit 2 with a one-line message (or 0 where the path is fine)."""
     directory = os.path.join(tmp, "a-directory")
     os.makedirs(directory)
     db = _healthy(tmp, plan["seed"])
     cases = [(["best", "--db", directory], (2,)), (["export", "--db", db, directory], (2,)),
-             (["import", directory, "--db", db], (2,)), (["show", directory], (2,)), (["show", db], (0,)),
-             (["import", db, "--db", os.path.join(tmp, "new", "deeper", "t.db")], (0,)),
+             (["import", directory, "--db", db], (2,)), (["show", directory], (2,)), (["show", db], (2,)),
+             (["import", db, "--db", os.path.join(tmp, "other.db")], (2,)),          # a database, not a log
+             (["import", command_argv("import", db, tmp)[1], "--db", os.path.join(tmp, "new", "deeper", "t.db")],
+              (0,)),
              (["import", command_argv("import", db, tmp)[1], "--db", directory], (2,)),
              (["best", "--db", os.path.join(tmp, "missing.db")], (2,))]
     return worst([cli_outcome(argv, run_cli(argv), codes) for argv, codes in cases])
