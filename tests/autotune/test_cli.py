@@ -207,14 +207,14 @@ def test_tiny_budget_with_resumed_records_is_done(tuned, tmp_path):
 
 
 def test_every_candidate_failing_exits_1_and_reports_errors_per_kind(tuned, tmp_path):
-    argv = ["tune", tuned["graph"], "--tuner", "random", "--trials", "4", "--min-repeat-ms", "0",
-            "--timeout", "0.001", "--db", tmp_path / "t.db", "--log", tmp_path / "t.jsonl"]
+    argv = ["tune", tuned["graph"], "--tuner", "random", "--trials", "4", "--min-repeat-ms", "0",     # 1 us: not even a
+            "--timeout", "0.000001", "--db", tmp_path / "t.db", "--log", tmp_path / "t.jsonl"]   # cached build fits
     code, out, err = run(argv)
     assert code == EXIT_UNUSABLE and "every measurement failed" in err
     rows = table_of(out).splitlines()[2:]
     assert len(rows) == 2 and not any(row.endswith("  0") for row in rows)
     assert "errors (first message of each kind; --verbose shows all):" in out
-    assert "within the timeout of 0.001 s" in out       # at build (compile) or at run (timeout)
+    assert "within the timeout of 1e-06 s" in out       # at build (compile) or at run (timeout)
     data = json.loads(run(argv + ["--json"])[1])
     assert data["exit_code"] == EXIT_UNUSABLE
     for task in data["tasks"]:
