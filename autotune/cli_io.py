@@ -19,7 +19,7 @@ from pathlib import Path
 from tilefuse import graph_api
 from tilefuse.tensorir.errors import TilefuseError
 
-from .database import SQLITE_HEADER, Database, TuningDatabaseError
+from .database import Database, TuningDatabaseError, starts_like_sqlite
 from .log import read_log
 
 EXIT_OK = 0
@@ -200,8 +200,7 @@ def is_sqlite_file(path) -> bool:
         False
     """
     try:
-        with open(path, "rb") as f:
-            return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+        return starts_like_sqlite(path)
     except OSError as err:
         raise BadInput(f"{path}: cannot read: {err.strerror or err}") from None
 

@@ -13,7 +13,7 @@ from .cli_io import (EXIT_OK, EXIT_UNUSABLE, BadInput, format_table, load_graph,
                      print_json, read_log_or_fail, report_problems, shorten)
 from .database import Database
 from .extract import extract_tasks
-from .log import export_log, import_log
+from .log import export_log, import_contents
 from .target import current_target
 
 def cmd_best(args) -> int:
@@ -152,12 +152,9 @@ def cmd_import(args) -> int:
         raise BadInput(f"{args.log}: no such log file")
     if os.path.isdir(args.log):
         raise BadInput(f"{args.log} is a directory, not a log file")
-    read_log_or_fail(args.log)              # a file that is no log at all: refused before the database is made
+    contents = read_log_or_fail(args.log)   # a file that is no log at all: refused before the database is made
     with open_database(args.db, must_exist=False) as db:
-        try:
-            imported, skipped, problems = import_log(db, args.log)
-        except OSError as err:
-            raise BadInput(f"{args.log}: cannot read: {err.strerror or err}") from None
+        imported, skipped, problems = import_contents(db, contents)
     report_problems(args.log, problems)
     unreadable = f"; {len(problems)} unreadable line(s) skipped (see stderr)" if problems else ""
     print(f"imported {imported} record(s) from {args.log} into {args.db} ({skipped} already there){unreadable}")

@@ -939,14 +939,26 @@ def _check_integrity(conn: sqlite3.Connection, path: str) -> None:
                                   f"away and rebuild it from the tuning logs with `autotune import LOG --db {path}`")
 
 
+def starts_like_sqlite(path) -> bool:
+    """Whether the file at ``path`` starts with the sqlite header, whatever its suffix (OSError
+    when it cannot be read).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> log = pathlib.Path(tempfile.mkdtemp()) / "t.db"; _ = log.write_text("{}")
+        >>> starts_like_sqlite(log)
+        False
+    """
+    with open(path, "rb") as f:
+        return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+
+
 def _check_sqlite_file(path: str) -> None:
     if os.path.isdir(path):
         raise TuningDatabaseError(f"tuning database path {path!r} is a directory, not a file")
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return
-    with open(path, "rb") as f:
-        header = f.read(len(SQLITE_HEADER))
-    if header != SQLITE_HEADER:
+    if not starts_like_sqlite(path):
         raise TuningDatabaseError(f"{path!r} is not a sqlite database (it does not start with "
                                   "the sqlite header); move it away or pass another --db path")
 

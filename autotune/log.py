@@ -224,7 +224,20 @@ def import_log(db, path: str | os.PathLike) -> tuple[int, int, tuple]:
         >>> import_log(db, path), import_log(db, path)
         ((1, 0, ()), (0, 1, ()))
     """
-    contents = read_log(path)
+    return import_contents(db, read_log(path))
+
+
+def import_contents(db, contents: LogContents) -> tuple[int, int, tuple]:
+    """``import_log`` of a log already read (``read_log``'s ``LogContents``).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> from tilefuse.autotune.database import Database
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.jsonl"
+        >>> _ = append_records(path, [Record.create("wk1", "d", "c", {"t": 8}, costs=[1e-3])])
+        >>> import_contents(Database(":memory:"), read_log(path))
+        (1, 0, ())
+    """
     imported = db.add_many(contents.records)
     return imported, len(contents.records) - imported, contents.problems
 

@@ -33,7 +33,7 @@ import threading
 from dataclasses import dataclass
 
 from tilefuse.schedule import template_for
-from tilefuse.schedule.config_source import ConfigSource, active_sources
+from tilefuse.schedule.config_source import sourced_config
 from tilefuse.tensorir.runtime import artifact
 from tilefuse.tensorir.runtime.kernel_cache import KernelCache, LRUCache, cache_key
 from tilefuse.tensorir.runtime.target import as_target
@@ -62,17 +62,6 @@ class Built:
     kernel: object
     arg_positions: list
     output_shapes: list
-
-
-def config_sources(configs: ConfigSource | None) -> list:
-    """The config sources a compile asks, first one first: ``configs`` when given, else the
-    sources made active with ``schedule.using_configs``, innermost first.
-
-    Example:
-        >>> config_sources(None)
-        []
-    """
-    return [configs] if configs is not None else list(reversed(active_sources()))
 
 
 def kernel_cache_of(sources: list, kernel_cache: KernelCache | None = None) -> KernelCache | None:
@@ -169,7 +158,7 @@ def kernel_job(partition, sources: list, target=None) -> KernelJob:
     """
     job = KernelJob(partition, target=target)
     if sources:
-        job.config = next((c for c in (s.config_for(job.template) for s in sources) if c is not None), None)
+        job.config = sourced_config(job.template, sources)
     return job
 
 

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import warnings
 
+from tilefuse.schedule.config_source import config_sources
 from tilefuse.tensorir.errors import Unsupported
 from tilefuse.tensorir.runtime.target import as_target
 
 from .after_build import Program, run_after_build
-from .build import build_all, config_sources, kernel_cache_of, kernel_job
+from .build import build_all, kernel_cache_of, kernel_job
 from .compiled_graph import CompiledGraph
 from .logical_tensor import GraphError
 from .op import OpKind
@@ -83,7 +84,8 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
         raise Unsupported(f"strict: {len(fallback)} op(s) would run in the numpy reference interpreter, not "
                           f"compiled: {', '.join(fallback)}")
     output_ids = [t.id for t in graph.get_output_ports()]
-    views = [view_of(p, set(output_ids)) for p in partitions]
+    graph_outputs = set(output_ids)
+    views = [view_of(p, graph_outputs) for p in partitions]
     sources = config_sources(configs)
     jobs = {k: kernel_job(p, sources, engine.target) for k, (p, view) in enumerate(zip(partitions, views))
             if view is None and p.is_supported()}

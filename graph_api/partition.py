@@ -44,15 +44,15 @@ class Partition:
         (True, [0, 1], [0], 'injective')
     """
 
-    def __init__(self, graph, ops: list[Op], kind: str, supported: bool, described: dict | None = None):
+    def __init__(self, graph, ops: list[Op], kind: str, supported: bool, described: dict, graph_outputs: set):
         """``described``: the user's logical tensors by id with the shapes shape inference gave
-        them (a port the user left open reports its shape)."""
+        them (a port the user left open reports its shape); ``graph_outputs``: the ids of the
+        graph's outputs (``user_partitions`` makes partitions)."""
         self.id = next(_partition_ids)
         self.graph = graph
         self.ops = list(ops)
         self.kind = kind
         self.engine_kind = graph.engine_kind
-        described = described or {}
         inside = {t.id for op in self.ops for t in op.outputs}
         ports: dict[int, LogicalTensor] = {}
         for op in self.ops:
@@ -61,7 +61,6 @@ class Partition:
                     ports.setdefault(t.id, described.get(t.id, t))
         self.input_ports = list(ports.values())
         members = {op.id for op in self.ops}
-        graph_outputs = {t.id for t in graph.get_output_ports()}
         self.output_ports = [described.get(t.id, t) for op in self.ops for t in op.outputs
                              if t.id in graph_outputs or any(c.id not in members for c in graph.consumers(t.id))]
         self._supported = supported
@@ -256,8 +255,9 @@ def user_partitions(graph, policy: str = "fusion") -> list[Partition]:
             kinds.setdefault(m, set()).add(p.kind)
             supported[m] = supported.get(m, True) and p.is_supported()
     described = with_inferred_shapes(graph.ir()).tensors
-    return [Partition(graph, members[m], dominant_class(kinds.get(m, {"opaque"})), supported.get(m, False), described)
-            for m in sorted(members)]       # merged groups are numbered in a topological order
+    outputs = {t.id for t in graph.get_output_ports()}
+    return [Partition(graph, members[m], dominant_class(kinds.get(m, {"opaque"})), supported.get(m, False), described,
+                      outputs) for m in sorted(members)]       # merged groups are numbered in a topological order
 
 
 def _merge_cycles(graph, owners: dict) -> dict:

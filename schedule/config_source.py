@@ -96,6 +96,31 @@ def using_configs(source: ConfigSource):
         stack.pop()
 
 
+def config_sources(source: ConfigSource | None = None) -> list:
+    """The sources asked for a config, first one first: ``source`` when given, else those made
+    active with ``using_configs`` in this thread, innermost first.
+
+    Example:
+        >>> source = FixedConfigs(lambda template: None)
+        >>> config_sources(source) == [source], config_sources()
+        (True, [])
+    """
+    return [source] if source is not None else list(reversed(active_sources()))
+
+
+def sourced_config(template, sources: list) -> Config | None:
+    """The config of the first of ``sources`` that has one for ``template``; None: none has.
+
+    Example:
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> from tilefuse.schedule.templates import template_for
+        >>> A = placeholder((10,), name="A"); t = template_for(compute((10,), lambda i: A[i] + 1.0))
+        >>> sourced_config(t, [FixedConfigs(lambda template: None)]) is None
+        True
+    """
+    return next((c for c in (s.config_for(template) for s in sources) if c is not None), None)
+
+
 def chosen_config(template, source: ConfigSource | None = None) -> Config:
     """The config to build ``template`` with: ``source``'s if given, else that of the innermost
     active source that has one, else the template's default.
@@ -107,9 +132,5 @@ def chosen_config(template, source: ConfigSource | None = None) -> Config:
         >>> chosen_config(t, FixedConfigs(lambda template: None)) == t.default_config()
         True
     """
-    sources = [source] if source is not None else reversed(active_sources())
-    for s in sources:
-        config = s.config_for(template)
-        if config is not None:
-            return config
-    return template.default_config()
+    config = sourced_config(template, config_sources(source))
+    return template.default_config() if config is None else config
