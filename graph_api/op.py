@@ -13,7 +13,12 @@ class OpKind(enum.Enum):
     * ``Cast``: element type conversion to the data type ``to`` (its output's) from any other
       (numpy ``astype``; float to integer truncates); oneDNN's TypeCast converts only between
       f32, bf16 and f16.
+    * ``Equal``, ``Greater``: element-wise ``a == b`` and ``a > b`` as bool, numpy broadcasting
+      (oneDNN has GreaterEqual only; ONNX's Less and LessOrEqual swap the operands).
     * ``Erf``, ``Neg``: the error function and negation, element-wise.
+    * ``IsNaN``: element-wise ``x != x`` of a float tensor, as bool.
+    * ``LogicalAnd``, ``LogicalOr``, ``LogicalXor``, ``LogicalNot``: element-wise logic on bool
+      tensors (numpy broadcasting), as attention masks are built.
     * ``Expand``: numpy broadcasting of ``src`` with the attribute ``shape`` (ONNX Expand).
     * ``Gather``: ``numpy.take(src, indices, axis)`` with negative indices counted from the end.
     * ``Identity``: a copy.
@@ -54,6 +59,7 @@ class OpKind(enum.Enum):
     Elu = "Elu"
     EluBackward = "EluBackward"
     End = "End"
+    Equal = "Equal"
     Erf = "Erf"
     Exp = "Exp"
     Expand = "Expand"
@@ -61,6 +67,7 @@ class OpKind(enum.Enum):
     GELU = "GELU"
     GELUBackward = "GELUBackward"
     GenIndex = "GenIndex"
+    Greater = "Greater"
     GreaterEqual = "GreaterEqual"
     GroupNorm = "GroupNorm"
     HardSigmoid = "HardSigmoid"
@@ -70,12 +77,17 @@ class OpKind(enum.Enum):
     Identity = "Identity"
     Interpolate = "Interpolate"
     InterpolateBackward = "InterpolateBackward"
+    IsNaN = "IsNaN"
     LayerNorm = "LayerNorm"
     LayerNormBackward = "LayerNormBackward"
     LeakyReLU = "LeakyReLU"
     Log = "Log"
     LogSoftmax = "LogSoftmax"
     LogSoftmaxBackward = "LogSoftmaxBackward"
+    LogicalAnd = "LogicalAnd"
+    LogicalNot = "LogicalNot"
+    LogicalOr = "LogicalOr"
+    LogicalXor = "LogicalXor"
     MatMul = "MatMul"
     Maximum = "Maximum"
     MaxPool = "MaxPool"

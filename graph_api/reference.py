@@ -45,7 +45,8 @@ _STATS_OUTPUTS = {OpKind.LayerNorm, OpKind.GroupNorm, OpKind.RMSNorm, OpKind.Sof
 
 
 _DEFAULT_DTYPES = {
-    (OpKind.GreaterEqual, 0): np.dtype(np.bool_), (OpKind.Quantize, 0): np.dtype(np.int8),
+    (OpKind.GreaterEqual, 0): np.dtype(np.bool_), (OpKind.Greater, 0): np.dtype(np.bool_),
+    (OpKind.Equal, 0): np.dtype(np.bool_), (OpKind.IsNaN, 0): np.dtype(np.bool_), (OpKind.Quantize, 0): np.dtype(np.int8),
     (OpKind.DynamicQuantize, 0): np.dtype(np.int8), (OpKind.Dequantize, 0): np.dtype(np.float32),
     (OpKind.DynamicDequantize, 0): np.dtype(np.float32), (OpKind.GenIndex, 0): np.dtype(np.int32),
     (OpKind.Dropout, 1): np.dtype(np.uint8),

@@ -147,6 +147,28 @@ def _check_indices(node, inputs: list) -> None:
                          f"{list(data.shape)} (from {int(indices.min())} to {int(indices.max())})")
 
 
+def _gather_elements(node, inputs: list) -> list:
+    """ONNX GatherElements: ``numpy.take_along_axis`` with negative indices counted from the end.
+    onnx's reference implementation fails on 2-D data with more than 32 rows along the axis
+    ("cannot reshape array of size 1 into shape (1,128)": BERT's token-type-id buffer)."""
+    data, indices = np.asarray(inputs[0]), np.asarray(inputs[1]).astype(np.int64)
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+    if not -data.ndim <= axis < data.ndim or indices.ndim != data.ndim:
+        raise GraphError(f"ONNX GatherElements node {node.output[0]!r}: axis {axis} or indices of rank "
+                         f"{indices.ndim} do not fit data of shape {list(data.shape)}")
+    axis %= data.ndim
+    for k, (n, m) in enumerate(zip(indices.shape, data.shape)):
+        if k != axis and n != m:
+            raise GraphError(f"ONNX GatherElements node {node.output[0]!r}: indices of shape {list(indices.shape)} "
+                             f"differ from data of shape {list(data.shape)} outside axis {axis}")
+    indices = np.where(indices < 0, indices + data.shape[axis], indices)
+    return [np.take_along_axis(data, indices, axis)]
+
+
+# ops whose onnx reference implementation fails where the operator is defined: ours instead
+_OWN_IMPLEMENTATIONS = {"GatherElements": _gather_elements}
+
+
 def _filled(dtype, shape, fill) -> np.ndarray:
     if dtype == object:
         return np.full(shape, str(fill), dtype=object)
@@ -179,6 +201,8 @@ def run_onnx_node(attrs: dict, inputs: list) -> list:
     if len(names) != len(inputs):
         raise GraphError(f"ONNX node {node.op_type} takes {len(names)} inputs, got {len(inputs)}")
     _check_indices(node, inputs)
+    if node.op_type in _OWN_IMPLEMENTATIONS and not node.domain:
+        return _OWN_IMPLEMENTATIONS[node.op_type](node, inputs)
     try:
         outs = evaluator.run(None, dict(zip(names, inputs)))
     except Exception as e:      # onnx's implementations raise anything

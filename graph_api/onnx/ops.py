@@ -25,6 +25,10 @@ Pow                      Pow(beta) for a constant scalar exponent, else binary P
 Min Max Sum Mean         chains of Minimum / Maximum / Add (Mean: then Divide); one input: no op
 Clip                     Clamp for constant bounds, else Maximum/Minimum with the bound tensors
 Where                    Select (Expand of the first value when the condition is the larger)
+Equal Greater Less       Equal Greater GreaterEqual (Less and LessOrEqual: operands swapped;
+GreaterOrEqual           other integers: LogicalNot of Greater with the operands swapped)
+LessOrEqual
+And Or Xor Not IsNaN     LogicalAnd LogicalOr LogicalXor LogicalNot IsNaN
 MatMul                   MatMul
 Gemm                     MatMul(transpose_a/b, C as bias) [+ Multiply(alpha)] [+ Add(beta * C)]
 Conv                     Convolution (NCX, OIX; auto_pad resolved to explicit pads)
@@ -49,6 +53,8 @@ Concat                   Concat
 Split                    one Slice per output
 Slice Gather Expand Pad  Slice Gather Expand Pad (our own kinds; Gather with constant indices in
                          arithmetic progression: Slice [+ StaticReshape])
+GatherND                 constant indices, batch_dims 0: StaticReshape (the indexed dims as one),
+                         Gather (or Slice) of the flat positions, StaticReshape
 Cast CastLike            Cast (our own kind; no op for the same type)
 Dropout                  no op (inference; the mask output is a constant of ones)
 LRN                      Square, AvgPool over the channels, Multiply, Add, Pow, Divide
@@ -61,7 +67,7 @@ Constant                 folded at import
 
 Example:
     >>> sorted(ONNX_OPS)[:4]
-    ['Abs', 'Add', 'AveragePool', 'BatchNormalization']
+    ['Abs', 'Add', 'And', 'AveragePool']
 """
 from __future__ import annotations
 
@@ -253,6 +259,34 @@ def _where(b, node):
     if np.broadcast_shapes(x.shape, y.shape) != out:
         x = b.op(_K.Expand, [x], {"shape": list(out)})
     return [b.op(_K.Select, [cond, x, y], dtypes=x.dtype)]
+
+
+# comparisons and logic: ONNX op -> (our kind, operands swapped); Less(a, b) is Greater(b, a)
+_PREDICATES = {"Equal": (_K.Equal, False), "Greater": (_K.Greater, False), "Less": (_K.Greater, True),
+               "GreaterOrEqual": (_K.GreaterEqual, False), "LessOrEqual": (_K.GreaterEqual, True),
+               "And": (_K.LogicalAnd, False), "Or": (_K.LogicalOr, False), "Xor": (_K.LogicalXor, False)}
+
+
+@_register(*_PREDICATES)
+def _predicate(b, node):
+    kind, swapped = _PREDICATES[node.op_type]
+    x, y = _x(b, node), _x(b, node, 1)
+    if swapped:
+        x, y = y, x
+    if kind is _K.GreaterEqual and x.dtype not in (DataType.f32, DataType.f16, DataType.bf16, DataType.s32):
+        # oneDNN's kind takes floats and s32; for other integers x >= y is not y > x
+        return [b.op(_K.LogicalNot, [b.op(_K.Greater, [y, x], dtypes=DataType.boolean)])]
+    return [b.op(kind, [x, y], dtypes=DataType.boolean)]
+
+
+@_register("Not")
+def _not(b, node):
+    return [b.op(_K.LogicalNot, [_x(b, node)])]
+
+
+@_register("IsNaN")
+def _is_nan(b, node):
+    return [b.op(_K.IsNaN, [_x(b, node)], dtypes=DataType.boolean)]
 
 
 # ---- matmul, conv ----------------------------------------------------------------------------------
@@ -698,23 +732,49 @@ def _slice(b, node):
 @_register("Gather")
 def _gather(b, node):
     x = _x(b, node)
-    rank = len(x.shape)
-    axis = _norm_axis(int(node.attr("axis", 0)), rank, node)
+    axis = _norm_axis(int(node.attr("axis", 0)), len(x.shape), node)
     name = node.inputs[1]
     if b.has_value(name):
-        idx = np.asarray(b.values[name]).astype(np.int64)
-        n = x.shape[axis]
-        flat = np.where(idx < 0, idx + n, idx).reshape(-1)
-        if idx.ndim <= 1 and flat.size and (flat.min() < 0 or flat.max() >= n):
-            raise OnnxRefused(f"{node.label}: indices {flat.tolist()} are out of range for a dim of size {n}")
-        step = int(flat[1] - flat[0]) if flat.size > 1 else 1
-        if idx.ndim <= 1 and flat.size and step != 0 and np.all(np.diff(flat) == step):
-            end = int(flat[-1]) + (1 if step > 0 else -1)
-            y = _slice_axis(b, x, axis, int(flat[0]), end if end >= 0 else -n - 1, step)
-            if idx.ndim == 0:
-                y = _reshape_to(b, y, [d for k, d in enumerate(x.shape) if k != axis])
-            return [y]
+        return [_take(b, x, axis, np.asarray(b.values[name]).astype(np.int64), node)]
     return [b.op(_K.Gather, [x, b.tensor(name)], {"axis": axis})]
+
+
+def _take(b, x, axis: int, idx: np.ndarray, node):
+    """``x`` gathered along ``axis`` at the constant indices ``idx``: a Slice where they step
+    evenly, else a Gather."""
+    n = x.shape[axis]
+    flat = np.where(idx < 0, idx + n, idx).reshape(-1)
+    if idx.ndim <= 1 and flat.size and (flat.min() < 0 or flat.max() >= n):
+        raise OnnxRefused(f"{node.label}: indices {flat.tolist()} are out of range for a dim of size {n}")
+    step = int(flat[1] - flat[0]) if flat.size > 1 else 1
+    if idx.ndim <= 1 and flat.size and step != 0 and np.all(np.diff(flat) == step):
+        end = int(flat[-1]) + (1 if step > 0 else -1)
+        y = _slice_axis(b, x, axis, int(flat[0]), end if end >= 0 else -n - 1, step)
+        if idx.ndim == 0:
+            y = _reshape_to(b, y, [d for k, d in enumerate(x.shape) if k != axis])
+        return y
+    return b.op(_K.Gather, [x, idx], {"axis": axis})
+
+
+@_register("GatherND")
+def _gather_nd(b, node):
+    """Constant indices (batch_dims 0): the leading dims they index flattened into one, then a
+    gather of the flat positions along it."""
+    x = _x(b, node)
+    name = node.inputs[1]
+    if int(node.attr("batch_dims", 0)) or not b.has_value(name):
+        raise OnnxUnsupported("GatherND with batch_dims or indices computed at run time")
+    idx = np.asarray(b.values[name]).astype(np.int64)
+    depth = idx.shape[-1] if idx.ndim else 0
+    if idx.ndim == 0 or not 1 <= depth <= len(x.shape):
+        raise OnnxRefused(f"{node.label}: indices of shape {list(idx.shape)} do not fit data of shape {list(x.shape)}")
+    lead = np.array(x.shape[:depth])
+    points = idx.reshape(-1, depth)
+    if np.any(points < -lead) or np.any(points >= lead):
+        raise OnnxRefused(f"{node.label}: indices out of range for data of shape {list(x.shape)}")
+    flat = np.ravel_multi_index(tuple(np.where(points < 0, points + lead, points).T), tuple(int(d) for d in lead))
+    rows = _reshape_to(b, x, [int(np.prod(lead))] + list(x.shape[depth:]))
+    return [_reshape_to(b, _take(b, rows, 0, flat, node), list(idx.shape[:-1]) + list(x.shape[depth:]))]
 
 
 @_register("Expand")

@@ -1,5 +1,6 @@
 """Element-wise ops: unary (ReLU, Exp, GELU, Clamp, ...), binary with numpy broadcasting
-(Add, Multiply, ..., GreaterEqual), Select, Pow, PReLU and BiasAdd.
+(Add, Multiply, ..., GreaterEqual), comparisons and logic of our own (Equal, Greater,
+LogicalAnd/Or/Xor/Not, IsNaN), Select, Pow, PReLU and BiasAdd.
 
 Example:
     >>> from tilefuse.graph_api.ops import op_def
@@ -19,7 +20,7 @@ from ._lower import _attrs, _inputs
 from ._numpy import _err, _attr, _float, _bool, _choice, _nin, _f64, _data_format, _channel_axis, _broadcast, _vec_erf
 from ._shapes import _require, broadcast_shapes, _one_way, _channels, _identity
 from .registry import define
-from .schema import FP, FP_S32, optional, required, schema, DATA_FORMAT, AUTO_BROADCAST, get_attr
+from .schema import ALL_TYPES, FP, FP_S32, optional, required, schema, DATA_FORMAT, AUTO_BROADCAST, get_attr
 
 
 # ---- schema rules -----------------------------------------------------------------------------------
@@ -142,6 +143,20 @@ def _ref_prelu(op: Op, xs: list) -> list:
     return [np.where(x >= 0, x, slope * x)]
 
 
+def _ref_predicate(meaning):
+    def reference(op: Op, xs: list) -> list:
+        _nin(op, xs, {2})
+        a, b = np.asarray(xs[0]), np.asarray(xs[1])
+        _broadcast(op, a, b)
+        return [meaning(a, b)]
+    return reference
+
+
+def _inputs_of(op: Op, xs: list, count: int) -> list:
+    _nin(op, xs, {count})
+    return xs
+
+
 def _ref_select(op: Op, xs: list) -> list:
     _nin(op, xs, {3})
     cond = np.asarray(xs[0]).astype(bool)
@@ -155,6 +170,8 @@ def _ref_select(op: Op, xs: list) -> list:
             raise ValueError
     except ValueError:
         raise _err(op, f"cond shape {cond.shape} does not broadcast one-way to {out}") from None
+    if a.dtype.kind in "biu" and b.dtype.kind in "biu":     # exact: no float round trip for int64
+        return [np.where(cond, a, b)]
     return [np.where(cond, _f64(a), _f64(b))]
 
 
@@ -263,8 +280,22 @@ for _kind, (_meaning, _fn) in _BINARY.items():
         _sch = schema(_kind, "src_0:T src_1:T", "dst:T", {"auto_broadcast": AUTO_BROADCAST},
                       {"T": FP_S32} if _kind in ("Add", "Subtract") else None)
     define(_sch, shape=_shape_binary, reference=_ref_binary(_meaning), lower=_lower_binary(_fn))
+_BOOL = frozenset({DataType.boolean})
+# comparisons and logic (our own kinds, for masks): kind: (input types, numpy meaning, compute definition)
+_PREDICATES = {"Equal": (ALL_TYPES, np.equal, T.equal), "Greater": (ALL_TYPES - _BOOL, np.greater, T.greater),
+               "LogicalAnd": (_BOOL, np.logical_and, T.logical_and), "LogicalOr": (_BOOL, np.logical_or, T.logical_or),
+               "LogicalXor": (_BOOL, np.logical_xor, T.logical_xor)}
+for _kind, (_types, _meaning, _fn) in _PREDICATES.items():
+    define(schema(_kind, "src_0:T1 src_1:T1", "dst:T2", {"auto_broadcast": AUTO_BROADCAST}, {"T1": _types, "T2": _BOOL}),
+           shape=_shape_binary, reference=_ref_predicate(_meaning), lower=_lower_binary(_fn))
+define(schema("LogicalNot", "src:T", "dst:T", {}, {"T": _BOOL}), shape=_identity,
+       reference=lambda op, xs: [np.logical_not(np.asarray(_inputs_of(op, xs, 1)[0]))],
+       lower=lower_unary(lambda op, x: T.logical_not(x)))
+define(schema("IsNaN", "src:T1", "dst:T2", {}, {"T1": FP, "T2": _BOOL}), shape=_identity,
+       reference=lambda op, xs: [np.isnan(np.asarray(_inputs_of(op, xs, 1)[0]))],
+       lower=lower_unary(lambda op, x: T.is_nan(x)))
 define(schema("Select", "cond:T1 src_0:T2 src_1:T2", "dst:T2", {"auto_broadcast": AUTO_BROADCAST},
-              {"T1": frozenset({DataType.boolean}), "T2": FP}),
+              {"T1": _BOOL, "T2": ALL_TYPES}),
        shape=_shape_select, reference=_ref_select, lower=_lower_select)
 define(schema("PReLU", "src:T slope:T", "dst:T", {"data_format": DATA_FORMAT,
                                                   "per_channel_broadcast": optional("bool", True)}),

@@ -370,13 +370,15 @@ define(schema("Cast", "src:T1", "dst:T2", {"to": required("string", tuple(d.valu
               {"T1": ALL_TYPES, "T2": ALL_TYPES}, checks=[_check_cast]),
        shape=_identity, reference=_ref_cast_op,
        lower=lower_unary(lambda op, x: T.typecast(x, op.outputs[0].dtype.numpy.name)))
-define(schema("StaticReshape", "src:T", "dst:T", {"shape": required("s64[]"), "special_zero": required("bool")}),
+define(schema("StaticReshape", "src:T", "dst:T", {"shape": required("s64[]"), "special_zero": required("bool")},
+              {"T": ALL_TYPES}),
        shape=_shape_reshape, reference=_ref_reshape,
        lower=lower_unary(lambda op, x: T.reshape(x, get_attr(op, "shape"), get_attr(op, "special_zero"))))
-define(schema("StaticTranspose", "src:T", "dst:T", {"order": required("s64[]")}),
+define(schema("StaticTranspose", "src:T", "dst:T", {"order": required("s64[]")}, {"T": ALL_TYPES}),
        shape=_shape_transpose, reference=_ref_transpose,
        lower=lower_unary(lambda op, x: T.transpose(x, get_attr(op, "order"))))
-define(schema("Concat", "src_i:T", "dst:T", {"axis": required("s64")}, n_in=range(1, 65), variadic=True),
+define(schema("Concat", "src_i:T", "dst:T", {"axis": required("s64")}, {"T": ALL_TYPES}, n_in=range(1, 65),
+              variadic=True),
        shape=_shape_concat, reference=_ref_concat, lower=_lower_concat)
 define(schema("Gather", "src:T1 indices:T2", "dst:T1", {"axis": optional("s64", 0)},
               {"T1": ALL_TYPES, "T2": frozenset({DataType.s32, DataType.s64})}),

@@ -26,8 +26,9 @@ from .backward import (abs_backward, batch_norm_backward, bias_add_backward, cla
                        gelu_backward, hardsigmoid_backward, hardswish_backward, log_softmax_backward, mish_backward,
                        relu_backward, sigmoid_backward, softmax_backward, softplus_backward, sqrt_backward,
                        tanh_backward)
-from .elementwise import (abs, add, bias_add, clamp, divide, elu, erf, exp, gelu, greater_equal, hardsigmoid,
-                          hardswish, leaky_relu, log, maximum, minimum, mish, multiply, neg, pow, prelu, reciprocal,
+from .elementwise import (abs, add, bias_add, clamp, divide, elu, equal, erf, exp, gelu, greater, greater_equal,
+                          hardsigmoid, hardswish, is_nan, leaky_relu, log, logical_and, logical_not, logical_or,
+                          logical_xor, maximum, minimum, mish, multiply, neg, pow, prelu, reciprocal,
                           relu, round, select, sigmoid, softplus, sqrt, square, squared_difference, subtract,
                           tanh, typecast)
 from .nn import (REDUCE_KINDS, batch_norm_inference, group_norm, layer_norm, log_softmax, matmul, reduce, rms_norm,
@@ -42,6 +43,7 @@ __all__ = [
     "abs", "erf", "exp", "log", "neg", "sqrt", "square", "reciprocal", "relu", "leaky_relu", "elu", "gelu", "sigmoid",
     "tanh", "hardsigmoid", "hardswish", "mish", "softplus", "clamp", "round", "pow",
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "squared_difference", "greater_equal",
+    "greater", "equal", "logical_and", "logical_or", "logical_xor", "logical_not", "is_nan",
     "select", "bias_add", "prelu", "typecast",
     # nn
     "matmul", "batch_norm_inference", "layer_norm", "group_norm", "rms_norm", "softmax", "log_softmax", "reduce",

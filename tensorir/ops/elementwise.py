@@ -25,6 +25,7 @@ __all__ = [
     "abs", "erf", "exp", "log", "neg", "sqrt", "square", "reciprocal", "relu", "leaky_relu", "elu", "gelu", "sigmoid",
     "tanh", "hardsigmoid", "hardswish", "mish", "softplus", "clamp", "round", "pow",
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "squared_difference", "greater_equal",
+    "greater", "equal", "logical_and", "logical_or", "logical_xor", "logical_not", "is_nan",
     "select", "bias_add", "prelu", "typecast",
 ]
 
@@ -443,6 +444,94 @@ def greater_equal(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str
         'bool'
     """
     return _binary("GreaterEqual", "greater_equal", a, b, lambda u, v: u >= v, name, auto_broadcast)
+
+
+def greater(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str | None = None) -> Tensor:
+    """Greater: ``a > b`` (a bool tensor) with numpy broadcasting; ``less(a, b)`` is
+    ``greater(b, a)``.
+
+    Example:
+        >>> from tilefuse.tensorir import placeholder
+        >>> greater(placeholder((2, 3), "int64"), placeholder((3,), "int64")).dtype
+        'bool'
+    """
+    return _binary("Greater", "greater", a, b, lambda u, v: u > v, name, auto_broadcast)
+
+
+def equal(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str | None = None) -> Tensor:
+    """Equal: ``a == b`` (a bool tensor) with numpy broadcasting; any data type, bool included.
+
+    Example:
+        >>> from tilefuse.tensorir import placeholder
+        >>> equal(placeholder((4,), "bool"), placeholder((1,), "bool")).shape
+        (4,)
+    """
+    return _binary("Equal", "equal", a, b, lambda u, v: u == v, name, auto_broadcast)
+
+
+def _logical_binary(op: str, tag: str, a: Tensor, b: Tensor, fn, name, auto_broadcast: str) -> Tensor:
+    for arg, t in (("src_0", a), ("src_1", b)):
+        if check_tensor(op, arg, t).dtype != "bool":
+            raise TypeError(f"{op}: {arg} must be a bool tensor, got {t.dtype}")
+    return _binary(op, tag, a, b, fn, name, auto_broadcast)
+
+
+def logical_and(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str | None = None) -> Tensor:
+    """LogicalAnd: ``a & b`` of bool tensors, with numpy broadcasting.
+
+    Example:
+        >>> from tilefuse.tensorir import placeholder
+        >>> logical_and(placeholder((2, 1), "bool"), placeholder((3,), "bool")).shape
+        (2, 3)
+    """
+    return _logical_binary("LogicalAnd", "logical_and", a, b, lambda u, v: u & v, name, auto_broadcast)
+
+
+def logical_or(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str | None = None) -> Tensor:
+    """LogicalOr: ``a | b`` of bool tensors, with numpy broadcasting.
+
+    Example:
+        >>> from tilefuse.tensorir import placeholder
+        >>> logical_or(placeholder((3,), "bool"), placeholder((3,), "bool")).op.tag
+        'logical_or'
+    """
+    return _logical_binary("LogicalOr", "logical_or", a, b, lambda u, v: u | v, name, auto_broadcast)
+
+
+def logical_xor(a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str | None = None) -> Tensor:
+    """LogicalXor: ``a != b`` of bool tensors, with numpy broadcasting.
+
+    Example:
+        >>> from tilefuse.tensorir import placeholder
+        >>> logical_xor(placeholder((3,), "bool"), placeholder((3,), "bool")).dtype
+        'bool'
+    """
+    return _logical_binary("LogicalXor", "logical_xor", a, b, lambda u, v: u != v, name, auto_broadcast)
+
+
+def logical_not(x: Tensor, name: str | None = None) -> Tensor:
+    """LogicalNot: ``~x`` of a bool tensor.
+
+    Example:
+        >>> from tilefuse.tensorir import placeholder
+        >>> logical_not(placeholder((3,), "bool")).dtype
+        'bool'
+    """
+    if check_tensor("LogicalNot", "src", x).dtype != "bool":
+        raise TypeError(f"LogicalNot: src must be a bool tensor, got {x.dtype}")
+    return compute(x.shape, lambda *i: ~x[i], name=name or "logical_not", tag="logical_not")
+
+
+def is_nan(x: Tensor, name: str | None = None) -> Tensor:
+    """IsNaN: whether each element of a float tensor is NaN (``x != x``, unordered), as bool.
+
+    Example:
+        >>> from tilefuse.tensorir import placeholder
+        >>> is_nan(placeholder((3,))).dtype
+        'bool'
+    """
+    check_float("IsNaN", "src", x)
+    return compute(x.shape, lambda *i: x[i] != x[i], name=name or "is_nan", tag="is_nan")
 
 
 def select(cond: Tensor, a: Tensor, b: Tensor, auto_broadcast: str = "numpy", name: str | None = None) -> Tensor:

@@ -137,6 +137,33 @@ cases("Divide", {"auto_broadcast=none": lambda m: m.op("Divide", [m.input((7, 37
                                                        auto_broadcast="none")})
 cases("GreaterEqual", {"auto_broadcast=none": lambda m: m.op("GreaterEqual", [m.input((7, 37)), m.input((7, 37))],
                                                              outputs=(BOOL,), auto_broadcast="none")})
+# comparisons and logic: bool outputs, every input type they take, both broadcast modes
+cases("Equal", {
+    "f32-col": lambda m: m.op("Equal", [m.given(np.round(m.rng.uniform(-2, 2, (7, 13, 1))), F32),
+                                        m.given(np.round(m.rng.uniform(-2, 2, (13, 37))), F32)], outputs=(BOOL,)),
+    "s64-row": lambda m: m.op("Equal", [m.given(m.rng.integers(0, 3, (7, 37)), S64), m.given(m.rng.integers(0, 3, 37), S64)],
+                              outputs=(BOOL,)),
+    "bool-auto_broadcast=none": lambda m: m.op("Equal", [m.input((7, 37), BOOL), m.input((7, 37), BOOL)],
+                                               outputs=(BOOL,), auto_broadcast="none")})
+cases("Greater", {
+    "f32-both": lambda m: m.op("Greater", [m.input((7, 1, 37)), m.input((13, 1))], outputs=(BOOL,)),
+    "s64-row": lambda m: m.op("Greater", [m.input((7, 37), S64), m.input((37,), S64)], outputs=(BOOL,)),
+    "s8-auto_broadcast=none": lambda m: m.op("Greater", [m.input((7, 37), S8), m.input((7, 37), S8)],
+                                             outputs=(BOOL,), auto_broadcast="none")})
+for _kind in ("LogicalAnd", "LogicalOr", "LogicalXor"):
+    cases(_kind, {
+        "col": lambda m, k=_kind: m.op(k, [m.input((7, 13, 1), BOOL), m.input((13, 37), BOOL)], outputs=(BOOL,)),
+        "auto_broadcast=none": lambda m, k=_kind: m.op(k, [m.input((7, 37), BOOL), m.input((7, 37), BOOL)],
+                                                       outputs=(BOOL,), auto_broadcast="none")})
+cases("LogicalNot", {"": lambda m: m.op("LogicalNot", [m.input((7, 13, 37), BOOL)], outputs=(BOOL,))})
+cases("IsNaN", {"": lambda m: m.op("IsNaN", [m.given(np.where(m.rng.random((13, 37)) > 0.7, np.nan,
+                                                               m.rng.uniform(-2, 2, (13, 37))), F32)],
+                                   outputs=(BOOL,))})
+cases("Select", {
+    "s64-mask": lambda m: m.op("Select", [m.input((7, 1), BOOL), m.input((7, 37), S64), m.input((37,), S64)],
+                               outputs=(S64,)),
+    "bool": lambda m: m.op("Select", [m.input((13, 37), BOOL), m.input((13, 37), BOOL), m.input((37,), BOOL)],
+                           outputs=(BOOL,))})
 cases("Pow", {"binary-auto_broadcast=none": lambda m: m.op("Pow", [m.positive((7, 37)), m.input((7, 37))],
                                                            auto_broadcast="none")})
 cases("Select", {
@@ -157,14 +184,18 @@ cases("PReLU", {
 
 cases("StaticReshape", {
     "minus-one": lambda m: m.op("StaticReshape", [m.input((7, 13, 37))], shape=[13, -1], special_zero=False),
-    "special-zero": lambda m: m.op("StaticReshape", [m.input((7, 13, 37))], shape=[0, 37, 13], special_zero=True)})
+    "special-zero": lambda m: m.op("StaticReshape", [m.input((7, 13, 37))], shape=[0, 37, 13], special_zero=True),
+    "bool": lambda m: m.op("StaticReshape", [m.input((7, 13, 37), BOOL)], shape=[7, 1, 481], special_zero=False,
+                           outputs=(BOOL,))})
 cases("StaticTranspose", {
     "order": lambda m: m.op("StaticTranspose", [m.input((7, 13, 37))], order=[2, 0, 1]),
-    "negative": lambda m: m.op("StaticTranspose", [m.input((7, 13, 37))], order=[-1, 1, 0])})
+    "negative": lambda m: m.op("StaticTranspose", [m.input((7, 13, 37))], order=[-1, 1, 0]),
+    "s64": lambda m: m.op("StaticTranspose", [m.input((7, 13, 37), S64)], order=[1, 2, 0], outputs=(S64,))})
 cases("Concat", {
     "axis=1": lambda m: m.op("Concat", [m.input((7, 5, 3)), m.input((7, 13, 3)), m.input((7, 1, 3))], axis=1),
     "axis=-1": lambda m: m.op("Concat", [m.input((7, 13)), m.input((7, 37))], axis=-1),
-    "one": lambda m: m.op("Concat", [m.input((7, 13))], axis=0)})
+    "one": lambda m: m.op("Concat", [m.input((7, 13))], axis=0),
+    "s64": lambda m: m.op("Concat", [m.input((7, 5), S64), m.input((7, 13), S64)], axis=1, outputs=(S64,))})
 cases("GenIndex", {f"axis={a}": lambda m, a=a: m.op("GenIndex", [m.input((7, 13, 37))], outputs=(S32,), axis=a)
                    for a in (0, -1)})
 

@@ -82,6 +82,22 @@ CASES += [
          constants=("lo", "hi")),
     Case("Clip-opset6", "Clip", [("x", X)], {"min": -0.25, "max": 0.5}, opset=6),
     Case("Where", "Where", [("c", RNG.random((2, 3, 5)) > 0.5), ("a", f32(5)), ("b", f32(3, 1))]),
+    Case("Where-int64", "Where", [("c", RNG.random((3, 1)) > 0.5), ("a", i64([[7, -3, 2**40]])), ("b", i64([5]))]),
+    Case("Equal-float", "Equal", [("a", np.round(X)), ("b", np.round(f32(3, 1)))]),
+    Case("Equal-int64", "Equal", [("a", i64([[1, 2, 3], [3, 2, 1]])), ("b", i64([3, 2, 0]))]),
+    Case("Equal-bool", "Equal", [("a", RNG.random((4, 1)) > 0.5), ("b", RNG.random(3) > 0.5)]),
+    Case("Greater", "Greater", [("a", X), ("b", f32(5))]),
+    Case("Greater-int64", "Greater", [("a", i64([[1, 2**40, 3]])), ("b", i64([[3], [2**40 - 1]]))]),
+    Case("Less", "Less", [("a", X), ("b", f32(3, 1))]),
+    Case("GreaterOrEqual", "GreaterOrEqual", [("a", np.round(X)), ("b", np.round(f32(5)))]),
+    Case("GreaterOrEqual-int64", "GreaterOrEqual", [("a", i64([[1, 2, 3]])), ("b", i64([[3], [2]]))]),
+    Case("LessOrEqual-int64", "LessOrEqual", [("a", i64([[1, 2, 3]])), ("b", i64([[3], [2]]))]),
+    Case("LessOrEqual", "LessOrEqual", [("a", np.round(X)), ("b", np.round(f32(3, 1)))]),
+    Case("And", "And", [("a", RNG.random((2, 3, 5)) > 0.5), ("b", RNG.random((3, 1)) > 0.5)]),
+    Case("Or", "Or", [("a", RNG.random((2, 3, 5)) > 0.5), ("b", RNG.random(5) > 0.5)]),
+    Case("Xor", "Xor", [("a", RNG.random((2, 3, 5)) > 0.5), ("b", RNG.random((2, 3, 5)) > 0.5)]),
+    Case("Not", "Not", [("x", RNG.random((2, 3, 5)) > 0.5)]),
+    Case("IsNaN", "IsNaN", [("x", np.where(RNG.random((2, 3, 5)) > 0.7, np.nan, X).astype(np.float32))]),
     Case("MatMul", "MatMul", [("a", X), ("b", f32(5, 4))]),
     Case("MatMul-1d", "MatMul", [("a", f32(5)), ("b", f32(2, 5, 3))]),
     Case("Gemm", "Gemm", [("a", f32(5, 3)), ("b", f32(4, 5)), ("c", f32(4))],
@@ -156,6 +172,11 @@ CASES += [
          constants=("i",)),
     Case("Gather-constant-descending", "Gather", [("x", X), ("i", i64([4, 2, 0]))], {"axis": 2}, constants=("i",)),
     Case("Gather-constant-any", "Gather", [("x", X), ("i", i64([1, 1, 0]))], {"axis": 1}, constants=("i",)),
+    Case("GatherND-constant", "GatherND", [("x", X), ("i", i64([[[1, 2], [0, -1]], [[1, 0], [0, 2]]]))],
+         constants=("i",)),
+    Case("GatherND-constant-points", "GatherND", [("x", X), ("i", i64([[1, 2, 4], [0, -1, 0]]))], constants=("i",)),
+    Case("GatherND-bool", "GatherND", [("x", RNG.random((3, 4)) > 0.5), ("i", i64([[2], [0], [1]]))],
+         constants=("i",)),
     Case("Expand", "Expand", [("x", f32(3, 1)), ("shape", i64([2, 1, 4]))], constants=("shape",)),
     Case("Pad-reflect", "Pad", [("x", X), ("p", i64([0, 1, 2, 0, 2, -1]))], {"mode": "reflect"}, opset=13,
          constants=("p",)),
@@ -634,3 +655,67 @@ def test_a_wildcard_that_indexes_out_of_range_is_an_error_at_run_not_a_wrapped_r
     inside = np.array(indices, np.int64) % np.array(d.shape[1] if op == "GatherElements" else d.shape)
     want = np.take_along_axis(d, inside, axis=1) if op == "GatherElements" else d[tuple(inside.T)]
     np.testing.assert_array_equal(_run(model, d, inside)[0], want)
+
+
+def test_gather_elements_over_a_broadcast_buffer_folds_at_import():
+    """BERT's token-type ids: a zero buffer expanded to (1, 128), gathered along its row by
+    position (onnx's reference GatherElements fails past 32 rows: "cannot reshape array of size
+    1 into shape (1,128)")."""
+    zeros = numpy_helper.from_array(np.array([0], np.int64))
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["buffer"], value=zeros),
+             helper.make_node("Expand", ["buffer", "shape"], ["rows"]),
+             helper.make_node("GatherElements", ["rows", "positions"], ["types"], axis=1),
+             helper.make_node("Cast", ["types"], ["typesf"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["x", "typesf"], ["y"])]
+    positions = np.arange(128, dtype=np.int64)[::-1].reshape(1, 128).copy()
+    model = _model(nodes, [_float_input("x", [1, 128])], [_float_input("y", [1, 128])],
+                   [numpy_helper.from_array(np.array([1, 128], np.int64), "shape"),
+                    numpy_helper.from_array(positions, "positions")])
+    graph = from_onnx(model)
+    assert [op.kind for op in graph.ops] == [OpKind.Add]
+    x = f32(1, 128)
+    got = compile_graph(graph, strict=True).run({graph.get_input_ports()[0].id: x})
+    np.testing.assert_array_equal(next(iter(got.values())), x)
+
+
+def test_gather_elements_at_run_time_takes_along_the_axis_with_negative_indices():
+    data, idx = f32(3, 40), RNG.integers(-40, 40, (3, 50))
+    node = helper.make_node("GatherElements", ["d", "i"], ["y"], axis=1)
+    model = _model([node], [_float_input("d", [3, 40]), helper.make_tensor_value_info("i", TensorProto.INT64, [3, 50])],
+                   [_float_input("y", [3, 50])])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got, = prepare(model).run([data, idx])
+    np.testing.assert_array_equal(got, np.take_along_axis(data, np.where(idx < 0, idx + 40, idx), 1))
+
+
+def test_an_attention_mask_from_int64_ids_compiles_with_no_fallback():
+    """The mask chain transformers exports: int64 attention_mask -> bool -> reshaped and expanded
+    over the query axis -> And with a causal triangle -> Where into the scores -> Softmax; all of
+    it compiled (strict), and equal to onnxruntime's, padding included."""
+    batch, seq = 2, 37
+    causal = np.tril(np.ones((seq, seq), bool))
+    nodes = [helper.make_node("Cast", ["attention_mask"], ["keep"], to=TensorProto.BOOL),
+             helper.make_node("Reshape", ["keep", "rows"], ["keep4"]),
+             helper.make_node("Expand", ["keep4", "full"], ["keep_all"]),
+             helper.make_node("And", ["keep_all", "causal"], ["allowed"]),
+             helper.make_node("Not", ["allowed"], ["blocked"]),
+             helper.make_node("Where", ["blocked", "lowest", "scores"], ["masked"]),
+             helper.make_node("Softmax", ["masked"], ["probs"], axis=-1)]
+    model = _model(nodes, [helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [batch, seq]),
+                           _float_input("scores", [batch, 4, seq, seq])],
+                   [_float_input("probs", [batch, 4, seq, seq])],
+                   [numpy_helper.from_array(np.array([batch, 1, 1, seq], np.int64), "rows"),
+                    numpy_helper.from_array(np.array([batch, 1, seq, seq], np.int64), "full"),
+                    numpy_helper.from_array(causal, "causal"),
+                    numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "lowest")])
+    mask = np.ones((batch, seq), np.int64)
+    mask[1, 30:] = 0                    # the second sequence is padded
+    scores = f32(batch, 4, seq, seq)
+    imp = import_onnx(model)
+    assert not imp.wildcards
+    compiled = compile_graph(imp.graph, strict=True)
+    ids = dict(imp.inputs)
+    got = compiled.run({ids["attention_mask"]: mask, ids["scores"]: scores})[dict(imp.outputs)["probs"]]
+    want, = expected_outputs(model, {"attention_mask": mask, "scores": scores})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
