@@ -15,7 +15,9 @@ input when the rule for (that group, this op) allows it:
   and a reduction's rows are written along it: they would be tiled across the grain); and
   not a Slice after a complex op or a reduction (its tiles or rows would be cut to the slice);
   nor a StaticReshape that changes the last axis after a complex op (its tiles would be cut
-  across rows: alone, a reshape is a view, ``CompiledGraph``);
+  across rows: alone, a reshape is a view, ``CompiledGraph``), nor one that splits the rows
+  into shorter blocks (the template would tile the blocks: a GEMM's rows put back in their
+  N-D shape by ``passes.flatten_dense_rows`` would be tiled as one-row products again);
 * a StaticReshape of a tensor other ops read too joins no group (it would be a copy, as one
   more output of the group); one that changes the last axis and does not join its
   producer's group stays alone, and only a transpose or reshape joins it: alone, it is a
@@ -170,7 +172,7 @@ def _allowed(group: _Group, op, cls: str, rows_of, readers: dict) -> bool:
             return False        # elementwise ops read the reshape's view instead
         if kind != "injective" and getattr(op, "kind", None) is OpKind.Slice:
             return False        # a part of the anchor's output: its tiles or rows would be cut to it
-        if kind == "complex" and _reshapes_last_axis(op):
+        if kind == "complex" and (_reshapes_last_axis(op) or _splits_rows(op)):
             return False
         return not _concat_after_anchor(group, op)
     if cls == "reduction":
@@ -189,6 +191,16 @@ def _reshapes_last_axis(op) -> bool:
         return False
     src, dst = op.inputs[0].shape, op.outputs[0].shape
     return src is None or dst is None or not src or not dst or src[-1] != dst[-1]
+
+
+def _splits_rows(op) -> bool:
+    """A StaticReshape that keeps the last dim but splits the rows into shorter blocks (a
+    GEMM's flattened rows put back in their N-D shape)."""
+    if getattr(op, "kind", None) is not OpKind.StaticReshape:
+        return False
+    src, dst = op.inputs[0].shape, op.outputs[0].shape
+    return src is not None and dst is not None and len(src) >= 2 and len(dst) >= 2 and src[-1] == dst[-1] \
+        and dst[-2] < src[-2]
 
 
 def _moves_last_axis(op) -> bool:

@@ -60,6 +60,7 @@ _UNARY = frozenset(OpKind.parse(k) for k in (
     "Clamp", "Elu", "LeakyReLU", "HardSigmoid", "SoftPlus", "GELU", "Erf", "Neg"))
 _BINARY = frozenset(OpKind.parse(k) for k in (
     "Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum", "SquaredDifference"))
+ELEMENTWISE = _UNARY | _BINARY      # the kinds that read every input at the output's index (broadcast)
 _WITH_FORMAT = frozenset({OpKind.MaxPool, OpKind.AvgPool, OpKind.BatchNormInference, OpKind.BiasAdd})
 _REDUCTIONS = frozenset(k for k in OpKind if k.value.startswith("Reduce"))
 

@@ -222,17 +222,22 @@ def test_a_reshape_of_rows_after_a_product_is_a_view_elementwise_ops_do_not_join
     # the product's tiles would be cut across its rows; alone the reshape costs nothing, and
     # the relu after it reads the view with plain indices
     b = Builder()
-    a, w = b.input((4, 6, 8)), b.input((8, 12), constant=True)
+    a, w = b.input((4, 9, 8)), b.input((8, 12), constant=True)
     m = b.op("MatMul", [a, w])
-    r = b.op("StaticReshape", [m], shape=[4, 6, 3, 4], special_zero=False)
+    r = b.op("StaticReshape", [m], shape=[4, 9, 3, 4], special_zero=False)
     b.op("ReLU", [r])
-    # a reshape of outer dims (the rows kept) joins as before
-    k = b.op("StaticReshape", [b.op("MatMul", [a, b.input((8, 12), constant=True)])], shape=[24, 12],
+    # a reshape merging outer dims into the rows joins as before
+    k = b.op("StaticReshape", [b.op("MatMul", [a, b.input((8, 12), constant=True)])], shape=[36, 12],
              special_zero=False)
     b.op("Tanh", [k])
+    # one splitting the rows into shorter blocks does not: the template would tile the blocks
+    s = b.op("StaticReshape", [b.op("MatMul", [a, b.input((8, 12), constant=True)])], shape=[4, 9, 1, 12],
+             special_zero=False)
+    b.op("Exp", [s])
     parts = summary(b.finalize())
     assert parts == [("complex", ["MatMul"]), ("injective", ["StaticReshape"]), ("injective", ["ReLU"]),
-                     ("complex", ["MatMul", "StaticReshape", "Tanh"])]
+                     ("complex", ["MatMul", "StaticReshape", "Tanh"]), ("complex", ["MatMul"]),
+                     ("injective", ["StaticReshape", "Exp"])]
 
 
 def test_a_reduction_does_not_join_elementwise_ops_other_ops_read_too():
@@ -248,8 +253,8 @@ def test_a_reduction_does_not_join_elementwise_ops_other_ops_read_too():
 
 def test_a_reduction_reads_a_reshape_of_rows_as_a_view():
     b = Builder()
-    a, w = b.input((4, 6, 8)), b.input((8, 12), constant=True)
-    r = b.op("StaticReshape", [b.op("MatMul", [a, w])], shape=[4, 6, 3, 4], special_zero=False)
+    a, w = b.input((4, 9, 8)), b.input((8, 12), constant=True)
+    r = b.op("StaticReshape", [b.op("MatMul", [a, w])], shape=[4, 9, 3, 4], special_zero=False)
     b.op("SoftMax", [r], axis=-1)
     assert summary(b.finalize()) == [("complex", ["MatMul"]), ("injective", ["StaticReshape"]),
                                      ("reduction", ["SoftMax"])]

@@ -33,7 +33,7 @@ def test_custom_and_empty_pass_lists():
     assert run_passes(g, passes=()) is g
     assert [o.id for o in run_passes(g, passes=[passes.eliminate_dead_ops]).ops] == [0]
     assert DEFAULT[:3] == (passes.fold_constants, passes.fold_into_weights, passes.fold_batch_norms)
-    assert len(DEFAULT) == 8 and passes.plan_layouts in DEFAULT and passes.split_grouped_convolutions in DEFAULT
+    assert len(DEFAULT) == 9 and passes.plan_layouts in DEFAULT and passes.split_grouped_convolutions in DEFAULT
 
 
 def _trace_lines(err):
