@@ -88,7 +88,29 @@ def _deit_small():
 def _torchvision(name: str):
     import torchvision
     torch.backends.mha.set_fastpath_enabled(False)      # else ViT traces to aten::_native_multi_head_attention
-    return getattr(torchvision.models, name)(weights=None), {"input": _image()}
+    model = getattr(torchvision.models, name)(weights=None)
+    for parameter in model.parameters():     # ViT's classifier starts at zero: its logits would all be 0
+        if not parameter.any():
+            torch.nn.init.normal_(parameter, std=0.02)
+    return _calibrated(model, _image()), {"input": _image()}
+
+
+def _calibrated(model, image: dict):
+    """``model`` with its batch norms' running statistics taken from a few random batches, so
+    that activations keep their scale through the layers (with the initial statistics, mean 0
+    and variance 1, EfficientNet's logits come out near 1e-14 and no comparison means much)."""
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return model
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None            # a plain average over the batches
+    generator = torch.Generator().manual_seed(1)
+    model.train()
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn([4] + image["dims"][1:], generator=generator))
+    return model
 
 
 MODELS = {
@@ -129,6 +151,10 @@ def export(name: str, out: Path) -> dict:
     base, dynamo = (name[:-len("-dynamo")], True) if name.endswith("-dynamo") else (name, False)
     torch.manual_seed(0)
     model, inputs = MODELS[base]()
+    with torch.no_grad():       # zero-initialized biases would fold away, which trained ones never do
+        for parameter in model.parameters():
+            if not parameter.any():
+                parameter.normal_(std=0.02)
     model.eval()
     generator = torch.Generator().manual_seed(0)
     args = tuple(_example(spec, generator) for spec in inputs.values())
