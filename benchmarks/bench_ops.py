@@ -1,11 +1,13 @@
 """One-op (or one-block) ONNX graphs timed side by side: tilefuse with default configs
-against onnxruntime, the anchor.
+against onnxruntime, the anchor, and against numpy for the products of two data operands
+(both MatMul operands graph inputs, as attention's are).
 
 Each case is a small ONNX model built here with ``onnx.helper`` and seeded weights. For each,
 ``compile_graph(from_onnx(model))`` is checked against onnxruntime's output, then both are
 timed in interleaved blocks (best block of ``--rounds``) with a pause between blocks, so that
 neither library's spinning worker threads slow the other. The ratio is onnxruntime's time over
-ours: above 1 is faster than onnxruntime. The geomean of the ratios closes the table.
+ours: above 1 is faster than onnxruntime; numpy's ratio is its time over ours. The geomean of
+the onnxruntime ratios closes the table.
 
 Run: ``python benchmarks/bench_ops.py [--rounds 5] [--cases maxpool softmax ...] [--list]``
 """
@@ -103,6 +105,20 @@ def case_matmul():
 def case_dense():
     mb = ModelBuilder(); x = mb.input("x", (128, 768))
     y = mb.node("MatMul", [x, mb.weight("w", (768, 3072))])
+    return mb.model([mb.node("Relu", [mb.node("Add", [y, mb.weight("b", (3072,), scale=0.1)])])])
+
+
+def case_matmul_data(a_shape, b_shape):
+    """A MatMul of two graph inputs (no constant weights): both are data, read as fed."""
+    def make():
+        mb = ModelBuilder()
+        return mb.model([mb.node("MatMul", [mb.input("a", a_shape), mb.input("b", b_shape)])])
+    return make
+
+
+def case_dense_data_weights():
+    mb = ModelBuilder(); x, w = mb.input("x", (128, 768)), mb.input("w", (768, 3072))
+    y = mb.node("MatMul", [x, w])
     return mb.model([mb.node("Relu", [mb.node("Add", [y, mb.weight("b", (3072,), scale=0.1)])])])
 
 
@@ -214,9 +230,26 @@ def case_depthwise_stride21():
     return mb.model([_conv(mb, x, 128, 128, 3, stride=(2, 1), groups=128)])
 
 
+def _matmul_numpy(feeds, model):
+    return np.matmul(feeds["a"], feeds["b"])
+
+
+def _dense_numpy(feeds, model):
+    import onnx.numpy_helper
+    bias = next(onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.name == "b")
+    return np.maximum(feeds["x"] @ feeds["w"] + bias, 0)
+
+
+# key: (title, model maker[, numpy's computation of the output from the feeds and the model])
 CASES = {
     "matmul1024": ("MatMul 1024", case_matmul),
+    "matmul1024_data": ("MatMul 1024, data x data", case_matmul_data((1024, 1024), (1024, 1024)), _matmul_numpy),
     "dense": ("dense+bias+relu 128x768x3072", case_dense),
+    "dense_data": ("dense+bias+relu 128x768x3072, data weights", case_dense_data_weights, _dense_numpy),
+    "attention_qk": ("attention Q K^T, 12 heads of 128x64x128", case_matmul_data((12, 128, 64), (12, 64, 128)),
+                     _matmul_numpy),
+    "attention_pv": ("attention P V, 12 heads of 128x128x64", case_matmul_data((12, 128, 128), (12, 128, 64)),
+                     _matmul_numpy),
     "eltwise": ("exp(a)*b+c 4M", case_eltwise),
     "layernorm": ("LayerNormalization 128x768", case_layernorm),
     "conv3x3": ("conv 3x3 64->64 56x56 +bias+relu", case_conv3x3),
@@ -242,12 +275,13 @@ CASES = {
 
 # ---------------------------------------------------------------------------- timing
 
-def bench_case(key: str, rounds: int) -> tuple[float, float, str]:
-    """(onnxruntime seconds, tilefuse seconds, notes) of one case, outputs checked first."""
+def bench_case(key: str, rounds: int) -> tuple[float, float, float | None, str]:
+    """(onnxruntime seconds, tilefuse seconds, numpy seconds or None, notes) of one case,
+    outputs checked first."""
     import onnxruntime
     from tilefuse import graph_api
     from tilefuse.graph_api.onnx.importer import import_onnx
-    _, make = CASES[key]
+    _, make, *numpy_of = CASES[key]
     model = make()
     mb_feeds = _feeds(model)
     options = onnxruntime.SessionOptions()
@@ -268,9 +302,12 @@ def bench_case(key: str, rounds: int) -> tuple[float, float, str]:
     notes = f"{len(kinds)} partition(s): {', '.join(kinds)}; compile {compile_seconds:.1f} s"
     if any("reference" in str(w.message) or "Wildcard" in str(w.message) for w in caught):
         notes += "; NUMPY FALLBACK"
-    times = timed_interleaved({"ort": lambda: session.run(None, mb_feeds), "ours": lambda: compiled.run(feeds)},
-                              rounds)
-    return times["ort"], times["ours"], notes
+    engines = {"ort": lambda: session.run(None, mb_feeds), "ours": lambda: compiled.run(feeds)}
+    if numpy_of:
+        np.testing.assert_allclose(numpy_of[0](mb_feeds, model), want, rtol=2e-3, atol=2e-3)
+        engines["numpy"] = lambda: numpy_of[0](mb_feeds, model)
+    times = timed_interleaved(engines, rounds)
+    return times["ort"], times["ours"], times.get("numpy"), notes
 
 
 def _feeds(model) -> dict:
@@ -287,23 +324,27 @@ def main(argv=None) -> int:
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     args = parser.parse_args(argv)
     if args.list:
-        for key, (title, _) in CASES.items():
+        for key, (title, *_) in CASES.items():
             print(f"{key:18} {title}")
         return 0
     import onnxruntime
     print(f"{os.cpu_count()} CPUs; onnxruntime {onnxruntime.__version__}; ratio = onnxruntime time / tilefuse time "
           f"(above 1: tilefuse faster); default configs")
-    print(f"{'case':42} {'onnxruntime':>12} {'tilefuse':>12} {'ratio':>7}  notes")
+    print(f"{'case':42} {'onnxruntime':>12} {'tilefuse':>12} {'ratio':>7} {'numpy':>12} {'ratio':>7}  notes")
     ratios = []
     for key in args.cases:
-        title, _ = CASES[key]
+        title = CASES[key][0]
         try:
-            ort, ours, notes = bench_case(key, args.rounds)
+            ort, ours, numpy_seconds, notes = bench_case(key, args.rounds)
         except Exception as e:          # a case that fails is reported, the others still run
-            print(f"{title:42} {'-':>12} {'-':>12} {'-':>7}  FAILED: {type(e).__name__}: {str(e)[:120]}")
+            print(f"{title:42} {'-':>12} {'-':>12} {'-':>7} {'-':>12} {'-':>7}  FAILED: {type(e).__name__}: "
+                  f"{str(e)[:120]}")
             continue
         ratios.append(ort / ours)
-        print(f"{title:42} {ort * 1e3:9.3f} ms {ours * 1e3:9.3f} ms {ort / ours:6.2f}x  {notes}", flush=True)
+        versus_numpy = f"{numpy_seconds * 1e3:9.3f} ms {numpy_seconds / ours:6.2f}x" if numpy_seconds else \
+            f"{'-':>12} {'-':>7}"
+        print(f"{title:42} {ort * 1e3:9.3f} ms {ours * 1e3:9.3f} ms {ort / ours:6.2f}x {versus_numpy}  {notes}",
+              flush=True)
     if ratios:
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"geomean of {len(ratios)} ratios: {geomean:.2f}x; lowest {min(ratios):.2f}x")

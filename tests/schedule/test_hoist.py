@@ -43,7 +43,7 @@ def test_as_input_refuses_outputs_attached_and_inlined_stages():
 
 @pytest.mark.parametrize("n,k,m", [(7, 13, 37), (16, 32, 48)])
 def test_prepacked_matmul_matches_numpy(n, k, m):
-    assert template_for(matmul(n, k, m)[2]).default_config()["pack"] is False    # data: never packed per call
+    assert template_for(matmul(n, k, m)[2]).default_config()["pack"] is False    # data this small: not packed per call
     _, B, C, _ = matmul(n, k, m, constant_b=True)
     t = template_for(C)
     cfg = t.default_config()

@@ -258,3 +258,42 @@ def test_large_weights_that_serve_few_rows_are_fetched_ahead_by_default():
     data = template_for(matmul(1, 2048, 1000, constant=False))      # packed in the kernel: just written
     assert streamed["prefetch"] == 2048 and reused["prefetch"] == 0
     assert "prefetch" not in data.space.knobs and len(data.space.knobs["pack"]) == 2
+
+
+def batch_matmul(batch, n, k, m, shared_b=False):
+    """``batch`` products of data: A[z] @ B[z], or A[z] @ B with one B for every batch."""
+    A = placeholder((batch, n, k), name="A")
+    B = placeholder((k, m) if shared_b else (batch, k, m), name="B")
+    r = reduce_axis((0, k), name="r")
+    return compute((batch, n, m), lambda z, i, j: rsum(A[z, i, r] * (B[r, j] if shared_b else B[z, r, j]), axis=r),
+                   name="C")
+
+
+def test_data_is_packed_where_its_matrix_outgrows_l2_and_enough_rows_share_the_pass():
+    def packs(C):
+        return template_for(C, AVX512).default_config()["pack"]
+    assert packs(matmul(1024, 1024, 1024, constant=False))          # 4 MiB: 3x faster packed
+    assert packs(matmul(128, 768, 3072, constant=False))            # 9 MiB of data weights
+    assert packs(matmul(200, 300, 260, constant=False))             # 305 KiB, just over
+    assert not packs(matmul(256, 256, 256, constant=False))         # 256 KiB: stays in L2
+    assert not packs(matmul(12, 1024, 1024, constant=False))        # 12 rows do not repay the pass
+    # attention's heads: each head's own matrix (32 KiB) is what a row reads, not all 12 (384 KiB)
+    assert not packs(batch_matmul(12, 128, 64, 128)) and not packs(batch_matmul(12, 128, 128, 64))
+    # one matrix of 512 KiB for 4 x 8 rows, against 4 of their own for 8 rows each
+    assert packs(batch_matmul(4, 8, 512, 256, shared_b=True)) and not packs(batch_matmul(4, 8, 512, 256))
+    assert packs(matmul(12, 1024, 1024))                            # constant weights: always packed
+
+
+@pytest.mark.parametrize("shape", [(200, 300, 260), (2, 50, 300, 260)])
+def test_packed_data_on_shapes_the_tiles_do_not_divide_matches_numpy(shape):
+    *batch, n, k, m = shape
+    C = batch_matmul(batch[0], n, k, m) if batch else matmul(n, k, m, constant=False)
+    t = template_for(C)
+    cfg = t.default_config()
+    assert cfg["pack"] and m % cfg["tile_j"] and n % cfg["tile_i"]     # a padded last panel, a shifted last row tile
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((*batch, n, k)).astype(np.float32)
+    b = rng.standard_normal((*batch, k, m)).astype(np.float32)
+    out = np.full((*batch, n, m), np.nan, np.float32)
+    t.build(cfg)(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
