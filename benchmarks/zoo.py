@@ -191,6 +191,14 @@ def print_profile(session, feeds: dict, top: int) -> None:
     for step_seconds, kernel_seconds, step in profile[:top]:
         kernel = f"{kernel_seconds * 1e6:9.1f}" if math.isfinite(kernel_seconds) else f"{'-':>9}"
         print(f"    {step_seconds * 1e6:8.1f} {kernel} {step_seconds / steps * 100:5.1f}%  {_describe(step)}")
+    kinds = {}
+    for step_seconds, _, step in profile:       # the same partition (ops and output shape) summed
+        key = _describe(step)
+        count, total = kinds.get(key, (0, 0.0))
+        kinds[key] = (count + 1, total + step_seconds)
+    print(f"    by partition: {'count':>5} {'ms':>8} {'share':>6}")
+    for key, (count, total) in sorted(kinds.items(), key=lambda kv: -kv[1][1])[:top]:
+        print(f"    {count:5d} {total * 1e3:8.2f} {total / steps * 100:5.1f}%  {key}")
 
 
 # ---------------------------------------------------------------------------- table

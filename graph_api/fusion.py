@@ -12,7 +12,9 @@ input when the rule for (that group, this op) allows it:
   (bias, activation, residual add; softmax's and layer norm's elementwise tail), but not a
   Concat: it stands alone, and nothing joins it, so its producers can write into its slices
   (``CompiledGraph``); and not a StaticTranspose that moves the last axis (the anchor's tiles
-  and a reduction's rows are written along it: they would be tiled across the grain); and
+  and a reduction's rows are written along it: they would be tiled across the grain), nor,
+  after a complex op, one that moves the rows (the axis before the last: attention's heads
+  merged back would be tiled as products of as many rows as there are heads); and
   not a Slice after a complex op or a reduction (its tiles or rows would be cut to the slice);
   nor a StaticReshape that changes the last axis after a complex op (its tiles would be cut
   across rows: alone, a reshape is a view, ``CompiledGraph``), nor one that splits the rows
@@ -172,7 +174,7 @@ def _allowed(group: _Group, op, cls: str, rows_of, readers: dict) -> bool:
             return False        # elementwise ops read the reshape's view instead
         if kind != "injective" and getattr(op, "kind", None) is OpKind.Slice:
             return False        # a part of the anchor's output: its tiles or rows would be cut to it
-        if kind == "complex" and (_reshapes_last_axis(op) or _splits_rows(op)):
+        if kind == "complex" and (_reshapes_last_axis(op) or _splits_rows(op) or _moves_rows(op)):
             return False
         return not _concat_after_anchor(group, op)
     if cls == "reduction":
@@ -201,6 +203,16 @@ def _splits_rows(op) -> bool:
     src, dst = op.inputs[0].shape, op.outputs[0].shape
     return src is not None and dst is not None and len(src) >= 2 and len(dst) >= 2 and src[-1] == dst[-1] \
         and dst[-2] < src[-2]
+
+
+def _moves_rows(op) -> bool:
+    """A StaticTranspose that keeps the last axis but puts another axis before it (attention's
+    heads merged back: (1, 12, 128, 64) to (1, 128, 12, 64), tiled as 12-row products)."""
+    if getattr(op, "kind", None) is not OpKind.StaticTranspose or not op.inputs or op.inputs[0].shape is None:
+        return False
+    ndim = len(op.inputs[0].shape)
+    order = [a % ndim for a in (op.attrs.get("order") or range(ndim - 1, -1, -1))]
+    return ndim > 2 and order[-1] == ndim - 1 and order[-2] != ndim - 2
 
 
 def _moves_last_axis(op) -> bool:

@@ -30,7 +30,11 @@ def reshape(x: Tensor, shape, special_zero: bool = False, name: str | None = Non
     inferred from the element count; with ``special_zero`` a ``0`` copies the dimension of ``x``
     at that position, otherwise it is a zero-size dimension.
 
-    The source index is computed from the flat index: ``x[(f // stride_d) % n_d, ...]``.
+    The dims of both shapes (unit dims left out) are paired into groups of equal products,
+    and each source index is computed from its group's flat index only: a dim that both
+    shapes share reads its index as it is (``(128, 3072) -> (1, 128, 3072)`` is ``x[i, j]``, no
+    division), a split dim reads ``h * 64 + d``, and only merged dims divide
+    (``x[(f // stride_d) % n_d, ...]`` within the group).
 
     Example:
         >>> from tilefuse.tensorir import placeholder
@@ -64,25 +68,53 @@ def reshape(x: Tensor, shape, special_zero: bool = False, name: str | None = Non
     shape = tuple(shape)
     if shape == x.shape:
         return compute(shape, lambda *i: x[i], name=name or "reshape", tag="reshape")
-    out_strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
-    in_strides = [math.prod(x.shape[d + 1:]) for d in range(x.ndim)]
+    if not total:                   # nothing is read from an empty tensor
+        return compute(shape, lambda *i: x[tuple(i[0] for _ in x.shape)], name=name or "reshape", tag="reshape")
+    groups = _reshape_groups(x.shape, shape)
 
     def body(*idx):
-        flat = None
-        for i, n, s in zip(idx, shape, out_strides):
-            if n == 1:
-                continue
-            term = i if s == 1 else i * s
-            flat = term if flat is None else flat + term
-        index = []
-        for d, (n, s) in enumerate(zip(x.shape, in_strides)):
-            if n == 1 or flat is None:
-                index.append(0)
-                continue
-            v = flat if s == 1 else flat // s
-            index.append(v if d == 0 else v % n)
+        index = [0] * x.ndim
+        for out_dims, in_dims in groups:        # each group: row-major flat index, then unflattened
+            flat, stride = None, 1
+            for d in reversed(out_dims):
+                term = idx[d] if stride == 1 else idx[d] * stride
+                flat = term if flat is None else term + flat
+                stride *= shape[d]
+            stride = 1
+            for k, d in enumerate(reversed(in_dims)):
+                v = flat if stride == 1 else flat // stride
+                index[d] = v if k == len(in_dims) - 1 else v % x.shape[d]
+                stride *= x.shape[d]
         return x[tuple(index)]
     return compute(shape, body, name=name or "reshape", tag="reshape")
+
+
+def _reshape_groups(src: tuple, dst: tuple) -> list:
+    """(dst dims, src dims) pairs covering both shapes' non-unit dims, each pair the shortest
+    runs of equal element count, in order.
+
+    Example:
+        >>> _reshape_groups((128, 3072), (1, 128, 3072))
+        [([1], [0]), ([2], [1])]
+        >>> _reshape_groups((1, 128, 768), (1, 128, 12, 64))
+        [([1], [1]), ([2, 3], [2])]
+    """
+    outs = [d for d, n in enumerate(dst) if n != 1]
+    ins = [d for d, n in enumerate(src) if n != 1]
+    groups, o, i = [], 0, 0
+    while o < len(outs) and i < len(ins):
+        out_dims, in_dims = [outs[o]], [ins[i]]
+        p, q = dst[outs[o]], src[ins[i]]
+        o, i = o + 1, i + 1
+        while p != q:
+            if p < q:
+                out_dims.append(outs[o])
+                p, o = p * dst[outs[o]], o + 1
+            else:
+                in_dims.append(ins[i])
+                q, i = q * src[ins[i]], i + 1
+        groups.append((out_dims, in_dims))
+    return groups
 
 
 def transpose(x: Tensor, order, name: str | None = None) -> Tensor:

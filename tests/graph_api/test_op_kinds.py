@@ -112,6 +112,8 @@ cases("SoftPlus", {f"beta={beta}": lambda m, beta=beta: m.op("SoftPlus", [m.inpu
                    for beta in (1.0, -2.0)})
 cases("Pow", {f"beta={beta}": lambda m, beta=beta: m.op("Pow", [m.positive((7, 37))], beta=beta)
               for beta in (2.0, 0.5, -1.5)})
+cases("Pow", {f"beta={beta}-negative-base": lambda m, beta=beta: m.op("Pow", [m.input((7, 37))], beta=beta)
+              for beta in (3.0, -2.0, 4.0)})          # whole exponents multiply: any sign of base
 
 # ---------------------------------------------------------------------------- binary elementwise
 
@@ -186,7 +188,13 @@ cases("StaticReshape", {
     "minus-one": lambda m: m.op("StaticReshape", [m.input((7, 13, 37))], shape=[13, -1], special_zero=False),
     "special-zero": lambda m: m.op("StaticReshape", [m.input((7, 13, 37))], shape=[0, 37, 13], special_zero=True),
     "bool": lambda m: m.op("StaticReshape", [m.input((7, 13, 37), BOOL)], shape=[7, 1, 481], special_zero=False,
-                           outputs=(BOOL,))})
+                           outputs=(BOOL,)),
+    # the index arithmetic pairs dims into groups of equal size: shared, split, merged, unit
+    "unit-dims": lambda m: m.op("StaticReshape", [m.input((13, 37))], shape=[1, 13, 1, 37], special_zero=False),
+    "split-last": lambda m: m.op("StaticReshape", [m.input((7, 13, 36))], shape=[7, 13, 4, 9], special_zero=False),
+    "merge-then-split": lambda m: m.op("StaticReshape", [m.input((7, 4, 6))], shape=[7, 3, 8], special_zero=False),
+    "merge-across-units": lambda m: m.op("StaticReshape", [m.input((5, 1, 7, 1, 3))], shape=[35, 3],
+                                         special_zero=False)})
 cases("StaticTranspose", {
     "order": lambda m: m.op("StaticTranspose", [m.input((7, 13, 37))], order=[2, 0, 1]),
     "negative": lambda m: m.op("StaticTranspose", [m.input((7, 13, 37))], order=[-1, 1, 0]),

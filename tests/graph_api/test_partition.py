@@ -251,6 +251,18 @@ def test_a_reduction_does_not_join_elementwise_ops_other_ops_read_too():
     assert ("reduction", ["MaxPool"]) in kinds and ("injective", ["Exp", "ReLU", "Tanh"]) in kinds
 
 
+def test_heads_merged_back_after_a_batched_product_are_a_copy_of_their_own():
+    # (1, 4, 9, 5) to (1, 9, 4, 5): in the product's group the template would tile 4-row products
+    b = Builder()
+    p = b.op("MatMul", [b.input((1, 4, 9, 8)), b.input((1, 4, 8, 5))])
+    b.op("StaticReshape", [b.op("StaticTranspose", [p], order=[0, 2, 1, 3])], shape=[1, 9, 20], special_zero=False)
+    # a transpose of outer axes that leaves the rows in place still joins
+    q = b.op("MatMul", [b.input((2, 4, 9, 8)), b.input((2, 4, 8, 5))])
+    b.op("StaticTranspose", [q], order=[1, 0, 2, 3])
+    assert summary(b.finalize()) == [("complex", ["MatMul"]), ("injective", ["StaticTranspose", "StaticReshape"]),
+                                     ("complex", ["MatMul", "StaticTranspose"])]
+
+
 def test_a_reduction_reads_a_reshape_of_rows_as_a_view():
     b = Builder()
     a, w = b.input((4, 9, 8)), b.input((8, 12), constant=True)
