@@ -6,17 +6,18 @@ loops over the leading dims, so ViT's ``(197, 1, 768) @ (768, 2304)`` is 197 one
 (4.7 ms, 0.48x onnxruntime; flattened: 2.1 ms, 1.06x). Where M fills the register tiles
 (``FEW_ROWS`` or more) the N-D kernel is as fast or faster (ConvNeXt's ``(1, 56, 56, 96) @
 (96, 384)`` with GELU: 1.47 ms as it comes, 1.66 ms flattened), so only shorter blocks are
-flattened. This pass reshapes
-the activation to ``(prod(...) * M, K)`` (a view: the rows are contiguous), multiplies, runs
-the elementwise epilogue (bias, activation, residual add: ops reading the product alone, their
-other operands broadcast along the last axis or of the full shape, reshaped to rows too) on
-those rows, and reshapes its end back: the template tiles all the rows at once, with the
-epilogue still fused into the GEMM's partition (a reshape inside it would make the template
-tile the N-D shape again).
+flattened. This pass reshapes the activation to ``(prod(...) * M, K)`` (a view: the rows are
+contiguous), multiplies, runs the elementwise epilogue (bias, activation, residual add: ops
+reading the product alone, their other operands broadcast along the last axis or of the full
+shape, reshaped to rows too) on those rows, and reshapes its end back: the template tiles all
+the rows at once, with the epilogue still fused into the GEMM's partition (a reshape inside it
+would make the template tile the N-D shape again).
 
 Rules: the weights (input 1) have rank 2 and the activation rank 3 or more, with more than one
-block of fewer than ``FEW_ROWS`` rows; transpose_a is off (a transposed activation's rows are not contiguous); a
-bias input (Gemm's) broadcasts along the last axis only.
+block of fewer than ``FEW_ROWS`` rows; transpose_a is off (a transposed activation's rows are
+not contiguous); a bias input (Gemm's) has rank 2 at most and broadcasts along the last axis
+only; an epilogue operand broadcast along the last axis with more dims is read as its last
+axis, ``(1, 1, N)`` as ``(N,)``.
 
 Example:
     >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
@@ -49,7 +50,7 @@ def _flattenable(graph: GraphIR, op: Op) -> bool:
         return False                    # one block of rows, or blocks the register tiles fill
     if len(op.inputs) > 2:
         bias = graph.tensor(op.inputs[2].id)
-        if not bias.is_known() or math.prod(bias.shape[:-1]) != 1:
+        if not bias.is_known() or bias.ndim > 2 or math.prod(bias.shape[:-1]) != 1:
             return False
     return True
 
@@ -106,33 +107,38 @@ def flatten_dense_rows(graph) -> GraphIR:
     fresh = FreshIds(graph)
     replaced = {}
 
-    def to_rows(t):
-        flat = fresh.variable(t, (math.prod(t.shape[:-1]), t.shape[-1]))
-        return flat, Op(fresh.op_id(), OpKind.StaticReshape, [t], [flat], {"shape": list(flat.shape),
-                                                                          "special_zero": False})
+    def reshaped(t, shape, into: int):
+        """A view of ``t`` in ``shape``, its StaticReshape added before op ``into``."""
+        view = fresh.variable(t, shape)
+        replaced.setdefault(into, []).append(
+            Op(fresh.op_id(), OpKind.StaticReshape, [t], [view], {"shape": list(shape), "special_zero": False}))
+        return view
+
+    def rows(t) -> tuple:
+        return (math.prod(t.shape[:-1]), t.shape[-1])
     for op in targets:
-        flat_a, reshape_a = to_rows(graph.tensor(op.inputs[0].id))
-        flat_out, _ = to_rows(graph.tensor(op.outputs[0].id))
-        replaced[op.id] = [reshape_a, clone_op(op, inputs=[flat_a, *op.inputs[1:]], outputs=[flat_out])]
-        last, current = op, flat_out
+        a, out = graph.tensor(op.inputs[0].id), graph.tensor(op.outputs[0].id)
+        flat_a = reshaped(a, rows(a), op.id)
+        current = fresh.variable(out, rows(out))
+        replaced[op.id].append(clone_op(op, inputs=[flat_a, *op.inputs[1:]], outputs=[current]))
+        last = op
         for nxt in _epilogue(graph, op, outs):
             inputs = []
-            for t in nxt.inputs:
-                t = graph.tensor(t.id)
+            for t in (graph.tensor(t.id) for t in nxt.inputs):
                 if t.id == last.outputs[0].id:
                     inputs.append(current)
                 elif tuple(t.shape) == tuple(last.outputs[0].shape):       # a residual: its rows too
-                    flat, reshape = to_rows(t)
-                    replaced.setdefault(nxt.id, []).append(reshape)
-                    inputs.append(flat)
+                    inputs.append(reshaped(t, rows(t), nxt.id))
+                elif len(t.shape) > 1:                  # (1, 1, N) against rows: (N,)
+                    inputs.append(reshaped(t, t.shape[-1:], nxt.id))
                 else:
                     inputs.append(t)
-            flat_next, _ = to_rows(graph.tensor(nxt.outputs[0].id))
+            flat_next = fresh.variable(graph.tensor(nxt.outputs[0].id), rows(nxt.outputs[0]))
             replaced.setdefault(nxt.id, []).append(clone_op(nxt, inputs=inputs, outputs=[flat_next]))
             last, current = nxt, flat_next
         final = graph.tensor(last.outputs[0].id)
-        replaced.setdefault(last.id, []).append(
-            Op(fresh.op_id(), OpKind.StaticReshape, [current], [final], {"shape": list(final.shape),
-                                                                        "special_zero": False}))
+        reshape_back = Op(fresh.op_id(), OpKind.StaticReshape, [current], [final],
+                          {"shape": list(final.shape), "special_zero": False})
+        replaced.setdefault(last.id, []).append(reshape_back)
     ops = [new for op in graph.ops for new in replaced.get(op.id, [op])]
     return graph.with_ops(ops)

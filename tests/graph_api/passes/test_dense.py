@@ -4,6 +4,8 @@ from tilefuse.graph_api import OpKind, compile_graph
 from tilefuse.graph_api.passes import flatten_dense_rows
 from passes_helpers import assert_same_outputs, feeds_for, graph, lt, op, snapshot
 
+RNG_W = np.random.default_rng(4)
+
 
 def kinds(g):
     return [o.kind.value for o in g.topological_ops()]
@@ -84,3 +86,21 @@ def test_batched_weights_a_transposed_activation_and_an_epilogue_with_a_reader_o
     out = flatten_dense_rows(g)                 # y has two readers: the epilogue ends at the product
     assert kinds(out) == ["StaticReshape", "MatMul", "StaticReshape", "ReLU", "Add"]
     assert_same_outputs(g, out)
+
+
+def test_an_epilogue_operand_with_leading_unit_dims_is_read_as_its_last_axis():
+    x, w, y = lt(0, (9, 1, 6)), lt(1, (6, 5), constant=True), lt(2, (9, 1, 5))
+    scale, z = lt(3, (1, 1, 5), constant=True), lt(4, (9, 1, 5))
+    g = graph(op(0, "MatMul", [x, w], [y]), op(1, "Multiply", [y, scale], [z]),
+              op(2, "StaticTranspose", [z], [lt(5, (1, 9, 5))], order=[1, 0, 2]),
+              values={1: RNG_W.standard_normal((6, 5)).astype(np.float32),
+                      3: RNG_W.standard_normal((1, 1, 5)).astype(np.float32)})
+    out = flatten_dense_rows(g)
+    multiply = next(o for o in out.ops if o.kind is OpKind.Multiply)
+    assert [t.shape for t in multiply.inputs] == [(9, 5), (5,)] and multiply.outputs[0].shape == (9, 5)
+    assert_same_outputs(g, out)
+    compiled = compile_graph(g)
+    feeds = feeds_for(g)
+    want = np.swapaxes(feeds[0] @ g.constant_values[1] * g.constant_values[3], 0, 1)
+    np.testing.assert_allclose(compiled.run({0: feeds[0]})[5], want, rtol=1e-5, atol=1e-5)
+
