@@ -274,7 +274,7 @@ def _predicate(b, node):
     if swapped:
         x, y = y, x
     if kind is _K.GreaterEqual and x.dtype not in (DataType.f32, DataType.f16, DataType.bf16, DataType.s32):
-        # oneDNN's kind takes floats and s32; for other integers x >= y is not y > x
+        # oneDNN's kind takes floats and s32; other types: x >= y as the negation of y > x
         return [b.op(_K.LogicalNot, [b.op(_K.Greater, [y, x], dtypes=DataType.boolean)])]
     return [b.op(kind, [x, y], dtypes=DataType.boolean)]
 
