@@ -4,7 +4,8 @@
 * onnxruntime (CPU provider, default intra-op threads): the anchor, ratios are against it;
 * torch, where installed: the same ONNX graph run op by op with ``torch.nn.functional``
   (``TorchOnnxModule``, a small translation of the ops these models use; eager, no_grad);
-* tilefuse with the templates' default configs (``compile_graph(from_onnx(path))``);
+* tilefuse with the templates' default configs (``compile_graph(import_onnx(path).graph)``),
+  fed by input name, each input random of its declared type;
 * tilefuse tuned: ``autotune.tune(extract_tasks(graph), ...)`` with ``--trials`` measurements
   per task (xgb tuner) into a database under /tmp, then ``compile_graph(graph, configs=HistoryBest(db))``.
 
@@ -179,14 +180,32 @@ def _compile(graph, db=None):
     return compiled
 
 
-def _tilefuse_feeds(compiled, feeds: dict) -> dict:
-    """The ONNX feeds (by name) as tilefuse feeds (by graph input id): the models have one
-    data input, the only input port that is not a bound constant."""
-    if len(compiled.input_ports) != len(feeds):
-        raise ValueError(f"the graph has {len(compiled.input_ports)} unbound input(s), the model "
-                         f"{len(feeds)}: initializers should be bound constants")
-    by_shape = {tuple(v.shape): v for v in feeds.values()}
-    return {port.id: by_shape[tuple(port.shape)] for port in compiled.input_ports}
+def model_feeds(model, shapes: dict, seed: int = 0) -> dict:
+    """Random feeds for a model's data inputs, each of its declared element type: floats from
+    a standard normal, integers 0 or 1 (valid ids and masks for any vocabulary), bools at
+    random.
+
+    Example:
+        >>> import onnx
+        >>> h = onnx.helper
+        >>> g = h.make_graph([], "g", [h.make_tensor_value_info("ids", onnx.TensorProto.INT64, [2, 3])], [])
+        >>> f = model_feeds(h.make_model(g), {"ids": (2, 3)})["ids"]
+        >>> f.dtype, f.shape
+        (dtype('int64'), (2, 3))
+    """
+    from onnx import helper
+    rng = np.random.default_rng(seed)
+    types = {v.name: np.dtype(helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)) for v in model.graph.input}
+    feeds = {}
+    for name, shape in shapes.items():
+        dtype = types[name]
+        if dtype.kind == "f":
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[name] = rng.random(shape) > 0.5
+        else:
+            feeds[name] = rng.integers(0, 2, shape).astype(dtype)
+    return feeds
 
 
 def tune_graph(graph, name: str, trials_per_task: int, db_path: str) -> float:
@@ -264,12 +283,11 @@ def bench_model(name: str, args) -> dict:
     import onnxruntime
     path = model_path(name)
     model = onnx.load(str(path))
-    rng = np.random.default_rng(0)
     constant = {i.name for i in model.graph.initializer}
     shapes = {v.name: args.shape if args.shape and not all(d.dim_value for d in v.type.tensor_type.shape.dim)
               else tuple(d.dim_value for d in v.type.tensor_type.shape.dim)
               for v in model.graph.input if v.name not in constant}
-    feeds = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
+    feeds = model_feeds(model, shapes)
     print(f"\n{name} ({path.stat().st_size / 1024:.0f} KB, {len(model.graph.node)} ONNX nodes, input "
           f"{' '.join('x'.join(map(str, v.shape)) for v in feeds.values())})")
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -290,18 +308,14 @@ def bench_model(name: str, args) -> dict:
     except NotImplementedError as err:
         print(f"  torch: skipped: {err}")
 
-    from tilefuse import graph_api
-    if not hasattr(graph_api, "from_onnx"):
-        print("  tilefuse: graph_api.from_onnx is not there yet, skipped")
-        rows = timed_interleaved(engines, args.rounds)
-        _print_rows(rows)
-        return rows
+    from tilefuse.graph_api.onnx import import_onnx
     started = time.monotonic()
-    graph = graph_api.from_onnx(str(path), input_shapes=shapes)
+    imp = import_onnx(str(path), input_shapes=shapes)
+    graph = imp.graph
     default = _compile(graph)
     compile_seconds = time.monotonic() - started
-    tf_feeds = _tilefuse_feeds(default, feeds)
-    out_id = default.output_ids[0]
+    tf_feeds = {tid: feeds[name] for name, tid in imp.inputs if tid is not None}
+    out_id = dict(imp.outputs)[model.graph.output[0].name]
     np.testing.assert_allclose(default.run(tf_feeds)[out_id], want, rtol=1e-3, atol=1e-3)
     kinds = step_kinds(default)
     print(f"  tilefuse: {len(kinds)} partitions ({', '.join(f'{kinds.count(k)} {k}' for k in sorted(set(kinds)))}), "
