@@ -33,6 +33,16 @@ def test_order_keeps_small_packed_weights_in_l2():
     assert small["order"] == "ij" and large["order"] == "ji"
 
 
+def test_order_for_data_counts_one_product_of_a_batch():
+    from tilefuse.tensorir.ops import matmul as batched
+    heads = batched(placeholder((1, 12, 128, 64), name="Q"), placeholder((1, 12, 64, 128), name="Kt"))
+    assert template_for(heads, AVX512).default_config()["order"] == "ij"       # 32 KiB a head, 384 KiB in all
+    long = batched(placeholder((1, 6, 1500, 64), name="Q"), placeholder((1, 6, 64, 1500), name="Kt"))
+    assert template_for(long, AVX512).default_config()["order"] == "ji"        # 375 KiB a head
+    grouped = batched(placeholder((4, 100, 64), name="X"), placeholder((4, 64, 512), name="W", constant=True))
+    assert template_for(grouped, AVX512).default_config()["order"] == "ji"     # constant: all 4 groups, 512 KiB
+
+
 def test_channels_layout_takes_a_short_row_in_one_tile_only_where_registers_hold_it():
     X, W = placeholder((1, 64, 7, 7), name="X"), placeholder((64, 64, 3, 3), name="W", constant=True)
     Y = window.conv(X, W, [1, 1], [1, 1], [1, 1], [1, 1], data_format="NCX", weights_format="OIX")
