@@ -26,10 +26,12 @@ from .dead_code import default_outputs, eliminate_dead_ops
 from .dense import flatten_dense_rows
 from .groups import split_grouped_convolutions
 from .layout import plan_layouts
+from .norms import recognize_norms
 from .weights import fold_batch_norms, fold_into_weights
 
-DEFAULT = (fold_constants, fold_into_weights, fold_batch_norms, simplify_algebra, split_grouped_convolutions,
-           plan_layouts, flatten_dense_rows, eliminate_common_subexpressions, eliminate_dead_ops)
+DEFAULT = (fold_constants, recognize_norms, fold_into_weights, fold_batch_norms, simplify_algebra,
+           split_grouped_convolutions, plan_layouts, flatten_dense_rows, eliminate_common_subexpressions,
+           eliminate_dead_ops)
 
 
 def run_passes(graph, passes=DEFAULT, *, trace=None):
@@ -47,5 +49,5 @@ def run_passes(graph, passes=DEFAULT, *, trace=None):
 
 
 __all__ = ["DEFAULT", "default_outputs", "eliminate_common_subexpressions", "eliminate_dead_ops",
-           "flatten_dense_rows", "fold_batch_norms", "fold_constants", "fold_into_weights", "plan_layouts", "run_passes",
+           "flatten_dense_rows", "fold_batch_norms", "fold_constants", "fold_into_weights", "plan_layouts", "recognize_norms", "run_passes",
            "simplify_algebra", "split_grouped_convolutions"]
