@@ -5,7 +5,7 @@ from . import dtype as dt
 from .dtype import DTypeError
 from .expr import Call, Cast, Expr, Select, as_expr
 
-FLOAT_UNARY = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor", "ceil")
+FLOAT_UNARY = ("exp", "exp_flush", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor", "ceil")
 INTRINSICS = FLOAT_UNARY + ("abs", "pow")
 
 
@@ -31,6 +31,7 @@ def _unary(name: str):
 
 
 exp = _unary("exp")
+exp_flush = _unary("exp_flush")     # exp, but 0 where the result would be below the smallest normal float
 log = _unary("log")
 sqrt = _unary("sqrt")
 rsqrt = _unary("rsqrt")

@@ -2,7 +2,8 @@
 
 LLVM's own ``llvm.exp.v16f32`` and friends are scalarised into one libm call
 per lane, which is far too slow inside a vectorised kernel.  For float32 this
-module therefore emits exp, log, tanh, sigmoid and erf as explicit
+module therefore emits exp (and exp_flush, which gives 0 where exp's result would be
+denormal), log, tanh, sigmoid and erf as explicit
 code (range reduction + polynomial, integer bit tricks for 2^n, ``fcmp`` +
 ``select`` for special cases), branch-free except exp's one branch: when
 every lane's result is a normal float it skips the special cases.  The same IR works unchanged for a
@@ -50,7 +51,7 @@ __all__ = ["INTRINSICS", "emit_intrinsic", "float_type_of", "lanes_of"]
 
 #: Names accepted by :func:`emit_intrinsic`, mapped to their argument count.
 INTRINSICS: dict[str, int] = {
-    "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1,
+    "exp": 1, "exp_flush": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1,
     "erf": 1, "abs": 1, "floor": 1, "ceil": 1, "pow": 2,
 }
 
@@ -188,9 +189,21 @@ class _Emitter:
 
 
 EXP_NORMAL = 87.0        # |x| up to this: exp(x) is a normal float32 (one scaling by 2^n suffices)
+FLT_MIN = 1.1754943508222875e-38    # the smallest normal float32: exp_flush gives 0 below it
+DBL_MIN = 2.2250738585072014e-308   # the smallest normal float64
 
 
-def _exp_f32(e: _Emitter, x):
+def _exp_flush_f32(e: _Emitter, x):
+    """exp with results below the smallest normal float (x < log(FLT_MIN)) flushed to 0: the
+    fast path is exp's, the flush costs only on the branch that handles out-of-range lanes
+    (softmax's masked scores: denormal probabilities slow every kernel that reads them)."""
+    def full(e, x):
+        y = _exp_f32_full(e, x)
+        return e.sel(e.lt(y, e.c(FLT_MIN)), e.c(0.0), y)
+    return _exp_f32(e, x, full=full)
+
+
+def _exp_f32(e: _Emitter, x, full=None):
     # Cephes expf: n = round(x / ln2), r = x - n*ln2 with ln2 split in two
     # (Cody-Waite), exp(r) by a degree-6 polynomial on |r| <= ln2/2, then
     # scaling by 2^n built from exponent bits.  When every lane has |x| <= 87
@@ -207,7 +220,7 @@ def _exp_f32(e: _Emitter, x):
     end_bb = function.append_basic_block("exp.end")
     e.b.cbranch(ok, fast_bb, full_bb)
     results = []
-    for bb, body in ((fast_bb, _exp_f32_normal), (full_bb, _exp_f32_full)):
+    for bb, body in ((fast_bb, _exp_f32_normal), (full_bb, full or _exp_f32_full)):
         e.b.position_at_end(bb)
         value = body(e, x)
         results.append((value, e.b.block))
@@ -332,7 +345,7 @@ def _erf_f32(e: _Emitter, x):
     return e.sel(e.isnan(x), e.add(x, x), y)
 
 
-_F32_INLINE = {"exp": _exp_f32, "log": _log_f32, "tanh": _tanh_f32,
+_F32_INLINE = {"exp": _exp_f32, "exp_flush": _exp_flush_f32, "log": _log_f32, "tanh": _tanh_f32,
                "sigmoid": _sigmoid_f32, "erf": _erf_f32}
 
 # LLVM intrinsics used directly (both precisions where listed).
@@ -406,4 +419,7 @@ def emit_intrinsic(builder: ir.IRBuilder, name: str, args: list[ir.Value],
         return e.call(_LLVM_F64_ONLY[name], x)
     if name == "sigmoid":
         return e.div(e.c(1.0), e.add(e.c(1.0), e.call("llvm.exp", e.b.fneg(x, flags=e.fm))))
+    if name == "exp_flush":
+        y = e.call("llvm.exp", x)
+        return e.sel(e.lt(y, e.c(DBL_MIN)), e.c(0.0), y)
     return _libm_f64(e, name, x)              # tanh, erf

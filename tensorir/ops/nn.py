@@ -323,9 +323,6 @@ def _row_reduce(x: Tensor, axis: int, combiner, fn, name: str, tag: str) -> Tens
     return compute(shape, body, name=name, tag=tag)
 
 
-_SMALLEST_NORMAL = {"float32": 1.1754943508222875e-38, "float64": 2.2250738585072014e-308}
-
-
 def softmax(x: Tensor, axis: int = 1, mode: str = "none", stats: bool = False, name: str | None = None):
     """SoftMax along ``axis``: ``exp(x - max) / sum(exp(x - max))``. ``mode="inf_as_zero"``
     gives 0 (not NaN) along a row that is all -inf. With ``stats`` it returns ``(dst, stats)``,
@@ -352,15 +349,9 @@ def softmax(x: Tensor, axis: int = 1, mode: str = "none", stats: bool = False, n
     # row's max as NaN, not -inf
     mx = _row_reduce(x, axis, max_skip_nan if mode == "none" else rmax, lambda v, i: v, base + "_max", tag)
     row = lambda i: i[:axis] + i[axis + 1:]  # noqa: E731
-    # exp of a difference below log(FLT_MIN) is denormal: flushed to 0 (an attention mask's -100
-    # or -1e4 made Swin's masked rows denormal, and the product with V ran 100x slower on them)
-    lowest = fconst(math.log(_SMALLEST_NORMAL[x.dtype]), x.dtype)
-
-    def exp_body(*i):
-        d = x[i] - mx[row(i)]
-        flushed = d < lowest
-        return ti.if_then_else(flushed, fconst(0, x.dtype), ti.exp(ti.if_then_else(flushed, lowest, d)))
-    e = compute(x.shape, exp_body, name=base + "_exp", tag=tag)
+    # exp of a difference below log(FLT_MIN) would be denormal: flushed to 0 (an attention mask's
+    # -100 made Swin's masked rows denormal, and the product with V ran 100x slower on them)
+    e = compute(x.shape, lambda *i: ti.exp_flush(x[i] - mx[row(i)]), name=base + "_exp", tag=tag)
     s = _row_reduce(e, axis, rsum, lambda v, i: v, base + "_sum", tag)
 
     def body(*i):

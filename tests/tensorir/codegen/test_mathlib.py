@@ -272,6 +272,18 @@ def test_f32_exp_denormal_results_round_correctly():
     assert ulp_errors(got, f64_reference("exp", x)).max() <= 1.0
 
 
+@pytest.mark.parametrize("dtype, lanes", [("float32", 16), ("float32", 1), ("float64", 8)])
+def test_exp_flush_is_exp_with_what_would_be_denormal_zero(dtype, lanes):
+    tiny = np.finfo(dtype).tiny
+    x = np.concatenate([np.linspace(-120 if dtype == "float32" else -750, 20, 100_001),
+                        [-np.inf, np.inf, np.nan, np.log(tiny), np.nextafter(np.log(tiny), 0)]]).astype(dtype)
+    got = kernel("exp_flush", dtype, lanes)(x)
+    exp = kernel("exp", dtype, lanes)(x)
+    assert ((exp != 0) & (exp < tiny)).any()                       # the range has denormal exps
+    assert not ((got != 0) & (np.abs(got) < tiny)).any()           # exp_flush has none
+    np.testing.assert_array_equal(got, np.where(exp < tiny, 0, exp))
+
+
 def test_odd_functions_are_odd():
     x = np.geomspace(1e-38, 10, 100_000).astype(np.float32)
     for name in ("tanh", "erf"):
