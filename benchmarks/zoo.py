@@ -145,7 +145,7 @@ def bench_model(path: Path, manifest: dict, args) -> dict:
     "compile s" and "error" entries."""
     import onnxruntime
     from tilefuse import InferenceSession
-    from tilefuse.graph_api import GraphError
+    from tilefuse.tensorir.errors import TilefuseError
     feeds = feeds_for(manifest, args.batch, args.seq)
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     want = session.run(None, feeds)
@@ -157,7 +157,7 @@ def bench_model(path: Path, manifest: dict, args) -> dict:
             warnings.simplefilter("ignore")
             ours = InferenceSession(str(path), strict=args.strict)
             got = ours.run(None, feeds)
-    except (GraphError, NotImplementedError, ValueError) as err:
+    except (TilefuseError, NotImplementedError, ValueError) as err:    # a refusal (strict: any fallback)
         row["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
         ours = None
     row["compile s"] = time.monotonic() - started
