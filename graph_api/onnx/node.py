@@ -123,6 +123,11 @@ _AXIS_INDEXED = frozenset({"GatherElements", "ScatterElements", "Scatter"})
 _POINT_INDEXED = frozenset({"GatherND", "ScatterND"})
 
 
+def _axis(node) -> int:
+    """A NodeProto's ``axis`` attribute (0 when absent)."""
+    return next((a.i for a in node.attribute if a.name == "axis"), 0)
+
+
 def _check_indices(node, inputs: list) -> None:
     """GraphError for indices out of range in the ops that index their data input with their
     second one (onnx's reference implementation wraps them around, where the operators define
@@ -133,7 +138,7 @@ def _check_indices(node, inputs: list) -> None:
     if indices.size == 0 or indices.dtype.kind not in "iu":
         return
     if node.op_type in _AXIS_INDEXED:
-        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        axis = _axis(node)
         if not -data.ndim <= axis < data.ndim:
             return                      # onnx's own check says so
         bounds = data.shape[axis]
@@ -152,7 +157,7 @@ def _gather_elements(node, inputs: list) -> list:
     onnx's reference implementation fails on 2-D data with more than 32 rows along the axis
     ("cannot reshape array of size 1 into shape (1,128)": BERT's token-type-id buffer)."""
     data, indices = np.asarray(inputs[0]), np.asarray(inputs[1]).astype(np.int64)
-    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+    axis = _axis(node)
     if not -data.ndim <= axis < data.ndim or indices.ndim != data.ndim:
         raise GraphError(f"ONNX GatherElements node {node.output[0]!r}: axis {axis} or indices of rank "
                          f"{indices.ndim} do not fit data of shape {list(data.shape)}")

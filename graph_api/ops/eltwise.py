@@ -152,11 +152,6 @@ def _ref_predicate(meaning):
     return reference
 
 
-def _inputs_of(op: Op, xs: list, count: int) -> list:
-    _nin(op, xs, {count})
-    return xs
-
-
 def _ref_select(op: Op, xs: list) -> list:
     _nin(op, xs, {3})
     cond = np.asarray(xs[0]).astype(bool)
@@ -289,10 +284,10 @@ for _kind, (_types, _meaning, _fn) in _PREDICATES.items():
     define(schema(_kind, "src_0:T1 src_1:T1", "dst:T2", {"auto_broadcast": AUTO_BROADCAST}, {"T1": _types, "T2": _BOOL}),
            shape=_shape_binary, reference=_ref_predicate(_meaning), lower=_lower_binary(_fn))
 define(schema("LogicalNot", "src:T", "dst:T", {}, {"T": _BOOL}), shape=_identity,
-       reference=lambda op, xs: [np.logical_not(np.asarray(_inputs_of(op, xs, 1)[0]))],
+       reference=_ref_unary(lambda op, x: np.logical_not(x)),
        lower=lower_unary(lambda op, x: T.logical_not(x)))
 define(schema("IsNaN", "src:T1", "dst:T2", {}, {"T1": FP, "T2": _BOOL}), shape=_identity,
-       reference=lambda op, xs: [np.isnan(np.asarray(_inputs_of(op, xs, 1)[0]))],
+       reference=_ref_unary(lambda op, x: np.isnan(x)),
        lower=lower_unary(lambda op, x: T.is_nan(x)))
 define(schema("Select", "cond:T1 src_0:T2 src_1:T2", "dst:T2", {"auto_broadcast": AUTO_BROADCAST},
               {"T1": _BOOL, "T2": ALL_TYPES}),

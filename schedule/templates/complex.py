@@ -365,9 +365,12 @@ class ComplexTemplate(Template):
         whole = [t for t in TILE_J if t % lanes == 0 and t <= vectors * lanes]
         packable = self.packable(layout)
         pack = packable is not None and _is_constant(packable[0])
-        if packable is not None and not pack:    # data: packed on every call, where the pass pays
-            nbytes, readers = self._slice_and_rows(layout)
-            pack = nbytes > WEIGHTS_IN_L2 and readers >= PACKED_DATA_ROWS
+        swept = None        # bytes of the packable matrix a row tile sweeps: constant weights whole,
+        if pack:            # for data one product's of a batch
+            swept = extent(packable[0].shape) * itemsize(packable[0].dtype)
+        elif packable is not None:      # data: packed on every call, where the pass pays
+            swept, readers = self._slice_and_rows(layout)
+            pack = swept > WEIGHTS_IN_L2 and readers >= PACKED_DATA_ROWS
         if pack and self.rounds_up(layout):     # a last partial tile costs its padding: at most 1/8 more work,
             padded = {t: -(-j_extent // t) * t for t in whole}          # else the least padding
             dividing = [t for t in whole if padded[t] <= j_extent * 9 // 8] or \
@@ -396,13 +399,7 @@ class ComplexTemplate(Template):
                 tile_i = rows
             if wide:                 # the accumulators in half the registers: the rest hold weights
                 tile_j = max((t for t in whole if t <= tile_j and tile_i * (t // lanes) <= 16), default=lanes)
-        order = "ji"
-        if packable is not None:
-            tensor = packable[0]
-            nbytes = extent(tensor.shape) * itemsize(tensor.dtype)
-            if not _is_constant(tensor):     # data: the matrix one batch's rows sweep, not all heads'
-                nbytes = self._slice_and_rows(layout)[0]
-            order = "ij" if nbytes <= WEIGHTS_IN_L2 else "ji"
+        order = "ij" if swept is not None and swept <= WEIGHTS_IN_L2 else "ji"
         # weights too large for L2 that serve few output rows stream from memory: fetched ahead
         streamed = pack and order == "ji" and extent(self.out.output(0).shape) // j_extent <= STREAMED_ROWS
         unrolls = self.space.knobs["unroll_k"].candidates
