@@ -495,21 +495,12 @@ class _OnnxSource:
         return self.inputs, self.outputs
 
     def compile(self, shapes, configs, strict, target) -> _Compiled:
-        import onnx
         from .onnx.importer import import_onnx
-        proto = self.proto
-        if self.static_shapes is None:      # the shapes of this run, so onnx's shape inference knows them too
-            proto = onnx.ModelProto()
-            proto.CopyFrom(self.proto)
-            for vi in proto.graph.input:
-                for arg, shape in zip(self.inputs, shapes):
-                    if vi.name == arg.name:
-                        vi.type.tensor_type.shape.Clear()
-                        for n in shape:
-                            vi.type.tensor_type.shape.dim.add().dim_value = n
-        imp = import_onnx(proto)
+        bound = None if self.static_shapes is not None else \
+            {arg.name: shape for arg, shape in zip(self.inputs, shapes)}     # this run's shapes
+        imp = import_onnx(self.proto, input_shapes=bound)
         if self.static_shapes is not None:  # compiled once: the model (its weights are copied) goes now
-            self.proto = proto = None
+            self.proto = None
         compiled = compile_graph(imp.graph, configs=configs, strict=strict, target=target, owned=True)
         position = {name: k for k, (name, _) in enumerate(imp.inputs)}
         by_id = {tid: name for name, tid in imp.inputs if tid is not None}

@@ -37,6 +37,7 @@ Example:
 """
 from __future__ import annotations
 
+import operator
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ from .builder import (ONNX_DTYPES, Builder, Node, OnnxDynamicShape, OnnxRefused,
                       data_type)
 from .node import check_onnx_node, run_onnx_node, wildcard_attrs
 from .ops import ONNX_OPS
+from .skeleton import skeleton
 
 # nodes never evaluated at import, even with constant inputs: their values differ from run to run
 _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
@@ -77,34 +79,19 @@ def _load(model) -> tuple:
     raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
 
 
-def _check(model, where: str, path=None) -> None:
-    """onnx's full checker (the model's structure, then strict shape inference) on ``model``; what
-    it finds is a GraphError naming ``where``. The checker insists on a shape for every graph
-    output, which onnxruntime does not: outputs declared without one are left out of what it
-    checks (our shape rules give them theirs). A model over protobuf's 2 GB limit is checked
-    from its file."""
+def _check(model, where: str, path=None, input_shapes=None) -> None:
+    """onnx's full checker (the model's structure, then strict shape inference) on the
+    skeleton of ``model`` (``skeleton``: its weights left out, ``input_shapes`` bound, graph
+    outputs without a declared shape left out, as onnxruntime does not insist on one); what it
+    finds is a GraphError naming ``where``. A skeleton over protobuf's 2 GB limit is checked
+    from the model's file when it is the model itself."""
     import onnx
-    checked = _without_shapeless_outputs(model)
+    checked = skeleton(model, input_shapes)
     too_big = checked.ByteSize() > onnx.checker.MAXIMUM_PROTOBUF
     if too_big and (path is None or checked is not model):
-        return              # only its file could be checked, and there is none (or it lacks shapes)
+        return              # only its file could be checked, and there is none (or it is not the skeleton)
     _read(lambda: onnx.checker.check_model(path if too_big else checked, full_check=True),
           f"{where} fails onnx's checker")
-
-
-def _without_shapeless_outputs(model):
-    """``model``, or a copy of it whose graph outputs all declare a shape."""
-    import onnx
-    shapeless = [vi.name for vi in model.graph.output
-                 if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")]
-    if not shapeless:
-        return model
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    kept = [vi for vi in copy.graph.output if vi.name not in shapeless]
-    del copy.graph.output[:]
-    copy.graph.output.extend(kept)
-    return copy
 
 
 def _read(read, problem: str, keep=(MemoryError,)):
@@ -126,10 +113,12 @@ def _default_opset(model) -> int:
     raise GraphError("the model imports no version of the default ONNX opset (domain '')")
 
 
-def _onnx_types(model) -> dict:
+def _onnx_types(model, input_shapes=None) -> dict:
     """name -> (elem type, static shape or None) from onnx's shape inference (with data
-    propagation); what it cannot infer is missing."""
+    propagation) on the skeleton of ``model`` with ``input_shapes`` bound; what it cannot infer
+    is missing."""
     import onnx
+    model = skeleton(model, input_shapes)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as e:      # onnx raises several kinds; the import goes on without its shapes
@@ -148,9 +137,20 @@ def _onnx_types(model) -> dict:
     return types
 
 
+def _given_shape(name: str, dims) -> tuple:
+    """A shape given in ``input_shapes``: a sequence of non-negative whole numbers."""
+    try:
+        shape = tuple(operator.index(d) for d in dims)
+    except TypeError:
+        raise GraphError(f"input_shapes[{name!r}] must be a sequence of whole numbers, got {dims!r}") from None
+    if any(d < 0 for d in shape):
+        raise GraphError(f"input_shapes[{name!r}] has a negative dim: {shape}")
+    return shape
+
+
 def _input_shape(vi, input_shapes: dict) -> tuple:
     if vi.name in input_shapes:
-        return tuple(int(d) for d in input_shapes[vi.name])
+        return input_shapes[vi.name]
     tt = vi.type.tensor_type
     if not tt.HasField("shape"):
         raise GraphError(f"graph input {vi.name!r} has no shape (unknown rank); give it with "
@@ -221,20 +221,20 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
 
 def _import(model, where: str, path, constant_inputs, input_shapes) -> OnnxImport:
     import onnx
-    _check(model, where, path)
+    constant_inputs = dict(constant_inputs or {})
+    input_shapes = {name: _given_shape(name, dims) for name, dims in (input_shapes or {}).items()}
+    known_inputs = {vi.name for vi in model.graph.input}
+    for name in list(constant_inputs) + list(input_shapes):
+        if name not in known_inputs:
+            raise GraphError(f"{name!r} is not a graph input of the model (inputs: {sorted(known_inputs)})")
+    _check(model, where, path, input_shapes)
     if model.functions:
         from onnx import inliner
         model = inliner.inline_local_functions(model)
     opset = _default_opset(model)
-    constant_inputs = dict(constant_inputs or {})
-    input_shapes = dict(input_shapes or {})
     graph_proto = model.graph
     initializers = {t.name: t for t in graph_proto.initializer}
-    known_inputs = {vi.name for vi in graph_proto.input}
-    for name in list(constant_inputs) + list(input_shapes):
-        if name not in known_inputs:
-            raise GraphError(f"{name!r} is not a graph input of the model (inputs: {sorted(known_inputs)})")
-    b = Builder(opset, _onnx_types(model))
+    b = Builder(opset, _onnx_types(model, input_shapes))
     for name, t in initializers.items():
         b.values[name] = _read(lambda: onnx.numpy_helper.to_array(t), f"initializer {name!r} cannot be read")
     for sparse in graph_proto.sparse_initializer:
