@@ -8,6 +8,8 @@ each file's doctests run in the module the installed package has.
 """
 import importlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,13 @@ from _pytest.doctest import DoctestModule
 # The loop-IR verifier runs after every loop pass in the tests and doctests (users get it off,
 # for speed); TILEFUSE_VERIFY=0 turns it off here too (to time the suite without it).
 os.environ.setdefault("TILEFUSE_VERIFY", "1")
+
+# The kernel disk cache is on in the tests, as for users, in a folder of this run's own (made by
+# the first process, inherited by the workers and the programs tests start; removed at the end):
+# a run never reads kernels an earlier run left, nor fills the user's cache.
+if "TILEFUSE_TEST_CACHE_OWNER" not in os.environ:
+    os.environ["TILEFUSE_TEST_CACHE_OWNER"] = str(os.getpid())
+    os.environ["TILEFUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilefuse-test-kernels-")
 
 ROOT = Path(__file__).resolve().parent
 PACKAGES = ("tilefuse", "tensorir", "schedule", "graph_api", "autotune")
@@ -74,3 +83,8 @@ def pytest_collect_file(file_path: Path, parent):
     if file_path.suffix != ".py" or file_path.name in ("__main__.py", "conftest.py", "setup.py"):
         return None
     return (InstalledDoctestModule if _in_package(file_path) else DoctestModule).from_parent(parent, path=file_path)
+
+
+def pytest_unconfigure(config):
+    if os.environ.get("TILEFUSE_TEST_CACHE_OWNER") == str(os.getpid()):
+        shutil.rmtree(os.environ["TILEFUSE_CACHE_DIR"], ignore_errors=True)

@@ -14,6 +14,8 @@ Subcommands (``autotune SUBCOMMAND --help`` for the options)::
     autotune bench GRAPH [--db PATH] [--repeat N] [--seed S] [--json] [--plot IMAGE]
     autotune plot LOG_OR_DB -o IMAGE [--workload KEY_PREFIX]
     autotune graph GRAPH -o PICTURE [--timeout 60s]
+    autotune cache info [--dir FOLDER] [--top N] [--json]
+    autotune cache clear [--dir FOLDER]
 
 ``plot`` and ``bench --plot`` draw with matplotlib, an optional extra (``pip install -e
 '.[plot]'``); IMAGE is a .png, .svg or .pdf file. ``graph`` writes the graph's DOT text
@@ -38,7 +40,7 @@ Exit codes (the same for every subcommand):
 
 This module parses the command line and runs the subcommand; each group of subcommands has
 its module: ``cli_tune`` (tune), ``cli_records`` (best, show, export, import), ``cli_bench``
-(bench), ``cli_pictures`` (plot, graph); ``cli_io`` holds what they share (exit codes,
+(bench), ``cli_pictures`` (plot, graph), ``cli_cache`` (cache info, cache clear); ``cli_io`` holds what they share (exit codes,
 ``BadInput``, reading graphs and databases, tables). The ``cli_*`` modules, ``session`` and
 ``model_check`` are the modules of ``autotune`` that import ``graph_api`` (the application on
 top of both). GRAPH is a oneDNN Graph JSON file (.json) or an ONNX model (.onnx, read by
@@ -62,6 +64,7 @@ import sys
 
 from . import plots
 from .cli_bench import cmd_bench
+from .cli_cache import cmd_cache_clear, cmd_cache_info
 from .cli_io import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, BadInput
 from .cli_pictures import cmd_graph, cmd_plot
 from .cli_records import cmd_best, cmd_export, cmd_import, cmd_show
@@ -260,6 +263,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_duration, default=plots.DOT_TIMEOUT, metavar="DURATION",
                    help=f"time allowed to Graphviz (default {plots.DOT_TIMEOUT:g} s)")
     p.set_defaults(run=cmd_graph)
+
+    p = commands.add_parser("cache", help="the disk cache of compiled kernels: info, clear",
+                            description="Compiles keep their kernels in a disk cache ($TILEFUSE_CACHE_DIR, else "
+                                        "$XDG_CACHE_HOME/tilefuse, else ~/.cache/tilefuse; 'off' turns it off), "
+                                        "so a new process skips LLVM for kernels it built before.")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
+    for name, run, text in (("info", cmd_cache_info, "where the cache is, its size and its entries"),
+                            ("clear", cmd_cache_clear, "remove every entry")):
+        q = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        q.add_argument("--dir", metavar="FOLDER", help="the cache in FOLDER (default: the one compiles use)")
+        if name == "info":
+            q.add_argument("--top", type=_positive_int, default=20, metavar="N", help="entries listed (default 20)")
+            q.add_argument("--json", action="store_true", help="everything as JSON")
+        q.set_defaults(run=run)
     return parser
 
 

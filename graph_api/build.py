@@ -6,12 +6,13 @@ template of its class, the config a ``ConfigSource`` chose (None: the template's
 the target. ``kernel_job`` makes one; ``build_all`` builds a list of them:
 
 1. each job's workload (signature, config and target) is looked up in the in-process LRU cache, then
-   in the ``KernelCache`` (``kernel_cache``, else a config source that is one, as
-   ``autotune.HistoryBest`` is), so another process skips LLVM;
+   in the persistent caches (``kernel_caches``: ``kernel_cache``, else a config source that is
+   one, as ``autotune.HistoryBest`` is; then the disk cache of ``tensorir.runtime.disk_cache``),
+   so another process skips LLVM;
 2. the distinct workloads no cache holds are built, in forked worker processes when there are
    two or more and no other thread runs in this process (a job a worker could not build is
    built again here, and raises here);
-3. what was built goes into both caches.
+3. what was built goes into the in-process cache and into each persistent cache that lacked it.
 
 Example:
     >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
@@ -30,11 +31,13 @@ import json
 import multiprocessing
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 
 from tilefuse.schedule import template_for
 from tilefuse.schedule.config_source import sourced_config
 from tilefuse.tensorir.runtime import artifact
+from tilefuse.tensorir.runtime.disk_cache import default_kernel_cache
 from tilefuse.tensorir.runtime.kernel_cache import KernelCache, LRUCache, cache_key
 from tilefuse.tensorir.runtime.target import as_target
 
@@ -64,16 +67,21 @@ class Built:
     output_shapes: list
 
 
-def kernel_cache_of(sources: list, kernel_cache: KernelCache | None = None) -> KernelCache | None:
-    """The persistent kernel cache a compile uses: ``kernel_cache``, else the first config
-    source that is one (``autotune.HistoryBest`` keeps the kernels it chose configs for).
+def kernel_caches(sources: list, kernel_cache: KernelCache | None = None) -> list:
+    """The persistent kernel caches a compile reads, in order: ``kernel_cache``, else the first
+    config source that is one (``autotune.HistoryBest`` keeps the kernels it chose configs
+    for); then the disk cache (``tensorir.runtime.disk_cache``: ``$TILEFUSE_CACHE_DIR``, unless
+    it is ``off``).
 
     Example:
-        >>> kernel_cache_of([]) is None
-        True
+        >>> from tilefuse.tensorir.runtime.disk_cache import DiskKernelCache
+        >>> caches = kernel_caches([], DiskKernelCache("/tmp/first"))
+        >>> caches[0], type(caches[-1]).__name__
+        (DiskKernelCache('/tmp/first'), 'DiskKernelCache')
     """
-    return kernel_cache if kernel_cache is not None else \
+    first = kernel_cache if kernel_cache is not None else \
         next((s for s in sources if isinstance(s, KernelCache)), None)
+    return [c for c in (first, default_kernel_cache()) if c is not None]
 
 
 class KernelJob:
@@ -162,21 +170,22 @@ def kernel_job(partition, sources: list, target=None) -> KernelJob:
     return job
 
 
-def build_all(jobs: list, kernel_cache: KernelCache | None = None, workers: int | None = None) -> list:
-    """The ``Built`` of every job, in order: from the in-process cache, else from
-    ``kernel_cache``, else built (each distinct workload once; in ``workers`` forked processes
-    when two or more are missing, default: the CPUs this process may use). See the module's
-    docstring and example."""
+def build_all(jobs: list, kernel_caches: list = (), workers: int | None = None) -> list:
+    """The ``Built`` of every job, in order: from the in-process cache, else from the first of
+    ``kernel_caches`` that holds it, else built (each distinct workload once; in ``workers``
+    forked processes when two or more are missing, default: the CPUs this process may use).
+    What a cache lacks (or holds unusable) it gets. See the module's docstring and example."""
     results: list = [None] * len(jobs)
     missing: dict = {}          # key -> the indices of its jobs, for what no cache holds
-    unstored: set = set()       # keys the persistent cache lacks (or holds unusable)
+    lacking: dict = {}          # key -> the caches that lack it (or hold it unusable)
     for k, job in enumerate(jobs):
         built = _built.get(job.key)
-        if kernel_cache is not None and job.key not in unstored:
-            stored = _thaw(kernel_cache.cached_kernel(job.cache_key))
-            if stored is None:
-                unstored.add(job.key)
-            built = built or stored
+        if job.key in lacking:
+            pass
+        elif built is None:
+            built = _from_caches(job, kernel_caches, lacking.setdefault(job.key, []))
+        else:                   # built in this process: the persistent caches may still lack it
+            lacking[job.key] = [c for c in kernel_caches if not _holds(c, job.cache_key)]
         if built is None:
             missing.setdefault(job.key, []).append(k)
         else:
@@ -188,11 +197,32 @@ def build_all(jobs: list, kernel_cache: KernelCache | None = None, workers: int 
         _built.put(job.key, built)
         for k in indices:
             results[k] = built
-    for job, built in zip(jobs, results):   # the persistent cache gets what this process built too
-        if job.key in unstored:
-            unstored.discard(job.key)
-            kernel_cache.cache_kernel(job.cache_key, _freeze(built))
+    for job, built in zip(jobs, results):   # the caches get what they lacked
+        for cache in lacking.pop(job.key, ()):
+            cache.cache_kernel(job.cache_key, _freeze(built))
     return results
+
+
+def _holds(cache, key: str) -> bool:
+    """Whether ``cache`` has an entry under ``key`` (``has_kernel`` where it has one: no read)."""
+    has = getattr(cache, "has_kernel", None)
+    return has(key) if has is not None else cache.cached_kernel(key) is not None
+
+
+def _from_caches(job: KernelJob, caches, lacking: list) -> Built | None:
+    """``job``'s kernel from the first of ``caches`` that holds a usable one; the caches asked
+    before it are added to ``lacking``. An entry that cannot be used here (damaged, or made for
+    another target or format) is warned about, and replaced once the kernel is built."""
+    for cache in caches:
+        blob = cache.cached_kernel(job.cache_key)
+        built = _thaw(blob, job.target)
+        if built is not None:
+            return built
+        if blob is not None:
+            warnings.warn(f"{cache!r}: the kernel cached under {job.cache_key[:16]}... cannot be used here "
+                          f"(damaged, or another target's); building it again", stacklevel=4)
+        lacking.append(cache)
+    return None
 
 
 def _build_in_workers(jobs: list, workers: int | None) -> list:
@@ -263,13 +293,15 @@ def _freeze(built: Built) -> bytes:
     return artifact.dumps(built.kernel, {"args": built.arg_positions, "shapes": built.output_shapes})
 
 
-def _thaw(blob: bytes | None) -> Built | None:
+def _thaw(blob: bytes | None, target=None) -> Built | None:
     """The ``Built`` of ``_freeze``'s artifact; None for no blob or one that cannot be used
-    here (another target or format version, damaged): it is rebuilt then."""
+    here (compiled for another target than ``target``, when given; another format version;
+    damaged): it is rebuilt then."""
     if blob is None:
         return None
     try:
         kernel, meta = artifact.loads(blob, "cached kernel")
-        return Built(kernel, [(role, k) for role, k in meta["args"]], [tuple(s) for s in meta["shapes"]])
+        built = Built(kernel, [(role, k) for role, k in meta["args"]], [tuple(s) for s in meta["shapes"]])
     except (artifact.ArtifactError, KeyError, TypeError, ValueError):
         return None
+    return built if target is None or kernel.target == target else None

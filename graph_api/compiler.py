@@ -33,7 +33,7 @@ from tilefuse.tensorir.errors import Unsupported
 from tilefuse.tensorir.runtime.target import as_target
 
 from .after_build import Program, run_after_build
-from .build import build_all, kernel_cache_of, kernel_job
+from .build import build_all, kernel_caches, kernel_job
 from .compiled_graph import CompiledGraph
 from .logical_tensor import GraphError
 from .op import OpKind
@@ -60,7 +60,8 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
     compiled kernels in the database. Without ``configs``, the source made active by
     ``autotune.apply_history_best`` (``schedule.using_configs``) is used, else the defaults.
     ``kernel_cache``: a ``tensorir.runtime.KernelCache`` (default: the config source when it is
-    one). Ops without a compiled kernel (an unsupported kind or attribute, an ONNX Wildcard)
+    one); under it, kernels are kept on disk for other processes (``tensorir.runtime.disk_cache``,
+    in ``$TILEFUSE_CACHE_DIR``; ``off`` turns it off). Ops without a compiled kernel (an unsupported kind or attribute, an ONNX Wildcard)
     run in the numpy reference interpreter with a warning naming them; with ``strict=True``
     such a graph is refused instead (``Unsupported``, naming the ops). ``owned``: the graph is
     the compile's to empty (a session's own import), so each weight is dropped once packed.
@@ -89,7 +90,7 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
     sources = config_sources(configs)
     jobs = {k: kernel_job(p, sources, engine.target) for k, (p, view) in enumerate(zip(partitions, views))
             if view is None and p.is_supported()}
-    built = dict(zip(jobs, build_all(list(jobs.values()), kernel_cache_of(sources, kernel_cache))))
+    built = dict(zip(jobs, build_all(list(jobs.values()), kernel_caches(sources, kernel_cache))))
     steps = [Step.viewing(k, p, views[k]) if views[k] is not None else
              Step.compiled(k, p, built[k], jobs[k].config) if k in built else Step.interpreted(k, p)
              for k, p in enumerate(partitions)]

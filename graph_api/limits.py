@@ -17,6 +17,8 @@ import os
 
 import numpy as np
 
+from tilefuse.tensorir.settings import positive_setting
+
 from .logical_tensor import GraphError
 
 ENV_VAR = "TILEFUSE_MAX_TENSOR_BYTES"
@@ -31,13 +33,7 @@ def max_tensor_bytes() -> int:
     """
     text = os.environ.get(ENV_VAR)
     if text is not None:
-        try:
-            value = int(text)
-        except ValueError:
-            value = 0
-        if value <= 0:
-            raise GraphError(f"{ENV_VAR} must be a positive number of bytes, got {text!r}")
-        return value
+        return positive_setting(ENV_VAR, text, GraphError)
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
     except (ValueError, OSError, AttributeError):     # no sysconf here: 8 GiB

@@ -47,9 +47,11 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def atomic_write(path):
+def atomic_write(path, durable: bool = True):
     """A binary file to write; on leaving the block without error it replaces ``path`` (see
-    the module docstring), otherwise it is removed and ``path`` left as it was.
+    the module docstring), otherwise it is removed and ``path`` left as it was. ``durable=False``
+    skips the fsyncs (a cache's entry: after a power cut it may be lost or damaged, never half
+    seen by a running program, and its reader checks it).
 
     Example:
         >>> import os, tempfile
@@ -71,13 +73,15 @@ def atomic_write(path):
             yield f
             f.flush()
             os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-    _fsync_directory(folder)
+    if durable:
+        _fsync_directory(folder)
 
 
 def _fsync_directory(folder: str) -> None:

@@ -14,14 +14,21 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from .artifact import TOOLCHAIN
 from .lru import LRUCache
 from .target import Target, as_target
 
-__all__ = ["KernelCache", "LRUCache", "cache_key"]
+__all__ = ["KernelCache", "LRUCache", "cache_key", "code_fingerprint"]
+
+CODE_PACKAGES = ("tilefuse.tensorir", "tilefuse.schedule", "tilefuse.graph_api")
+"""The packages whose code decides what a kernel compiles to (its signature, its lowering, its
+schedule and its code generation)."""
 
 
 @runtime_checkable
@@ -56,5 +63,25 @@ def cache_key(workload, target: Target | str | None = None) -> str:
         True
     """
     target = as_target(target)
-    text = repr((workload, target.key, target.triple, TOOLCHAIN))
+    text = repr((workload, target.key, target.triple, TOOLCHAIN, code_fingerprint()))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """The sha256 of the compiler's own code (every ``.py`` and ``.ll`` file of
+    ``CODE_PACKAGES``, by path and content), read once per process: an installed release and a
+    working copy edited since a kernel was cached give other keys, so no cache serves code an
+    older compiler made.
+
+    Example:
+        >>> len(code_fingerprint()), code_fingerprint() == code_fingerprint()
+        (64, True)
+    """
+    digest = hashlib.sha256()
+    for package in CODE_PACKAGES:
+        for root in importlib.import_module(package).__path__:
+            for path in sorted(p for p in Path(root).rglob("*") if p.suffix in (".py", ".ll")):
+                digest.update(f"{package}/{path.relative_to(root).as_posix()}\0".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()

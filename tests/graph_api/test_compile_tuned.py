@@ -95,5 +95,8 @@ def test_a_corrupt_cached_kernel_is_rebuilt(tmp_path):
         (key,) = [row["key"] for row in db._conn()["kernels"].rows]
         db.cache_kernel(key, b"\x05\x00\x00\x00\x00\x00\x00\x00junk!")
     build.clear_memory_cache()
-    cg = compile_graph(g, configs=HistoryBest(path))
+    with pytest.warns(UserWarning, match="cannot be used here"):
+        cg = compile_graph(g, configs=HistoryBest(path))
     assert cg.steps[0].config == non_default(task)
+    with Database(path) as db:           # replaced by the kernel the disk cache under it held
+        assert build._thaw(db.cached_kernel(key)) is not None
