@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import Unsupported
-from .target import Target, jit_ir
+from .jit import jit_ir
+from .target import Target
 
 LINE_BYTES = 64
 """The cache line size of the x86 CPUs the project runs on."""

@@ -439,28 +439,6 @@ def new_target_machine() -> llvm.TargetMachine:
     return Target.host().target_machine()
 
 
-def jit_ir(text: str, name: str) -> llvm.ExecutionEngine:
-    """Hand-written LLVM IR ``text`` parsed, checked, optimised (O3) and compiled for the host
-    in an MCJIT engine of its own, as module ``name``; the caller keeps the engine alive as long
-    as it calls the code.
-
-    Example:
-        >>> engine = jit_ir("define i32 @seven() { ret i32 7 }", "example")
-        >>> engine.get_function_address("seven") != 0
-        True
-    """
-    tm = new_target_machine()       # MCJIT takes ownership of its target machine
-    module = llvm.parse_assembly(text)
-    module.triple = tm.triple
-    module.data_layout = str(tm.target_data)
-    module.name = name
-    module.verify()
-    optimize_module(module)
-    engine = llvm.create_mcjit_compiler(module, tm)
-    engine.finalize_object()
-    return engine
-
-
 @functools.lru_cache(maxsize=None)
 def cached_target_machine(target: Target) -> llvm.TargetMachine:
     """The process-wide target machine of ``target``, for optimising and emitting code (never

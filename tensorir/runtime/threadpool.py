@@ -28,7 +28,7 @@ import llvmlite.binding as llvm
 
 from .abi import PARALLEL_FOR
 from .scratch import SCRATCH, callback_address
-from .target import jit_ir
+from .jit import jit_ir
 
 __all__ = ["ensure_runtime", "set_num_threads", "get_num_threads", "parallel_for_address"]
 
