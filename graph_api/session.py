@@ -456,34 +456,44 @@ class _GraphSource:
 
 
 class _OnnxSource:
-    """An ONNX model, kept serialized while it has symbolic dims (each new shape compiles from
-    it)."""
+    """An ONNX model, kept while it has symbolic dims (each new shape compiles from it): its
+    proto without the large weights, which stay in the model's file (or bytes) until an import
+    reads them."""
 
     can_compile = True
 
-    def __init__(self, proto, where: str, inputs, outputs):
-        self.proto, self.where = proto, where        # the ModelProto; its bytes once pickled
+    def __init__(self, loaded, inputs, outputs):
+        self.loaded = loaded            # importer.LoadedModel; pickled whole, as one ModelProto's bytes
         self.inputs, self.outputs = inputs, outputs
 
     @classmethod
     def of(cls, model) -> "_OnnxSource":
-        from .onnx.importer import _check, _load
+        from .onnx.importer import _check, load_model
         path = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
-        proto, where = _load(model)
+        loaded = load_model(model)
+        proto, where = loaded.proto, loaded.where
         _check(proto, where, path)
         initializers = {t.name for t in proto.graph.initializer}
         inputs = [_node_arg(vi, where) for vi in proto.graph.input if vi.name not in initializers]
         outputs = [_node_arg(vi, where) for vi in proto.graph.output]
-        return cls(proto, where, inputs, outputs)
+        return cls(loaded, inputs, outputs)
 
     def __getstate__(self):
-        return dict(self.__dict__, proto=self.proto.SerializeToString())
+        import onnx
+        proto = self.loaded.proto
+        if self.loaded.weights is not None:     # the weights go into a copy: the pickle stands alone
+            proto = onnx.ModelProto()
+            proto.CopyFrom(self.loaded.proto)
+            self.loaded.weights.fill(proto)
+        return dict(self.__dict__, loaded=(proto.SerializeToString(), self.loaded.where))
 
     def __setstate__(self, state):
         import onnx
+        from .onnx.importer import LoadedModel
+        data, where = state["loaded"]
         proto = onnx.ModelProto()
-        proto.ParseFromString(state["proto"])
-        self.__dict__.update(state, proto=proto)
+        proto.ParseFromString(data)
+        self.__dict__.update(state, loaded=LoadedModel(proto, where))
 
     @property
     def static_shapes(self):
@@ -498,9 +508,11 @@ class _OnnxSource:
         from .onnx.importer import import_onnx
         bound = None if self.static_shapes is not None else \
             {arg.name: shape for arg, shape in zip(self.inputs, shapes)}     # this run's shapes
-        imp = import_onnx(self.proto, input_shapes=bound)
+        imp = import_onnx(self.loaded, input_shapes=bound)
         if self.static_shapes is not None:  # compiled once: the model (its weights are copied) goes now
-            self.proto = None
+            if self.loaded.weights is not None:
+                self.loaded.weights.close()
+            self.loaded = None
         compiled = compile_graph(imp.graph, configs=configs, strict=strict, target=target, owned=True)
         position = {name: k for k, (name, _) in enumerate(imp.inputs)}
         by_id = {tid: name for name, tid in imp.inputs if tid is not None}

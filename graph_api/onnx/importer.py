@@ -37,6 +37,7 @@ Example:
 """
 from __future__ import annotations
 
+import mmap
 import operator
 import os
 import warnings
@@ -54,29 +55,83 @@ from .builder import (ONNX_DTYPES, Builder, Node, OnnxDynamicShape, OnnxRefused,
 from .node import check_onnx_node, run_onnx_node, wildcard_attrs
 from .ops import ONNX_OPS
 from .skeleton import skeleton
+from .weights import ModelWeights, split_weights
 
 # nodes never evaluated at import, even with constant inputs: their values differ from run to run
 _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                          "Bernoulli"})
 
 
-def _load(model) -> tuple:
-    """(the ModelProto, how to name it in errors) of a path, serialized bytes or a ModelProto."""
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model read for import: its ModelProto (when read from a file or bytes, without the
+    data of its large initializers), those initializers' data (``weights.ModelWeights``; None:
+    all in the proto) and how errors name it."""
+    proto: object
+    where: str
+    weights: ModelWeights | None = None
+
+
+def load_model(model) -> LoadedModel:
+    """A path, serialized bytes or a ModelProto read for import (a ``LoadedModel`` is itself).
+    A file's and bytes' large initializers are left where they lie (``weights.split_weights``)
+    and read once each as the import needs them; only the rest goes through protobuf.
+
+    Example:
+        >>> import numpy as np
+        >>> from onnx import helper, numpy_helper
+        >>> w = numpy_helper.from_array(np.ones((64, 128), np.float32), "w")
+        >>> loaded = load_model(helper.make_model(helper.make_graph([], "g", [], [], [w])).SerializeToString())
+        >>> loaded.where, loaded.proto.graph.initializer[0].raw_data, loaded.weights.array("w").shape
+        ('ONNX model bytes (32799 bytes)', b'', (64, 128))
+        >>> load_model("examples/resnet_block.onnx").weights is None      # every weight small: all in the proto
+        True
+    """
     import onnx
+    if isinstance(model, LoadedModel):
+        return model
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if not os.path.exists(path):
             raise GraphError(f"no ONNX model file {path!r}")
         where = f"ONNX model file {path!r}"
-        return _read(lambda: onnx.load(path), f"{where} is not a readable ONNX model",
-                     keep=(OSError, MemoryError)), where   # a file that cannot be read says so itself
+        return _read(lambda: _load_file(path, where), f"{where} is not a readable ONNX model",
+                     keep=(OSError, MemoryError))   # a file that cannot be read says so itself
     if isinstance(model, (bytes, bytearray)):
         where = f"ONNX model bytes ({len(model)} bytes)"
-        return _read(lambda: onnx.load_from_string(bytes(model)), f"{where} is not a readable ONNX model",
-                     keep=(OSError, MemoryError)), where
+        data = bytes(model)
+
+        def parse():
+            small, stored = split_weights(data)
+            return LoadedModel(onnx.load_from_string(small), where, ModelWeights(data, stored) if stored else None)
+        return _read(parse, f"{where} is not a readable ONNX model", keep=(OSError, MemoryError))
     if isinstance(model, onnx.ModelProto):
-        return model, f"ONNX model {model.graph.name or '(unnamed graph)'!r}"
+        return LoadedModel(model, f"ONNX model {model.graph.name or '(unnamed graph)'!r}")
     raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
+
+
+def _load_file(path: str, where: str) -> LoadedModel:
+    """The model file at ``path``, scanned through a read-only map (only the pages around the
+    fields decoded are read), its large weights left in the file, kept open to read them."""
+    import onnx
+    from onnx import external_data_helper
+    f = open(path, "rb")
+    try:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            small, stored = split_weights(b"")
+        else:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                small, stored = split_weights(mapped)
+        proto = onnx.load_from_string(small)
+        external_data_helper.load_external_data_for_model(proto, os.path.dirname(os.path.abspath(path)))
+    except BaseException:
+        f.close()
+        raise
+    if not stored:
+        f.close()
+        return LoadedModel(proto, where)
+    return LoadedModel(proto, where, ModelWeights(f, stored, path))
 
 
 def _check(model, where: str, path=None, input_shapes=None) -> None:
@@ -188,7 +243,8 @@ class OnnxImport:
 
 
 def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict | None = None) -> OnnxImport:
-    """Import an ONNX model (a path, serialized bytes or an ``onnx.ModelProto``) as a finalized
+    """Import an ONNX model (a path, serialized bytes, an ``onnx.ModelProto`` or a
+    ``LoadedModel``, which may be imported again: for other input shapes) as a finalized
     graph with its input and output names (see the module docstring and ``OnnxImport``).
     ``constant_inputs`` maps graph input names to values the model is specialized for (they
     become bound constants); ``input_shapes`` gives the shapes of graph inputs whose dims are
@@ -210,17 +266,22 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
         tilefuse.graph_api.logical_tensor.GraphError: ...graph input 'x' has a dynamic dim 0 ...
     """
     path = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
-    model, where = _load(model)
+    loaded = load_model(model)
+    where = loaded.where
     try:
-        return _import(model, where, path, constant_inputs, input_shapes)
+        return _import(loaded, path, constant_inputs, input_shapes)
     except GraphError as e:             # every refusal names the model
         if e.args and isinstance(e.args[0], str) and where not in e.args[0]:
             e.args = (f"{where}: {e.args[0]}", *e.args[1:])
         raise
+    finally:
+        if loaded is not model and loaded.weights is not None:     # read here: the file goes
+            loaded.weights.close()
 
 
-def _import(model, where: str, path, constant_inputs, input_shapes) -> OnnxImport:
+def _import(loaded: LoadedModel, path, constant_inputs, input_shapes) -> OnnxImport:
     import onnx
+    model, where, weights = loaded.proto, loaded.where, loaded.weights
     constant_inputs = dict(constant_inputs or {})
     input_shapes = {name: _given_shape(name, dims) for name, dims in (input_shapes or {}).items()}
     known_inputs = {vi.name for vi in model.graph.input}
@@ -236,7 +297,8 @@ def _import(model, where: str, path, constant_inputs, input_shapes) -> OnnxImpor
     initializers = {t.name: t for t in graph_proto.initializer}
     b = Builder(opset, _onnx_types(model, input_shapes))
     for name, t in initializers.items():
-        b.values[name] = _read(lambda: onnx.numpy_helper.to_array(t), f"initializer {name!r} cannot be read")
+        b.values[name] = weights.array(name) if weights is not None and name in weights else \
+            _read(lambda: onnx.numpy_helper.to_array(t), f"initializer {name!r} cannot be read")
     for sparse in graph_proto.sparse_initializer:
         b.values[sparse.values.name] = _read(lambda: _dense(sparse),
                                              f"initializer {sparse.values.name!r} cannot be read")
