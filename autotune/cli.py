@@ -60,10 +60,13 @@ import re
 import sqlite3
 import sys
 
+from tilefuse import __version__
+
 from . import plots
 from .cli_bench import cmd_bench
 from .cli_io import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, BadInput
 from .cli_pictures import cmd_graph, cmd_plot
+from .cli_profile import add_profile_command
 from .cli_records import cmd_best, cmd_export, cmd_import, cmd_show
 from .cli_tune import LOG_DIR, cmd_tune
 from .database import TuningDatabaseError
@@ -168,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="autotune", description="Tune, inspect and use tilefuse tuning records.",
                      epilog="exit codes: 0 done, 1 not usable (see the subcommand), 2 bad input, "
                             "3 time budget exhausted before any task was tuned, 130 interrupted")
+    parser.add_argument("--version", action="version", version=f"autotune (tilefuse {__version__})")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def db_option(p):
@@ -260,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_duration, default=plots.DOT_TIMEOUT, metavar="DURATION",
                    help=f"time allowed to Graphviz (default {plots.DOT_TIMEOUT:g} s)")
     p.set_defaults(run=cmd_graph)
+    add_profile_command(commands, _positive_int)
     return parser
 
 

@@ -39,12 +39,14 @@ from .logical_tensor import GraphError
 from .op import OpKind
 from .ops.movement import slice_view
 from .pipeline import partition
+from .passes import DEFAULT
 from .engine import Engine
 from .steps import Step
 
 
 def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cache=None,
-                  strict: bool = False, target=None, *, owned: bool = False) -> CompiledGraph:
+                  strict: bool = False, target=None, *, owned: bool = False, policy: str = "fusion",
+                  passes=DEFAULT) -> CompiledGraph:
     """Compile every supported partition of a finalized graph (the steps are the module's).
 
     ``target``: the machine to generate code for (a ``tensorir.runtime.target.Target`` or its
@@ -64,6 +66,8 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
     run in the numpy reference interpreter with a warning naming them; with ``strict=True``
     such a graph is refused instead (``Unsupported``, naming the ops). ``owned``: the graph is
     the compile's to empty (a session's own import), so each weight is dropped once packed.
+    ``policy`` and ``passes``: how ``pipeline.partition`` optimizes and cuts the graph (the
+    default: every pass, ops fused; "debug": no pass, each op alone).
 
     Example:
         >>> import numpy as np
@@ -76,7 +80,7 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
     engine = Engine(target=target) if engine is None else engine
     if target is not None and as_target(target) != engine.target:
         raise GraphError(f"compile_graph: target {as_target(target)} differs from the engine's {engine.target}")
-    partitioned = partition(graph)
+    partitioned = partition(graph, policy, passes)
     ir, partitions = partitioned.ir, partitioned.partitions
     bound = {**graph.constant_values, **ir.constant_values}    # folded constants are inputs too
     fallback = [f"{op.kind.value} (op {op.id})" for p in partitions if not p.is_supported() for op in p.ops]

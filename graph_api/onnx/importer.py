@@ -303,7 +303,7 @@ def _import(model, where: str, path, constant_inputs, input_shapes) -> OnnxImpor
             warnings.warn(f"{why}; it runs as a Wildcard (onnx's reference implementation)", stacklevel=2)
             results = b.wildcard(node, attrs, implicit)
             wildcards.append(node.label)
-        b.commit()
+        b.commit(node)
         _bind_outputs(b, node, results)
     return _finish(b, graph_proto, inputs, wildcards, check_shapes=not resized)
 
