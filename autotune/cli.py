@@ -14,6 +14,8 @@ Subcommands (``autotune SUBCOMMAND --help`` for the options)::
     autotune bench GRAPH [--db PATH] [--repeat N] [--seed S] [--json] [--plot IMAGE]
     autotune plot LOG_OR_DB -o IMAGE [--workload KEY_PREFIX]
     autotune graph GRAPH -o PICTURE [--timeout 60s]
+    autotune profile MODEL [-o TRACE] [--runs N] [--top N] [--db PATH] [--seed S]
+    autotune --version
 
 ``plot`` and ``bench --plot`` draw with matplotlib, an optional extra (``pip install -e
 '.[plot]'``); IMAGE is a .png, .svg or .pdf file. ``graph`` writes the graph's DOT text
@@ -38,7 +40,7 @@ Exit codes (the same for every subcommand):
 
 This module parses the command line and runs the subcommand; each group of subcommands has
 its module: ``cli_tune`` (tune), ``cli_records`` (best, show, export, import), ``cli_bench``
-(bench), ``cli_pictures`` (plot, graph); ``cli_io`` holds what they share (exit codes,
+(bench), ``cli_pictures`` (plot, graph), ``cli_profile`` (profile); ``cli_io`` holds what they share (exit codes,
 ``BadInput``, reading graphs and databases, tables). The ``cli_*`` modules, ``session`` and
 ``model_check`` are the modules of ``autotune`` that import ``graph_api`` (the application on
 top of both). GRAPH is a oneDNN Graph JSON file (.json) or an ONNX model (.onnx, read by

@@ -33,6 +33,7 @@ from tilefuse.tensorir.errors import Unsupported
 from tilefuse.tensorir.runtime.target import as_target
 
 from .after_build import Program, run_after_build
+from .caller_warnings import warned_at_caller
 from .build import build_all, kernel_cache_of, kernel_job
 from .compiled_graph import CompiledGraph
 from .logical_tensor import GraphError
@@ -60,7 +61,8 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
     best config recorded for each workload on this CPU (warning about every workload without a
     record; ``strict=True``: raising ``autotune.MissingTuningRecord`` instead) and keeps the
     compiled kernels in the database. Without ``configs``, the source made active by
-    ``autotune.apply_history_best`` (``schedule.using_configs``) is used, else the defaults.
+    ``autotune.apply_history_best`` (``schedule.using_configs``) is used, else the defaults. Its warnings point at the caller's
+    line (``caller_warnings``): the workloads without a record as one warning.
     ``kernel_cache``: a ``tensorir.runtime.KernelCache`` (default: the config source when it is
     one). Ops without a compiled kernel (an unsupported kind or attribute, an ONNX Wildcard)
     run in the numpy reference interpreter with a warning naming them; with ``strict=True``
@@ -77,6 +79,12 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
         >>> compile_graph(g).run({0: np.array([[-1, 2, -3], [4, -5, 6]], "float32")})[1].tolist()
         [[0.0, 2.0, 0.0], [4.0, 0.0, 6.0]]
     """
+    return warned_at_caller(_compile_graph, graph, engine, configs, kernel_cache, strict, target, owned, policy,
+                            passes)
+
+
+def _compile_graph(graph, engine, configs, kernel_cache, strict, target, owned, policy, passes) -> CompiledGraph:
+    """``compile_graph``'s work, its warnings raised where they arise."""
     engine = Engine(target=target) if engine is None else engine
     if target is not None and as_target(target) != engine.target:
         raise GraphError(f"compile_graph: target {as_target(target)} differs from the engine's {engine.target}")

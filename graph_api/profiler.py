@@ -16,8 +16,9 @@ in parentheses, an op no node of the model made, comes after them); ``args``:
   (``[{"float": [1, 64, 56, 56]}]``);
 * ``flop``, ``bytes``: estimates, not counts (``partition_cost``), and what they make of the
   step's time: ``gflops`` and ``fma_share`` (of the FMA peak), ``gbs`` and
-  ``bandwidth_share`` (of the copy bandwidth), ``bound``: the larger share's resource ("fma"
-  or "memory"). The peaks are measured once per process (``machine.peaks``) or given. A
+  ``bandwidth_share`` (of the copy bandwidth), ``bound``: which of the two the roofline
+  model says limits the step ("fma" when its FLOPs per byte reach the peaks' ratio, else
+  "memory"). The peaks are measured once per process (``machine.peaks``) or given. A
   step whose data stays in the caches can pass 100% of a bandwidth measured on arrays far
   larger than them.
 
@@ -191,7 +192,7 @@ class Profiler:
             self.span("Node", nodes[0] + (f"+{len(nodes) - 1}" if len(nodes) > 1 else ""), begun, spent,
                       {**cost, "provider": "CPUExecutionProvider", "gflops": round(gflops, 3),
                        "gbs": round(gbs, 3), "fma_share": round(fma, 4), "bandwidth_share": round(memory, 4),
-                       "bound": "fma" if fma >= memory else "memory"})
+                       "bound": "fma" if cost["flop"] * gbs_peak >= cost["bytes"] * gflops_peak else "memory"})
 
     def write(self, path: str | None = None) -> str:
         """Write the events as JSON to ``path`` (default: the prefix, the start's date and

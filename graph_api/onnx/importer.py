@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import reference
+from ..caller_warnings import warned_at_caller
 from ..graph import Graph
 from ..limits import check_tensor_bytes
 from ..logical_tensor import DataType, GraphError, LogicalTensor
@@ -540,4 +541,4 @@ def from_onnx(model, constant_inputs: dict | None = None, input_shapes: dict | N
         >>> [(tid, value.shape) for tid, value in outputs.items()]
         [(32, (1, 10))]
     """
-    return import_onnx(model, constant_inputs, input_shapes).graph
+    return warned_at_caller(import_onnx, model, constant_inputs, input_shapes).graph

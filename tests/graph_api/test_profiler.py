@@ -77,7 +77,7 @@ def test_the_trace_is_onnxruntimes_format_with_one_event_per_partition_run(tmp_p
         assert a["flop"] / slowest / 1e9 - 1e-3 <= a["gflops"] <= a["flop"] / fastest / 1e9 + 1e-3
         assert a["fma_share"] == pytest.approx(a["gflops"] / PEAKS[0], rel=1e-2, abs=1e-4)
         assert a["bandwidth_share"] == pytest.approx(a["gbs"] / PEAKS[1], rel=1e-2, abs=1e-4)
-        assert a["bound"] == ("fma" if a["fma_share"] >= a["bandwidth_share"] else "memory")
+        assert a["bound"] == ("fma" if a["flop"] / a["bytes"] >= PEAKS[0] / PEAKS[1] else "memory")
     runs = [e for e in events if e["name"] == "model_run"]
     for run, (a, b) in zip(runs, zip(nodes[::2], nodes[1::2])):       # a run's steps lie within it
         assert run["ts"] <= a["ts"] <= b["ts"] <= run["ts"] + run["dur"]
