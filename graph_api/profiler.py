@@ -110,7 +110,7 @@ def partition_cost(step) -> dict:
 
     def size(tensors):
         return sum(math.prod(t.shape) * t.dtype.itemsize for t in tensors if t.is_known())
-    names = list(dict.fromkeys(op.name for op in step.ops))
+    names = list(dict.fromkeys(name for op in step.ops for name in op.covers))
     return {"nodes": sorted(names, key=lambda name: name.startswith("(")),       # the model's nodes first
             "op_name": "+".join(dict.fromkeys(op.kind.value for op in step.ops)),
             "partition": step.index, "kind": step.kind, "runs": "reference" if step.kernel is None else "kernel",

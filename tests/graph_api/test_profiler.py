@@ -131,3 +131,38 @@ def test_a_profiler_writes_the_path_it_is_given(tmp_path):
     profiler.span("Session", "x", profiler.now(), 0.5)
     path = profiler.write(str(tmp_path / "trace.json"))
     assert json.load(open(path))[0]["dur"] == 500000
+
+
+def test_folded_and_recognised_ops_keep_the_nodes_they_stand_for(tmp_path, known_peaks):
+    from pathlib import Path
+    options = SessionOptions()
+    options.enable_profiling, options.profile_file_prefix = True, str(tmp_path / "block")
+    model = Path(__file__).resolve().parents[2] / "examples" / "resnet_block.onnx"
+    sess = InferenceSession(str(model), options)
+    sess.run(None, {"input": np.ones((1, 16, 32, 32), "float32")})
+    nodes = [e["args"]["nodes"] for e in json.load(open(sess.end_profiling())) if e["cat"] == "Node"]
+    assert ["conv0_2", "bn0_7", "relu0_8"] in nodes             # the batch norm folded into the weights
+    assert ["conv1_10", "bn1_15", "residual_16", "relu1_17"] in nodes
+    assert sorted(n for group in nodes for n in group if not n.startswith("(")) == \
+        sorted(node.name for node in onnx.load(str(model)).graph.node)      # every node, once
+
+
+def test_a_layer_norm_written_op_by_op_covers_each_of_its_nodes():
+    from tilefuse.graph_api.passes import recognize_norms
+    from tilefuse.graph_api import from_onnx
+    names = ["/ln/ReduceMean", "/ln/Sub", "/ln/Pow", "/ln/ReduceMean_1", "/ln/Add", "/ln/Sqrt", "/ln/Div"]
+    two = numpy_helper.from_array(np.array(2.0, "float32"), "two")
+    eps = numpy_helper.from_array(np.array(1e-5, "float32"), "eps")
+    axes = numpy_helper.from_array(np.array([-1], "int64"), "axes")
+    nodes = [helper.make_node("ReduceMean", ["x", "axes"], ["m"], name=names[0]),
+             helper.make_node("Sub", ["x", "m"], ["d"], name=names[1]),
+             helper.make_node("Pow", ["d", "two"], ["p"], name=names[2]),
+             helper.make_node("ReduceMean", ["p", "axes"], ["v"], name=names[3]),
+             helper.make_node("Add", ["v", "eps"], ["ve"], name=names[4]),
+             helper.make_node("Sqrt", ["ve"], ["s"], name=names[5]),
+             helper.make_node("Div", ["d", "s"], ["y"], name=names[6])]
+    graph = helper.make_graph(nodes, "ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [two, eps, axes])
+    g = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    (norm,) = [op for op in recognize_norms(g).ops if op.kind is OpKind.LayerNorm]
+    assert set(norm.covers) == set(names)
