@@ -3,7 +3,8 @@ writes (a JSON list of ``{"cat", "name", "ph": "X", "ts", "dur", "pid", "tid", "
 in microseconds from the session's start; chrome://tracing and Perfetto open it).
 
 Events: ``session_initialization`` (cat "Session": the compile of the shapes known at start),
-per run ``model_run`` (cat "Session"; its args hold the peaks shares are of), and per step of
+``compile`` (cat "Session": each compile of a set of input shapes, at start or in a run that
+brings new ones), per run ``model_run`` (cat "Session"; its args hold the peaks shares are of), and per step of
 the run one event of cat "Node": the partition's kernel (or its reference-interpreter run) timed
 alone. Its ``name`` is the partition's first ONNX node name (``+N`` for the others: a name
 in parentheses, an op no node of the model made, comes after them); ``args``:

@@ -217,6 +217,9 @@ class InferenceSession:
         started = time.perf_counter()
         compiled = warned_at_caller(source.compile, shapes, self._configs, self._strict, self._target, self._level,
                                     quiet=severity >= 3)
+        if self._profiler is not None:
+            self._profiler.span("Session", "compile", started, time.perf_counter() - started,
+                                {"input_shapes": [list(s) for s in shapes], "level": self._level.name})
         if severity <= 1:
             steps = compiled.graph.steps
             tag = f" [{self._logid}]" if self._logid else ""

@@ -59,7 +59,8 @@ def test_the_trace_is_onnxruntimes_format_with_one_event_per_partition_run(tmp_p
         assert set(e) == {"cat", "name", "ph", "ts", "dur", "pid", "tid", "args"} and e["ph"] == "X"
         assert isinstance(e["ts"], int) and isinstance(e["dur"], int) and e["dur"] >= 0
     names = [(e["cat"], e["name"]) for e in events]
-    assert names[0] == ("Session", "session_initialization")
+    assert names[:2] == [("Session", "compile"), ("Session", "session_initialization")]
+    assert events[0]["args"] == {"input_shapes": [[4, 32]], "level": "ORT_ENABLE_ALL"}
     assert names.count(("Session", "model_run")) == 3
     nodes = [e for e in events if e["cat"] == "Node"]
     assert len(nodes) == 3 * 2                  # two partitions, each a MatMul with its Add and Relu
@@ -166,3 +167,17 @@ def test_a_layer_norm_written_op_by_op_covers_each_of_its_nodes():
     g = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
     (norm,) = [op for op in recognize_norms(g).ops if op.kind is OpKind.LayerNorm]
     assert set(norm.covers) == set(names)
+
+
+def test_a_run_that_brings_new_shapes_shows_its_compile(tmp_path, known_peaks):
+    model = dense_model()
+    for tensor in (model.graph.input[0], model.graph.output[0]):
+        tensor.type.tensor_type.shape.dim[0].dim_param = "batch"
+    options = SessionOptions()
+    options.enable_profiling, options.profile_file_prefix = True, str(tmp_path / "p")
+    sess = InferenceSession(model, options)
+    for n in (2, 3, 2):
+        sess.run(None, {"x": np.ones((n, 32), "float32")})
+    events = json.load(open(sess.end_profiling()))
+    assert [e["args"]["input_shapes"] for e in events if e["name"] == "compile"] == [[[2, 32]], [[3, 32]]]
+    assert [e["args"]["input_type_shape"][0]["float"][0] for e in events if e["cat"] == "Node"] == [2, 2, 3, 3, 2, 2]
