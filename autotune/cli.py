@@ -16,6 +16,8 @@ Subcommands (``autotune SUBCOMMAND --help`` for the options)::
     autotune graph GRAPH -o PICTURE [--timeout 60s]
     autotune cache info [--dir FOLDER] [--top N] [--json]
     autotune cache clear [--dir FOLDER]
+    autotune profile MODEL [-o TRACE] [--runs N] [--top N] [--db PATH] [--seed S]
+    autotune --version
 
 ``plot`` and ``bench --plot`` draw with matplotlib, an optional extra (``pip install -e
 '.[plot]'``); IMAGE is a .png, .svg or .pdf file. ``graph`` writes the graph's DOT text
@@ -40,7 +42,8 @@ Exit codes (the same for every subcommand):
 
 This module parses the command line and runs the subcommand; each group of subcommands has
 its module: ``cli_tune`` (tune), ``cli_records`` (best, show, export, import), ``cli_bench``
-(bench), ``cli_pictures`` (plot, graph), ``cli_cache`` (cache info, cache clear); ``cli_io`` holds what they share (exit codes,
+(bench), ``cli_pictures`` (plot, graph), ``cli_cache`` (cache info, cache clear),
+``cli_profile`` (profile); ``cli_io`` holds what they share (exit codes,
 ``BadInput``, reading graphs and databases, tables). The ``cli_*`` modules, ``session`` and
 ``model_check`` are the modules of ``autotune`` that import ``graph_api`` (the application on
 top of both). GRAPH is a oneDNN Graph JSON file (.json) or an ONNX model (.onnx, read by
@@ -62,11 +65,14 @@ import re
 import sqlite3
 import sys
 
+from tilefuse import __version__
+
 from . import plots
 from .cli_bench import cmd_bench
 from .cli_cache import cmd_cache_clear, cmd_cache_info
 from .cli_io import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, BadInput
 from .cli_pictures import cmd_graph, cmd_plot
+from .cli_profile import add_profile_command
 from .cli_records import cmd_best, cmd_export, cmd_import, cmd_show
 from .cli_tune import LOG_DIR, cmd_tune
 from .database import TuningDatabaseError
@@ -171,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="autotune", description="Tune, inspect and use tilefuse tuning records.",
                      epilog="exit codes: 0 done, 1 not usable (see the subcommand), 2 bad input, "
                             "3 time budget exhausted before any task was tuned, 130 interrupted")
+    parser.add_argument("--version", action="version", version=f"autotune (tilefuse {__version__})")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def db_option(p):
@@ -277,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
             q.add_argument("--top", type=_positive_int, default=20, metavar="N", help="entries listed (default 20)")
             q.add_argument("--json", action="store_true", help="everything as JSON")
         q.set_defaults(run=run)
+    add_profile_command(commands, _positive_int)
     return parser
 
 

@@ -133,7 +133,7 @@ def cmd_bench(args) -> int:
     if args.plot is not None:
         _draw_bench(args, stats, sys.stderr if args.json else sys.stdout)
     if missing:
-        print(f"autotune: {len(missing)} workload(s) ran with default configs "
+        print(f"autotune: {len(absent)} workload(s) ran with default configs "
               f"(`autotune best --missing {args.graph} --db {args.db}` lists them)", file=sys.stderr)
     if mismatched:
         print(f"autotune: the tuned graph's outputs {mismatched} differ from the default graph's",

@@ -125,5 +125,6 @@ def cmd_graph(args) -> int:
     """
     graph = load_graph(args.graph)
     written = plots.write_graph_picture(graph.to_dot(), args.output, timeout=args.timeout)
-    print(f"wrote {args.output} ({written}): {len(graph.get_partitions())} partition(s) of {args.graph}")
+    drawn = sum(1 for p in graph.get_partitions() if p.get_ops())      # as graph_to_dot draws them
+    print(f"wrote {args.output} ({written}): {drawn} partition(s) of {args.graph}")
     return EXIT_OK

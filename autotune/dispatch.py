@@ -42,7 +42,27 @@ class MissingTuningRecord(TilefuseError, LookupError):
 
 
 class MissingRecordWarning(UserWarning):
-    """A workload compiles with its default config because the database has no record of it."""
+    """A workload compiles with its default config because the database has no record of it
+    (``db``: the database's path, ``cpu``: the CPU it has none for). A session's compile
+    raises the warnings of a model as one, ``summary``.
+
+    Example:
+        >>> many = [MissingRecordWarning(f"no tuning record for workload w{k}", "t.db", "skylake") for k in range(3)]
+        >>> MissingRecordWarning.summary(many)
+        '3 workloads have no tuning record for skylake in t.db: they compile with their default configs; tune them with `autotune tune MODEL --db t.db` (`autotune best --missing MODEL --db t.db` lists them)'
+    """
+
+    def __init__(self, message: str, db: str = "", cpu: str = ""):
+        super().__init__(message)
+        self.db, self.cpu = db, cpu
+
+    @classmethod
+    def summary(cls, warnings_: list) -> str:
+        """One message for several of these warnings: how many, and the fix."""
+        db, cpu = warnings_[0].db or "the database", warnings_[0].cpu or "this CPU"
+        return (f"{len(warnings_)} workloads have no tuning record for {cpu} in {db}: they compile with their "
+                f"default configs; tune them with `autotune tune MODEL --db {db}` (`autotune best --missing MODEL "
+                f"--db {db}` lists them)")
 
 
 def workload_key(template) -> str:
@@ -121,7 +141,7 @@ class HistoryBest:
                 raise MissingTuningRecord(message)
             if key not in self._warned:
                 self._warned.add(key)
-                warnings.warn(message, MissingRecordWarning, stacklevel=3)
+                warnings.warn(MissingRecordWarning(message, str(self.db.path), target.cpu), stacklevel=3)
         return config
 
     def cached_kernel(self, key: str) -> bytes | None:

@@ -25,8 +25,9 @@ from .dispatch import HistoryBest
 
 
 class InferenceSession(graph_session.InferenceSession):
-    """A ``graph_api.InferenceSession`` whose ``db`` (a path or a ``Database``; None: the
-    templates' defaults) gives the configs; ``strict_records``: a workload without a record is
+    """A ``graph_api.InferenceSession`` (onnxruntime's arguments, ``SessionOptions`` and
+    providers, as there) whose ``db`` (a path or a ``Database``; None: the templates'
+    defaults) gives the configs; ``strict_records``: a workload without a record is
     ``MissingTuningRecord`` instead of a warning.
 
     Example:
@@ -45,9 +46,10 @@ class InferenceSession(graph_session.InferenceSession):
         [[1.0, 2.0, 3.0]]
     """
 
-    def __init__(self, model, db=None, strict: bool = False, num_threads: int | None = None,
+    def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, *, db=None,
+                 strict: bool = False, num_threads: int | None = None,
                  max_compiled_shapes: int = graph_session.MAX_COMPILED_SHAPES, strict_records: bool = False,
                  target=None):
         configs = None if db is None else HistoryBest(db, strict=strict_records)
-        super().__init__(model, configs=configs, strict=strict, num_threads=num_threads,
-                         max_compiled_shapes=max_compiled_shapes, target=target)
+        super().__init__(path_or_bytes, sess_options, providers, provider_options, configs=configs, strict=strict,
+                         num_threads=num_threads, max_compiled_shapes=max_compiled_shapes, target=target)

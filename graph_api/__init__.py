@@ -23,7 +23,9 @@ from .compiled_graph import CompiledGraph
 from .compiler import compile_graph
 from . import reference
 from .onnx import from_onnx
+from .session_options import GraphOptimizationLevel, RunOptions, SessionOptions, get_available_providers
 from .session import InferenceSession, NodeArg, load_compiled
 
 __all__ += ["Engine", "Stream", "Tensor", "Partition", "CompiledPartition", "CompiledGraph", "compile_graph",
-            "reference", "from_onnx", "InferenceSession", "NodeArg", "load_compiled"]
+            "reference", "from_onnx", "InferenceSession", "NodeArg", "load_compiled", "GraphOptimizationLevel",
+            "RunOptions", "SessionOptions", "get_available_providers"]

@@ -77,6 +77,7 @@ class CompiledGraph:
         self._run_steps, self.bound = program.run_steps, program.bound
         self.memory = program.memory
         self._arenas = []         # the planned buffers of runs that ended, for the next ones
+        self._timed_arenas = []   # the same for profiled runs
         self._cannot_run = self.engine.target.cannot_run_here()      # None: its kernels run here
 
     def __reduce_ex__(self, protocol):
@@ -98,7 +99,7 @@ class CompiledGraph:
             >>> again.run({0: np.array([-1, 0, 2], "float32")})[1].tolist()
             [0.0, 0.0, 2.0]
         """
-        state = {k: v for k, v in self.__dict__.items() if k not in ("engine", "_arenas", "_cannot_run")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("engine", "_arenas", "_timed_arenas", "_cannot_run")}
         state["target"] = self.target
         buffers = []
         payload = pickle.dumps(state, protocol=5, buffer_callback=buffers.append)
@@ -106,12 +107,13 @@ class CompiledGraph:
         data = [pickle.PickleBuffer(r) for r in raw] if protocol >= 5 else [bytes(r) for r in raw]
         return _restore, (PICKLE_FORMAT, payload, data, _digest(payload, raw))
 
-    def run(self, feeds: dict) -> dict:
+    def run(self, feeds: dict, stop=None) -> dict:
         """Run the graph on ``feeds`` (graph input id -> array, or a list of arrays in
         ``input_ports`` order; bound constants need none and may not be fed);
         returns graph outputs by id. A partition that computes only constants fed at run (not
         bound) runs once and keeps its results while it is fed the same constant arrays
-        (constant inputs must not be modified between runs, as in oneDNN).
+        (constant inputs must not be modified between runs, as in oneDNN). ``stop``: a
+        function called before each step; when it raises, the run ends with its exception.
 
         Example:
             >>> from tilefuse.graph_api import load_json, compile_graph
@@ -127,9 +129,34 @@ class CompiledGraph:
         except IndexError:
             state = _RunState(self)
         try:
-            return self._execute(state, values)
+            return self._execute(state, values, stop)
         finally:
             self._arenas.append(state)
+
+    def profile(self, feeds: dict, stop=None) -> tuple:
+        """``run(feeds, stop)``'s outputs, and when each step began and how long it took, in
+        run order: [(its partition index, ``time.perf_counter()`` at its start, seconds), ...]
+        (a step that costs nothing, a view, is absent; see ``step_times``).
+
+        Example:
+            >>> from tilefuse.graph_api import load_json, compile_graph
+            >>> compiled = compile_graph(load_json("examples/mlp.json"))
+            >>> outputs, log = compiled.profile([np.ones(t.shape, "float32") for t in compiled.input_ports])
+            >>> [index for index, started, seconds in log], list(outputs) == compiled.output_ids
+            ([0, 1, 2, 3], True)
+        """
+        if self._cannot_run is not None:
+            self._refuse_to_run()
+        values = self._checked_values(feeds)
+        try:
+            state = self._timed_arenas.pop()
+        except IndexError:
+            state = self._timed_state()
+        try:
+            state.log.clear()
+            return self._execute(state, values, stop), list(state.log)
+        finally:
+            self._timed_arenas.append(state)
 
     def step_times(self, feeds: dict, runs: int = 10) -> dict:
         """Seconds each step took in each of ``runs`` runs on ``feeds``, by the index of its
@@ -152,14 +179,23 @@ class CompiledGraph:
         if self._cannot_run is not None:
             self._refuse_to_run()
         values = self._checked_values(feeds)
-        state = _RunState(self)         # its own buffers: its program times each step
+        state = self._timed_state()
         times = {index: [] for index in state.indices}
-        state.program = [_TimedStep(instruction, times[index]) if isinstance(instruction, Step) else
-                         (_timed(instruction[0], times[index]), *instruction[1:])
-                         for index, instruction in zip(state.indices, state.program)]
         for _ in range(runs):
             self._execute(state, dict(values))
+        for index, _, seconds in state.log:
+            times[index].append(seconds)
         return times
+
+    def _timed_state(self) -> "_RunState":
+        """A run state of its own (its own buffers) whose program appends (partition index,
+        start, seconds) of each step it runs to its ``log``."""
+        state = _RunState(self)
+        log = state.log = []
+        state.program = [_TimedStep(instruction, index, log) if isinstance(instruction, Step) else
+                         (_timed(instruction[0], index, log), *instruction[1:])
+                         for index, instruction in zip(state.indices, state.program)]
+        return state
 
     @property
     def target(self):
@@ -176,12 +212,14 @@ class CompiledGraph:
         raise GraphError(f"this compiled graph cannot run here: {self._cannot_run}; save it and run it on such "
                          f"a machine, or compile it for this host")
 
-    def _execute(self, state: "_RunState", values: dict) -> dict:
-        """Run ``state``'s program on ``values`` (the bound constants and the checked feeds);
-        the graph's outputs by id."""
+    def _execute(self, state: "_RunState", values: dict, stop=None) -> dict:
+        """Run ``state``'s program on ``values`` (the bound constants and the checked feeds),
+        calling ``stop`` (when given) before each step; the graph's outputs by id."""
         values.update(state.values)
         slices = state.slices if state.slices is not None else self._concat_slices(values, state.arena)
         for instruction in state.program:
+            if stop is not None:
+                stop()
             if type(instruction) is not tuple:      # a step run as it is (timed or not)
                 values.update(instruction.run(values, slices, state.arena))
                 continue
@@ -290,14 +328,14 @@ class _RunState:
             self.program.append((entry, args, reads, writes, step.kernel))
 
 
-def _timed(entry, seconds: list):
-    """``entry``, appending the seconds of each call to ``seconds``."""
+def _timed(entry, index: int, log: list):
+    """``entry``, appending (``index``, its start, its seconds) of each call to ``log``."""
     clock = time.perf_counter
 
     def call(*args):
         started = clock()
         status = entry(*args)
-        seconds.append(clock() - started)
+        log.append((index, started, clock() - started))
         return status
     return call
 
@@ -321,15 +359,15 @@ def _entry(kernel, args: list, keys: list, made: dict):
 
 
 class _TimedStep:
-    """A step whose runs append their seconds to a list."""
+    """A step whose runs append (its partition index, their start, their seconds) to a log."""
 
-    def __init__(self, step: Step, seconds: list):
-        self.step, self.seconds = step, seconds
+    def __init__(self, step: Step, index: int, log: list):
+        self.step, self.index, self.log = step, index, log
 
     def run(self, values: dict, slices: dict, arena: dict) -> dict:
         started = time.perf_counter()
         results = self.step.run(values, slices, arena)
-        self.seconds.append(time.perf_counter() - started)
+        self.log.append((self.index, started, time.perf_counter() - started))
         return results
 
 
@@ -356,7 +394,7 @@ def _restore(version, payload, buffers, digest) -> CompiledGraph:
                                      f"elsewhere)") from None
     restored = CompiledGraph.__new__(CompiledGraph)
     target = state.pop("target")
-    restored.__dict__.update(state, engine=Engine(target=target), _arenas=[], _cannot_run=target.cannot_run_here())
+    restored.__dict__.update(state, engine=Engine(target=target), _arenas=[], _timed_arenas=[], _cannot_run=target.cannot_run_here())
     return restored
 
 

@@ -33,18 +33,21 @@ from tilefuse.tensorir.errors import Unsupported
 from tilefuse.tensorir.runtime.target import as_target
 
 from .after_build import Program, run_after_build
+from .caller_warnings import warned_at_caller
 from .build import build_all, kernel_caches, kernel_job
 from .compiled_graph import CompiledGraph
 from .logical_tensor import GraphError
 from .op import OpKind
 from .ops.movement import slice_view
 from .pipeline import partition
+from .passes import DEFAULT
 from .engine import Engine
 from .steps import Step
 
 
 def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cache=None,
-                  strict: bool = False, target=None, *, owned: bool = False) -> CompiledGraph:
+                  strict: bool = False, target=None, *, owned: bool = False, policy: str = "fusion",
+                  passes=DEFAULT) -> CompiledGraph:
     """Compile every supported partition of a finalized graph (the steps are the module's).
 
     ``target``: the machine to generate code for (a ``tensorir.runtime.target.Target`` or its
@@ -58,13 +61,16 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
     best config recorded for each workload on this CPU (warning about every workload without a
     record; ``strict=True``: raising ``autotune.MissingTuningRecord`` instead) and keeps the
     compiled kernels in the database. Without ``configs``, the source made active by
-    ``autotune.apply_history_best`` (``schedule.using_configs``) is used, else the defaults.
+    ``autotune.apply_history_best`` (``schedule.using_configs``) is used, else the defaults. Its warnings point at the caller's
+    line (``caller_warnings``): the workloads without a record as one warning.
     ``kernel_cache``: a ``tensorir.runtime.KernelCache`` (default: the config source when it is
     one); under it, kernels are kept on disk for other processes (``tensorir.runtime.disk_cache``,
     in ``$TILEFUSE_CACHE_DIR``; ``off`` turns it off). Ops without a compiled kernel (an unsupported kind or attribute, an ONNX Wildcard)
     run in the numpy reference interpreter with a warning naming them; with ``strict=True``
     such a graph is refused instead (``Unsupported``, naming the ops). ``owned``: the graph is
     the compile's to empty (a session's own import), so each weight is dropped once packed.
+    ``policy`` and ``passes``: how ``pipeline.partition`` optimizes and cuts the graph (the
+    default: every pass, ops fused; "debug": no pass, each op alone).
 
     Example:
         >>> import numpy as np
@@ -74,10 +80,16 @@ def compile_graph(graph, engine: Engine | None = None, configs=None, kernel_cach
         >>> compile_graph(g).run({0: np.array([[-1, 2, -3], [4, -5, 6]], "float32")})[1].tolist()
         [[0.0, 2.0, 0.0], [4.0, 0.0, 6.0]]
     """
+    return warned_at_caller(_compile_graph, graph, engine, configs, kernel_cache, strict, target, owned, policy,
+                            passes)
+
+
+def _compile_graph(graph, engine, configs, kernel_cache, strict, target, owned, policy, passes) -> CompiledGraph:
+    """``compile_graph``'s work, its warnings raised where they arise."""
     engine = Engine(target=target) if engine is None else engine
     if target is not None and as_target(target) != engine.target:
         raise GraphError(f"compile_graph: target {as_target(target)} differs from the engine's {engine.target}")
-    partitioned = partition(graph)
+    partitioned = partition(graph, policy, passes)
     ir, partitions = partitioned.ir, partitioned.partitions
     bound = {**graph.constant_values, **ir.constant_values}    # folded constants are inputs too
     fallback = [f"{op.kind.value} (op {op.id})" for p in partitions if not p.is_supported() for op in p.ops]

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 
 def graph_to_dot(graph, policy: str = "fusion") -> str:
-    """A ``digraph`` with one node per op and per graph input, edges labelled by tensor id and
-    shape, and one cluster per partition (dashed when the partition is not supported).
+    """A ``digraph`` with one node per op (its kind and name: an imported ONNX model's ops
+    carry their node's name, ``/layer1/conv1/Conv``) and per graph input, edges labelled by
+    tensor id and shape, and one cluster per partition that holds ops (dashed when the
+    partition is not supported).
 
     Example:
         >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
@@ -14,7 +16,7 @@ def graph_to_dot(graph, policy: str = "fusion") -> str:
         digraph G {
     """
     lines = ["digraph G {", "  rankdir=TB;", '  node [shape=box, fontname="monospace"];']
-    partitions = graph.get_partitions(policy) if graph.is_finalized else []
+    partitions = [p for p in graph.get_partitions(policy) if p.get_ops()] if graph.is_finalized else []
     for p in partitions:
         style = "rounded" if p.is_supported() else "dashed"
         lines.append(f"  subgraph cluster_{p.id} {{")

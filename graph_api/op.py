@@ -154,17 +154,20 @@ class OpKind(enum.Enum):
 
 class Op:
     """One op of a graph. ``attrs`` maps oneDNN attribute names to Python values (ints, floats,
-    strings, bools, lists of ints or floats).
+    strings, bools, lists of ints or floats). ``covers``: the names of the ops of the user's
+    graph it stands for (an imported ONNX node's name; a pass that folds ops into one lists them
+    all), by default its own ``name``.
 
     Example:
         >>> from tilefuse.graph_api.logical_tensor import DataType
         >>> x = LogicalTensor(0, DataType.f32, (2, 3)); y = LogicalTensor(1, DataType.f32, (2, 3))
         >>> op = Op(0, OpKind.ReLU, [x], [y], name="relu")
-        >>> op.kind, [t.id for t in op.inputs]
-        (<OpKind.ReLU: 'ReLU'>, [0])
+        >>> op.kind, [t.id for t in op.inputs], op.covers
+        (<OpKind.ReLU: 'ReLU'>, [0], ('relu',))
     """
 
-    def __init__(self, id: int, kind, inputs=(), outputs=(), attrs: dict | None = None, name: str | None = None):
+    def __init__(self, id: int, kind, inputs=(), outputs=(), attrs: dict | None = None, name: str | None = None,
+                 covers=None):
         if isinstance(id, bool) or not isinstance(id, int) or id < 0:
             raise GraphError(f"op id must be a non-negative int, got {id!r}")
         self.id = id
@@ -177,6 +180,12 @@ class Op:
                                  f"got {type(t).__name__}")
         self.attrs = dict(attrs or {})
         self.name = name if name is not None else f"{self.kind.value}_{id}"
+        self._covers = tuple(dict.fromkeys(covers)) if covers else None
+
+    @property
+    def covers(self) -> tuple:
+        """The names of the user's ops this op stands for (see the class docstring)."""
+        return getattr(self, "_covers", None) or (self.name,)      # ops pickled before it had one: its name
 
     def add_input(self, t: LogicalTensor) -> None:
         self.inputs.append(t)

@@ -147,7 +147,7 @@ class Partition:
         port an output (an End op marks one that an op of the partition reads too)."""
         def described(t):
             return inputs.get(t.id, t)
-        ops = [Op(op.id, op.kind, [described(t) for t in op.inputs], op.outputs, op.attrs, op.name)
+        ops = [Op(op.id, op.kind, [described(t) for t in op.inputs], op.outputs, op.attrs, op.name, op.covers)
                for op in self.ops]
         read_inside = {t.id for op in self.ops for t in op.inputs}
         next_id = max(op.id for op in self.graph.ops) + 1

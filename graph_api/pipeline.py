@@ -85,9 +85,10 @@ def prepare(graph, policy: str = "fusion", passes=DEFAULT) -> GraphIR:
     return ir
 
 
-def partition(graph, policy: str = "fusion") -> PartitionedGraph:
-    """A finalized graph optimized by every step of ``STEPS`` and cut into the compiler's
-    partitions: what ``compile_graph`` builds.
+def partition(graph, policy: str = "fusion", passes=DEFAULT) -> PartitionedGraph:
+    """A finalized graph optimized by every step of ``STEPS`` (``passes``: the graph passes
+    the "passes" step runs) and cut into the compiler's partitions: what ``compile_graph``
+    builds.
 
     Example:
         >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
@@ -97,4 +98,4 @@ def partition(graph, policy: str = "fusion") -> PartitionedGraph:
         >>> g.finalize(); [(p.kind, len(p.ops)) for p in partition(g).partitions]
         [('complex', 2)]
     """
-    return partition_ir(prepare(graph, policy), policy)
+    return partition_ir(prepare(graph, policy, passes), policy)

@@ -1,11 +1,25 @@
 """Sessions shaped like onnxruntime's: a model compiled once, run by input and output names.
 
-``InferenceSession(model)`` takes an ONNX model (a path, serialized bytes or an
-``onnx.ModelProto``), a oneDNN Graph JSON file (``.json``) or a finalized ``Graph``. Switching
-from onnxruntime is one line::
+``InferenceSession(path_or_bytes, sess_options=None, providers=None, provider_options=None)``
+takes an ONNX model (a path, serialized bytes or an ``onnx.ModelProto``), a oneDNN Graph JSON
+file (``.json``) or a finalized ``Graph``, with onnxruntime's options
+(``graph_api.session_options``: ``SessionOptions``, ``RunOptions``, the CPU provider; a missing
+file is a FileNotFoundError, ``ModelFileNotFound``, a folder a GraphError). Switching from
+onnxruntime is one line::
 
-    sess = InferenceSession("model.onnx")                # was onnxruntime.InferenceSession(...)
+    sess = InferenceSession("model.onnx", providers=["CPUExecutionProvider"])   # was onnxruntime's
     [y] = sess.run(None, {"x": x})
+
+* ``get_modelmeta()``, ``get_providers()``, ``get_provider_options()``,
+  ``get_session_options()`` answer as onnxruntime's do; ``end_profiling()`` writes the profile
+  of a session made with ``enable_profiling`` (``graph_api.profiler``) and returns its path
+  ("" when it does not profile, as onnxruntime does).
+* Each session runs with its own thread count (``intra_op_num_threads``, or ``num_threads``):
+  its runs launch parallel loops with it, whatever other sessions ask for
+  (``tensorir.runtime.threadpool.run_threads``).
+* The warnings of a compile (ops left to the reference interpreter, workloads without a
+  tuning record: one warning for them all) point at the line that made the session or ran
+  it (``caller_warnings``).
 
 * ``get_inputs()`` / ``get_outputs()`` describe the model's tensors as ``NodeArg``s (``name``,
   ``shape`` with symbolic dims as strings, ``type`` spelled as onnxruntime does,
@@ -16,16 +30,18 @@ from onnxruntime is one line::
   static dim or a wrong dtype is a GraphError naming the input.
 * ``configs``: a ``schedule.ConfigSource`` (``autotune.HistoryBest("tuning.db")``, or use
   ``autotune.InferenceSession(model, db=...)``); ``strict``: refuse a model with ops the
-  compiler does not handle; ``num_threads``: the process's thread pool size
-  (``tensorir.runtime.set_num_threads``); ``target``: the machine to generate code for (a
+  compiler does not handle; ``num_threads``: this session's thread count (as
+  ``intra_op_num_threads``); ``target``: the machine to generate code for (a
   ``Target`` or its spelling, ``"llvm -mcpu=skylake-avx512"``; default this host): a session
   for a target whose features this host lacks can be saved here and loaded there.
 
 ``save(path)`` writes the session as one file (``SAVE_MAGIC``, the format version, a JSON
 header with the target, the inputs and outputs, then the compiled graphs: kernels' object
 code, packed constants, and for a model with symbolic dims the model itself, so new shapes
-can still be compiled; a sha256 of it all). ``load_compiled(path)`` returns a session that
-runs it with no LLVM compile and no tuning database; a file whose code needs features this
+can still be compiled; a sha256 of it all). An array several compiled shapes hold alike (the
+packed weights) is written once (format 2; format 1 files still load). ``load_compiled(path)``
+returns a session that runs it with no LLVM compile and no tuning database (LLVM is still
+needed to run a shape it was not saved with: that shape is compiled from the saved model); a file whose code needs features this
 host lacks (it names them), of another format version, one that is truncated or altered, or
 whose header does not describe what it compiled is refused with a GraphError naming it. A
 saved file holds pickled objects: load only files you trust, as with any pickle.
@@ -64,28 +80,38 @@ import mmap
 import os
 import pickle
 import struct
+import sys
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from hashlib import blake2b
 
 import numpy as np
 
 from tilefuse.tensorir.runtime.artifact import read_envelope
 from tilefuse.tensorir.runtime.atomic_file import atomic_write
 from tilefuse.tensorir.runtime.target import Target, as_target
-from tilefuse.tensorir.runtime.threadpool import set_num_threads
+from tilefuse.tensorir.runtime.threadpool import run_threads
 
+from .caller_warnings import warned_at_caller
 from .compiled_graph import CompiledGraph
 from .compiler import compile_graph
 from .deserialize import load_json
 from .graph import Graph
 from .limits import checked_array
-from .logical_tensor import DataType, GraphError
+from .logical_tensor import GraphError
+from .profiler import ORT_TYPES, Profiler
+from .session_options import (GRAPH_PASSES, GraphOptimizationLevel, OptionError, RunOptions, SessionOptions,
+                              checked_providers)
 
 MAX_COMPILED_SHAPES = 8
 """Compiled shapes a session with symbolic dims keeps (least recently run dropped first)."""
 
 SAVE_MAGIC = b"TILEFUSE-MODEL\n"
-SAVE_FORMAT = 1
+SAVE_FORMAT = 2
+"""2: arrays held alike by several compiled shapes written once (a table maps the payload's
+buffers to them); 1: each buffer written where it occurs (still read)."""
+SAVE_FORMATS = (1, 2)
 BUFFER_ALIGN = 64
 """Where each array's data starts in a saved file (a multiple of it), so a mapped file's arrays
 are aligned as kernels need them."""
@@ -93,8 +119,28 @@ _PREFIX = struct.Struct("<IQ")
 _LENGTHS = struct.Struct("<QQ")
 _LENGTH = struct.Struct("<Q")
 
-_ORT_TYPES = {DataType.f32: "float", DataType.f16: "float16", DataType.s32: "int32", DataType.s64: "int64",
-              DataType.s8: "int8", DataType.u8: "uint8", DataType.boolean: "bool", DataType.bf16: "bfloat16"}
+
+
+class ModelFileNotFound(GraphError, FileNotFoundError):
+    """No model file at the path a session was given."""
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    """onnxruntime's ``ModelMetadata`` of a session's model (empty strings where the model has
+    none: a oneDNN graph has only its name).
+
+    Example:
+        >>> ModelMetadata(graph_name="g").custom_metadata_map
+        {}
+    """
+    producer_name: str = ""
+    graph_name: str = ""
+    domain: str = ""
+    description: str = ""
+    graph_description: str = ""
+    version: int = 0
+    custom_metadata_map: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -120,22 +166,67 @@ class InferenceSession:
         [(1, 10)]
     """
 
-    def __init__(self, model, configs=None, strict: bool = False, num_threads: int | None = None,
+    def __init__(self, path_or_bytes, sess_options: SessionOptions | None = None, providers=None,
+                 provider_options=None, *, configs=None, strict: bool = False, num_threads: int | None = None,
                  max_compiled_shapes: int = MAX_COMPILED_SHAPES, target=None):
-        if num_threads is not None:
-            set_num_threads(num_threads)
         if isinstance(max_compiled_shapes, bool) or not isinstance(max_compiled_shapes, int) or max_compiled_shapes < 1:
             raise ValueError(f"max_compiled_shapes must be a positive int, got {max_compiled_shapes!r}")
+        self._providers = checked_providers(providers, provider_options)
         self._configs, self._strict, self._max = configs, strict, max_compiled_shapes
         self._target = as_target(target)
-        self._source = _source_of(model)
+        self._take_options(sess_options, num_threads)
+        self._level = self._options.graph_optimization_level
+        started = time.perf_counter()
+        self._source = _source_of(path_or_bytes)
+        self._meta = self._source.meta
         self._inputs, self._outputs = self._source.signature()
         self._compiled = collections.OrderedDict()     # input shapes -> _Compiled, least recently run first
         self._lock = threading.Lock()
         shapes = self._source.static_shapes
         if shapes is not None:          # nothing symbolic: compile now, as onnxruntime does, and let the
             source, self._source = self._source, _Saved()     # model go (the compiled graph holds what it runs)
-            self._compiled[shapes] = source.compile(shapes, configs, strict, self._target)
+            self._compiled[shapes] = self._compile(source, shapes, self._severity)
+        if self._profiler is not None:
+            self._profiler.span("Session", "session_initialization", started, time.perf_counter() - started,
+                                {"compiled_shapes": [[list(s) for s in k] for k in self._compiled]})
+
+    def _take_options(self, sess_options, num_threads) -> None:
+        """Keep ``sess_options`` (None: the defaults) and what follows from them: the thread
+        count (``num_threads``, when given, must agree), the profiler, the log level."""
+        if sess_options is None:
+            sess_options = SessionOptions()
+        if not isinstance(sess_options, SessionOptions):
+            raise OptionError(f"sess_options must be a tilefuse SessionOptions (onnxruntime's fields that tilefuse "
+                              f"honours: {sorted(SessionOptions._CHECKS)}), got {type(sess_options).__module__}."
+                              f"{type(sess_options).__name__}")
+        threads = sess_options.intra_op_num_threads or None
+        if num_threads is not None:
+            if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+                raise OptionError(f"num_threads must be an int >= 1, got {num_threads!r}")
+            if threads is not None and threads != num_threads:
+                raise OptionError(f"num_threads={num_threads} and intra_op_num_threads={threads} disagree; give one")
+            threads = num_threads
+        self._options, self._threads = sess_options, threads
+        self._severity, self._logid = sess_options.log_severity_level, sess_options.logid
+        self._profiler = Profiler(sess_options.profile_file_prefix, threads=threads) \
+            if sess_options.enable_profiling else None
+
+    def _compile(self, source, shapes: tuple, severity: int) -> "_Compiled":
+        """``source`` compiled for ``shapes`` at this session's optimization level, its warnings
+        told at the caller (none at severity 3 and 4), the compile told on stderr at 0 and 1."""
+        started = time.perf_counter()
+        compiled = warned_at_caller(source.compile, shapes, self._configs, self._strict, self._target, self._level,
+                                    quiet=severity >= 3)
+        if self._profiler is not None:
+            self._profiler.span("Session", "compile", started, time.perf_counter() - started,
+                                {"input_shapes": [list(s) for s in shapes], "level": self._level.name})
+        if severity <= 1:
+            steps = compiled.graph.steps
+            tag = f" [{self._logid}]" if self._logid else ""
+            print(f"tilefuse{tag}: compiled for input shapes {[list(s) for s in shapes]} in "
+                  f"{time.perf_counter() - started:.2f} s at {self._level.name}: {len(steps)} partition(s), "
+                  f"{sum(s.kernel is not None for s in steps)} compiled", file=sys.stderr)
+        return compiled
 
     def get_inputs(self) -> list[NodeArg]:
         """The inputs to feed, in the model's order.
@@ -165,10 +256,11 @@ class InferenceSession:
         """
         return list(self._compiled)
 
-    def run(self, output_names, input_feed: dict, run_options=None) -> list[np.ndarray]:
+    def run(self, output_names, input_feed: dict, run_options: RunOptions | None = None) -> list[np.ndarray]:
         """The outputs named in ``output_names`` (None: all, in the model's order) computed from
-        ``input_feed`` ({input name: array}), as a list; ``run_options`` is accepted for
-        onnxruntime's signature and ignored.
+        ``input_feed`` ({input name: array}), as a list. ``run_options``: a ``RunOptions``
+        (its log level for a compile this run does, ``logid`` in the profile, ``terminate``
+        checked before each step; what a run cannot honour is refused, ``RunOptions.check``).
 
         Example:
             >>> sess = InferenceSession("examples/resnet_block.onnx")
@@ -176,6 +268,13 @@ class InferenceSession:
             >>> logits.shape, logits.dtype
             ((1, 10), dtype('float32'))
         """
+        stop = None
+        if run_options is not None:
+            if not isinstance(run_options, RunOptions):
+                raise OptionError(f"run_options must be a tilefuse RunOptions, got {type(run_options).__module__}."
+                                  f"{type(run_options).__name__}")
+            run_options.check()
+            stop = run_options.check
         names = [o.name for o in self._outputs] if output_names is None else list(output_names)
         known = {o.name for o in self._outputs}
         unknown = [n for n in names if n not in known]
@@ -183,10 +282,67 @@ class InferenceSession:
             raise GraphError(f"run: no output named {unknown}; the outputs are {sorted(known)}")
         arrays = self._checked_feeds(input_feed)
         key = tuple(a.shape for a in arrays)
-        compiled = self._compiled_for(key)
-        results = compiled.graph.run([arrays[k] for k in compiled.fed])
+        compiled = self._compiled_for(key, self._severity if run_options is None else run_options.log_severity_level)
+        feeds = [arrays[k] for k in compiled.fed]
+        profiler = self._profiler
+        with run_threads(self._threads):
+            if profiler is None:
+                results = compiled.graph.run(feeds, stop)
+            else:
+                started = time.perf_counter()
+                results, log = compiled.graph.profile(feeds, stop)
+                seconds = time.perf_counter() - started
+        if profiler is not None:
+            profiler.run(compiled.graph, log, started, seconds, run_options.logid if run_options else self._logid)
         return [compiled.constant_outputs[n] if n in compiled.constant_outputs else results[compiled.output_ids[n]]
                 for n in names]
+
+    def get_modelmeta(self) -> ModelMetadata:
+        """The model's metadata, as onnxruntime's ``get_modelmeta`` gives it.
+
+        Example:
+            >>> InferenceSession("examples/resnet_block.onnx").get_modelmeta().graph_name
+            'resnet_block'
+        """
+        return self._meta
+
+    def get_providers(self) -> list[str]:
+        """The providers the session runs with: ``["CPUExecutionProvider"]``.
+
+        Example:
+            >>> InferenceSession("examples/resnet_block.onnx").get_providers()
+            ['CPUExecutionProvider']
+        """
+        return list(self._providers)
+
+    def get_provider_options(self) -> dict:
+        """Each provider's options (the CPU provider takes none).
+
+        Example:
+            >>> InferenceSession("examples/resnet_block.onnx").get_provider_options()
+            {'CPUExecutionProvider': {}}
+        """
+        return {name: {} for name in self._providers}
+
+    def get_session_options(self) -> SessionOptions:
+        """The ``SessionOptions`` the session was made with.
+
+        Example:
+            >>> InferenceSession("examples/resnet_block.onnx", num_threads=1).get_session_options().log_severity_level
+            2
+        """
+        return self._options
+
+    def end_profiling(self) -> str:
+        """Stop profiling and write the profile (``graph_api.profiler``): its path, "" when
+        the session does not profile (or no longer does), as onnxruntime answers.
+
+        Example:
+            >>> InferenceSession("examples/resnet_block.onnx").end_profiling()
+            ''
+        """
+        profiler, self._profiler = self._profiler, None
+        return "" if profiler is None else profiler.write()
 
     def _checked_feeds(self, input_feed) -> list[np.ndarray]:
         """The feeds as arrays in input order, each checked against its NodeArg."""
@@ -220,7 +376,7 @@ class InferenceSession:
             arrays.append(array)
         return arrays
 
-    def _compiled_for(self, key: tuple) -> "_Compiled":
+    def _compiled_for(self, key: tuple, severity: int) -> "_Compiled":
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is not None:
@@ -229,7 +385,7 @@ class InferenceSession:
         if not self._source.can_compile:
             raise GraphError(f"this saved session holds no compiled graph for input shapes {[list(s) for s in key]} "
                              f"and no model to compile one from (it has {[[list(s) for s in k] for k in self._compiled]})")
-        compiled = self._source.compile(key, self._configs, self._strict, self._target)
+        compiled = self._compile(self._source, key, severity)
         with self._lock:
             self._compiled[key] = compiled
             while len(self._compiled) > self._max:
@@ -256,28 +412,32 @@ class InferenceSession:
                              "outputs": [vars(a) for a in self._outputs]}).encode()
         buffers = []                    # the arrays' data, written apart so that loading maps them in place
         payload = pickle.dumps({"source": self._source.saved(), "compiled": dict(self._compiled),
-                                "max": self._max, "strict": self._strict, "target": self._target}, protocol=5,
+                                "max": self._max, "strict": self._strict, "target": self._target,
+                                "level": self._level, "meta": self._meta}, protocol=5,
                                buffer_callback=buffers.append)
-        raw = [b.raw() for b in buffers]
+        raw, order = _distinct([b.raw() for b in buffers])
         digest = hashlib.sha256()
         with atomic_write(path) as f:       # never in place: a session loaded from path maps it
             def write(data):
                 digest.update(data)
                 f.write(data)
             write(SAVE_MAGIC + _PREFIX.pack(SAVE_FORMAT, len(header)) + header)
-            write(_LENGTHS.pack(len(payload), len(raw)) + b"".join(_LENGTH.pack(len(r)) for r in raw) + payload)
+            write(_LENGTHS.pack(len(payload), len(raw)) + b"".join(_LENGTH.pack(len(r)) for r in raw) +
+                  _LENGTH.pack(len(order)) + b"".join(_LENGTH.pack(k) for k in order) + payload)
             for r in raw:
                 write(bytes(-f.tell() % BUFFER_ALIGN))
                 write(r)
             f.write(digest.digest())
 
 
-def load_compiled(path) -> InferenceSession:
+def load_compiled(path, sess_options: SessionOptions | None = None) -> InferenceSession:
     """The session ``InferenceSession.save`` wrote to ``path``, run with no LLVM compile and no
     tuning database (a model with symbolic dims compiles shapes it was not saved with, which
     needs LLVM); GraphError naming the file when it cannot be used here. The file is mapped,
     not read: its constants are used where they lie, so the file must not be rewritten in
     place while the session lives (see the module docstring; ``save`` never does).
+    ``sess_options``: its threads, profiling and log level; its ``graph_optimization_level``,
+    when set, must be the one the file was compiled at.
 
     Example:
         >>> load_compiled(__file__)
@@ -292,10 +452,13 @@ def load_compiled(path) -> InferenceSession:
                 else memoryview(b"")
     except OSError as err:
         raise GraphError(f"cannot read saved session {where}: {err.strerror or err}") from None
-    header, body, end = read_envelope(data, SAVE_MAGIC, SAVE_FORMAT, "saved tilefuse session", where, GraphError)
+    version = SAVE_FORMAT
+    if len(data) >= len(SAVE_MAGIC) + _PREFIX.size and _PREFIX.unpack_from(data, len(SAVE_MAGIC))[0] in SAVE_FORMATS:
+        version = _PREFIX.unpack_from(data, len(SAVE_MAGIC))[0]       # an older format this tilefuse still reads
+    header, body, end = read_envelope(data, SAVE_MAGIC, version, "saved tilefuse session", where, GraphError)
     try:
         target, inputs, outputs = _checked_header(header)
-        payload, buffers = _sections(body, end)
+        payload, buffers = _sections(body, end, version)
     except (ValueError, KeyError, TypeError, struct.error) as err:
         raise GraphError(f"{where}: corrupt header ({err})") from None
     why = target.cannot_run_here()
@@ -308,6 +471,14 @@ def load_compiled(path) -> InferenceSession:
     session = InferenceSession.__new__(InferenceSession)
     session._configs, session._strict, session._max = None, state["strict"], state["max"]
     session._target = state["target"]
+    session._providers = checked_providers(None, None)
+    session._take_options(sess_options, None)
+    session._level = state.get("level", GraphOptimizationLevel.ORT_ENABLE_ALL)
+    session._meta = state.get("meta", ModelMetadata())
+    if "graph_optimization_level" in session._options.set_fields and \
+            session._options.graph_optimization_level != session._level:
+        raise OptionError(f"{where} was compiled at {session._level.name}; a loaded session keeps it (its "
+                          f"sess_options ask for {session._options.graph_optimization_level.name})")
     session._source = state["source"]
     session._inputs, session._outputs = inputs, outputs
     session._compiled = collections.OrderedDict(state["compiled"])
@@ -382,13 +553,41 @@ def _check_header_matches(session: InferenceSession, target: Target) -> None:
             raise ValueError(f"no compiled output named {missing}")
 
 
-def _sections(body: memoryview, at: int) -> tuple:
+def _distinct(raw: list) -> tuple:
+    """(the distinct buffers of ``raw``, by content, in first-seen order; the index in them
+    of each buffer of ``raw``).
+
+    Example:
+        >>> _distinct([memoryview(b"ab"), memoryview(b"cd"), memoryview(b"ab")])[1]
+        [0, 1, 0]
+    """
+    first, distinct, order = {}, [], []
+    for r in raw:
+        key = (r.nbytes, blake2b(r).digest())
+        if key not in first:
+            first[key] = len(distinct)
+            distinct.append(r)
+        order.append(first[key])
+    return distinct, order
+
+
+def _sections(body: memoryview, at: int, version: int = SAVE_FORMAT) -> tuple:
     """(payload, buffers) of a saved file's ``body`` after its header, which ends at ``at``:
-    views into the file, each buffer where ``save`` aligned it."""
+    views into the file, each buffer where ``save`` aligned it (in format 2, each of the
+    payload's buffers is one of the distinct buffers written, by the table after their sizes)."""
     payload_size, count = _LENGTHS.unpack_from(body, at)
     at += _LENGTHS.size
     sizes = [_LENGTH.unpack_from(body, at + k * _LENGTH.size)[0] for k in range(count)]
     at += count * _LENGTH.size
+    order = list(range(count))
+    if version >= 2:
+        (uses,) = _LENGTH.unpack_from(body, at)
+        if uses > len(body):
+            raise ValueError("the buffer table is longer than the file")
+        order = [_LENGTH.unpack_from(body, at + _LENGTH.size * (1 + k))[0] for k in range(uses)]
+        at += _LENGTH.size * (1 + uses)
+        if any(k >= count for k in order):
+            raise ValueError("the buffer table names a buffer that is not in the file")
     payload = body[at:at + payload_size]
     at += payload_size
     buffers = []
@@ -400,7 +599,7 @@ def _sections(body: memoryview, at: int) -> tuple:
         at += size
     if len(payload) != payload_size or at != len(body):
         raise ValueError("the sections do not fill the file")
-    return payload, buffers
+    return payload, [buffers[k] for k in order]
 
 
 @dataclass
@@ -417,8 +616,14 @@ class _Compiled:
 def _source_of(model):
     if isinstance(model, Graph):
         return _GraphSource(model, owned=False)
-    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".json"):
-        return _GraphSource(load_json(os.fspath(model)), owned=True)
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.exists(path):
+            raise ModelFileNotFound(f"no model file {path!r}")
+        if os.path.isdir(path):
+            raise GraphError(f"{path!r} is a folder, not a model file (an ONNX model, or a oneDNN Graph .json)")
+        if path.endswith(".json"):
+            return _GraphSource(load_json(path), owned=True)
     return _OnnxSource.of(model)
 
 
@@ -431,6 +636,7 @@ class _GraphSource:
         if not graph.is_finalized:
             raise GraphError("InferenceSession takes a finalized Graph; call graph.finalize() first")
         self.graph, self.owned = graph, owned      # owned: loaded here, so its weights may go once packed
+        self.meta = ModelMetadata()
 
     @property
     def static_shapes(self):
@@ -442,12 +648,14 @@ class _GraphSource:
 
     def signature(self):
         def arg(t):
-            return NodeArg(str(t.id), list(t.shape), f"tensor({_ORT_TYPES.get(t.dtype, t.dtype.value)})")
+            return NodeArg(str(t.id), list(t.shape), f"tensor({ORT_TYPES.get(t.dtype, t.dtype.value)})")
         return [arg(t) for t in self._inputs()], [arg(t) for t in self.graph.get_output_ports()]
 
-    def compile(self, shapes, configs, strict, target) -> _Compiled:
+    def compile(self, shapes, configs, strict, target, level) -> _Compiled:
         order = {t.id: k for k, t in enumerate(self._inputs())}
-        compiled = compile_graph(self.graph, configs=configs, strict=strict, target=target, owned=self.owned)
+        policy, passes = GRAPH_PASSES[level]
+        compiled = compile_graph(self.graph, configs=configs, strict=strict, target=target, owned=self.owned,
+                                 policy=policy, passes=passes)
         return _Compiled(compiled, [order[t.id] for t in compiled.input_ports],
                          {str(tid): tid for tid in compiled.output_ids}, {})
 
@@ -476,7 +684,11 @@ class _OnnxSource:
         initializers = {t.name for t in proto.graph.initializer}
         inputs = [_node_arg(vi, where) for vi in proto.graph.input if vi.name not in initializers]
         outputs = [_node_arg(vi, where) for vi in proto.graph.output]
-        return cls(loaded, inputs, outputs)
+        source = cls(loaded, inputs, outputs)
+        source.meta = ModelMetadata(proto.producer_name, proto.graph.name, proto.domain, proto.doc_string,
+                                    proto.graph.doc_string, proto.model_version,
+                                    {p.key: p.value for p in proto.metadata_props})
+        return source
 
     def __getstate__(self):
         import onnx
@@ -504,7 +716,7 @@ class _OnnxSource:
     def signature(self):
         return self.inputs, self.outputs
 
-    def compile(self, shapes, configs, strict, target) -> _Compiled:
+    def compile(self, shapes, configs, strict, target, level) -> _Compiled:
         from .onnx.importer import import_onnx
         bound = None if self.static_shapes is not None else \
             {arg.name: shape for arg, shape in zip(self.inputs, shapes)}     # this run's shapes
@@ -513,7 +725,9 @@ class _OnnxSource:
             if self.loaded.weights is not None:
                 self.loaded.weights.close()
             self.loaded = None
-        compiled = compile_graph(imp.graph, configs=configs, strict=strict, target=target, owned=True)
+        policy, passes = GRAPH_PASSES[level]
+        compiled = compile_graph(imp.graph, configs=configs, strict=strict, target=target, owned=True, policy=policy,
+                                 passes=passes)
         position = {name: k for k, (name, _) in enumerate(imp.inputs)}
         by_id = {tid: name for name, tid in imp.inputs if tid is not None}
         return _Compiled(compiled, [position[by_id[t.id]] for t in compiled.input_ports],

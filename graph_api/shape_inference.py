@@ -96,7 +96,7 @@ def with_inferred_shapes(graph) -> GraphIR:
     tensors = infer_shapes(graph)
     ir = graph if isinstance(graph, GraphIR) else graph.ir()
     return ir.with_ops([Op(op.id, op.kind, [tensors[t.id] for t in op.inputs], [tensors[t.id] for t in op.outputs],
-                           op.attrs, op.name) for op in ir.ops])
+                           op.attrs, op.name, op.covers) for op in ir.ops])
 
 
 

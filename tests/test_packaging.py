@@ -40,3 +40,26 @@ def test_the_package_data_is_declared_and_there():
 def test_the_command_keeps_its_name():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["scripts"] == {"autotune": "tilefuse.autotune.cli:main"}
+
+
+def test_the_license_is_apache_2_and_declared():
+    text = (ROOT / "LICENSE").read_text()
+    assert text.lstrip().startswith("Apache License") and "Version 2.0, January 2004" in text
+    assert "Copyright 2026 the tilefuse authors" in text and "[yyyy]" not in text
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == {"text": "Apache-2.0"}
+    assert "License :: OSI Approved :: Apache Software License" in project["classifiers"]
+    assert project["description"] and project["readme"] == "README.md"
+
+
+def test_the_package_says_it_is_typed():
+    assert (ROOT / "tilefuse" / "py.typed").is_file()
+    assert SETUPTOOLS["package-data"]["tilefuse"] == ["py.typed"]
+
+
+def test_the_version_is_one_and_the_installed_metadata_agrees():
+    import importlib.metadata
+    import tilefuse
+    assert tilefuse.__version__ == importlib.metadata.version("tilefuse")
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["dynamic"]["version"] == \
+        {"attr": "tilefuse.__version__"}

@@ -20,12 +20,15 @@ def test_the_from_onnxruntime_example_runs(tmp_path, monkeypatch):
     (block,) = _python_blocks("From onnxruntime")
     monkeypatch.chdir(ROOT)
     code = block.replace("/tmp/resnet_block.tfm", str(tmp_path / "resnet_block.tfm")).replace(
-        'db="tuning.db"', f'db="{tmp_path / "tuning.db"}"')
+        'db="tuning.db"', f'db="{tmp_path / "tuning.db"}"').replace('"/tmp/resnet_block"', f'"{tmp_path / "p"}"')
     scope = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")         # the new database has no records: defaults, with a warning
         exec(compile(code, "README.md", "exec"), scope)
     y, again, tuned = scope["y"], scope["again"], scope["tuned"]
+    import json
+    events = json.loads(Path(scope["trace"]).read_text())
+    assert scope["trace"].startswith(str(tmp_path / "p_")) and [e["cat"] for e in events].count("Node") > 1
     x = scope["x"]
     feed = {x.name: scope["np"].ones(x.shape, "float32")}
     for a, b in zip(again.run(None, feed), tuned.run(None, feed)):

@@ -15,10 +15,12 @@ Example:
     >>> tilefuse.__version__
     '0.1.0'
 """
-from tilefuse.graph_api import (Graph, InferenceSession, LogicalTensor, Op, OpKind, compile_graph, from_onnx,
+from tilefuse.graph_api import (Graph, GraphOptimizationLevel, InferenceSession, LogicalTensor, Op, OpKind,
+                                RunOptions, SessionOptions, compile_graph, from_onnx, get_available_providers,
                                 load_compiled, load_json)
 
 __version__ = "0.1.0"
 
-__all__ = ["Graph", "InferenceSession", "LogicalTensor", "Op", "OpKind", "compile_graph", "from_onnx",
-           "load_compiled", "load_json", "__version__"]
+__all__ = ["Graph", "GraphOptimizationLevel", "InferenceSession", "LogicalTensor", "Op", "OpKind", "RunOptions",
+           "SessionOptions", "compile_graph", "from_onnx", "get_available_providers", "load_compiled", "load_json",
+           "__version__"]

@@ -260,8 +260,12 @@ class Builder:
         ops, self._pending = self._pending, []
         return ops
 
-    def commit(self) -> None:
+    def commit(self, node: Node | None = None) -> None:
+        """Add the pending ops to the graph, each named after ``node`` (the ONNX node they
+        convert: its name, else its type and first output), as profiles and pictures show them."""
         for op in self.discard():
+            if node is not None:
+                op.name = node.name or f"{node.op_type}({node.outputs[0] if node.outputs else ''})"
             self.graph.add_op(op)
 
 

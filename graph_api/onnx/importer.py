@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import reference
+from ..caller_warnings import warned_at_caller
 from ..graph import Graph
 from ..limits import check_tensor_bytes
 from ..logical_tensor import DataType, GraphError, LogicalTensor
@@ -365,7 +366,7 @@ def _import(loaded: LoadedModel, path, constant_inputs, input_shapes) -> OnnxImp
             warnings.warn(f"{why}; it runs as a Wildcard (onnx's reference implementation)", stacklevel=2)
             results = b.wildcard(node, attrs, implicit)
             wildcards.append(node.label)
-        b.commit()
+        b.commit(node)
         _bind_outputs(b, node, results)
     return _finish(b, graph_proto, inputs, wildcards, check_shapes=not resized)
 
@@ -602,4 +603,4 @@ def from_onnx(model, constant_inputs: dict | None = None, input_shapes: dict | N
         >>> [(tid, value.shape) for tid, value in outputs.items()]
         [(32, (1, 10))]
     """
-    return import_onnx(model, constant_inputs, input_shapes).graph
+    return warned_at_caller(import_onnx, model, constant_inputs, input_shapes).graph

@@ -54,4 +54,4 @@ def normalize_op(op: Op, input_shapes=None) -> Op:
             raise GraphError(f"op {op.id} ({op.kind.value}): {e}") from None
     if attrs == op.attrs:
         return op
-    return Op(op.id, op.kind, op.inputs, op.outputs, attrs, op.name)
+    return Op(op.id, op.kind, op.inputs, op.outputs, attrs, op.name, op.covers)

@@ -13,12 +13,24 @@ def copy_attrs(attrs: dict) -> dict:
     return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in attrs.items()}
 
 
-def clone_op(op: Op, *, kind=None, inputs=None, outputs=None, attrs=None) -> Op:
-    """A new Op like ``op`` (same id and name) with some parts replaced."""
+def clone_op(op: Op, *, kind=None, inputs=None, outputs=None, attrs=None, folded=()) -> Op:
+    """A new Op like ``op`` (same id, name and covers, with those of the ops ``folded`` into
+    it) with some parts replaced."""
     return Op(op.id, op.kind if kind is None else kind,
               list(op.inputs if inputs is None else inputs),
               list(op.outputs if outputs is None else outputs),
-              copy_attrs(op.attrs if attrs is None else attrs), name=op.name)
+              copy_attrs(op.attrs if attrs is None else attrs), name=op.name, covers=covered_by([op, *folded]))
+
+
+def covered_by(ops) -> tuple:
+    """The names of the user's ops that ``ops`` stand for, in order, once each.
+
+    Example:
+        >>> from tilefuse.graph_api import Op, OpKind
+        >>> covered_by([Op(0, OpKind.ReLU, name="a"), Op(1, OpKind.Abs, name="b", covers=["b", "a"])])
+        ('a', 'b')
+    """
+    return tuple(dict.fromkeys(name for op in ops for name in op.covers))
 
 
 def as_ir(graph, pass_name: str) -> GraphIR:

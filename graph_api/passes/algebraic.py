@@ -55,7 +55,7 @@ def _identity(graph: GraphIR, op: Op, src, outs: set):
     """Rewrite making ``op`` (whose output equals ``src``) disappear: (replacements, subst)."""
     out = op.outputs[0]
     if out.id in outs:
-        return {op.id: Op(op.id, OpKind.Reorder, [graph.tensor(src.id)], [out], name=op.name)}, {}
+        return {op.id: Op(op.id, OpKind.Reorder, [graph.tensor(src.id)], [out], name=op.name, covers=op.covers)}, {}
     return {op.id: None}, {out.id: src.id}
 
 

@@ -107,18 +107,19 @@ def flatten_dense_rows(graph) -> GraphIR:
     fresh = FreshIds(graph)
     replaced = {}
 
-    def reshaped(t, shape, into: int):
-        """A view of ``t`` in ``shape``, its StaticReshape added before op ``into``."""
+    def reshaped(t, shape, into):
+        """A view of ``t`` in ``shape``, its StaticReshape added before op ``into`` (named after it)."""
         view = fresh.variable(t, shape)
-        replaced.setdefault(into, []).append(
-            Op(fresh.op_id(), OpKind.StaticReshape, [t], [view], {"shape": list(shape), "special_zero": False}))
+        replaced.setdefault(into.id, []).append(
+            Op(fresh.op_id(), OpKind.StaticReshape, [t], [view], {"shape": list(shape), "special_zero": False},
+               name=into.name))
         return view
 
     def rows(t) -> tuple:
         return (math.prod(t.shape[:-1]), t.shape[-1])
     for op in targets:
         a, out = graph.tensor(op.inputs[0].id), graph.tensor(op.outputs[0].id)
-        flat_a = reshaped(a, rows(a), op.id)
+        flat_a = reshaped(a, rows(a), op)
         current = fresh.variable(out, rows(out))
         replaced[op.id].append(clone_op(op, inputs=[flat_a, *op.inputs[1:]], outputs=[current]))
         last = op
@@ -128,9 +129,9 @@ def flatten_dense_rows(graph) -> GraphIR:
                 if t.id == last.outputs[0].id:
                     inputs.append(current)
                 elif tuple(t.shape) == tuple(last.outputs[0].shape):       # a residual: its rows too
-                    inputs.append(reshaped(t, rows(t), nxt.id))
+                    inputs.append(reshaped(t, rows(t), nxt))
                 elif len(t.shape) > 1:                  # (1, 1, N) against rows: (N,)
-                    inputs.append(reshaped(t, t.shape[-1:], nxt.id))
+                    inputs.append(reshaped(t, t.shape[-1:], nxt))
                 else:
                     inputs.append(t)
             flat_next = fresh.variable(graph.tensor(nxt.outputs[0].id), rows(nxt.outputs[0]))
@@ -138,7 +139,7 @@ def flatten_dense_rows(graph) -> GraphIR:
             last, current = nxt, flat_next
         final = graph.tensor(last.outputs[0].id)
         reshape_back = Op(fresh.op_id(), OpKind.StaticReshape, [current], [final],
-                          {"shape": list(final.shape), "special_zero": False})
+                          {"shape": list(final.shape), "special_zero": False}, name=last.name)
         replaced.setdefault(last.id, []).append(reshape_back)
     ops = [new for op in graph.ops for new in replaced.get(op.id, [op])]
     return graph.with_ops(ops)

@@ -90,7 +90,7 @@ def _split(op: Op, values: dict, fresh: FreshIds, new_values: dict):
         part_shape[channel] = icg
         xg = fresh.variable(x, part_shape)
         ops.append(Op(fresh.op_id(), OpKind.Slice, [x], [xg],
-                      {"starts": [g * icg], "ends": [(g + 1) * icg], "axes": [channel]}))
+                      {"starts": [g * icg], "ends": [(g + 1) * icg], "axes": [channel]}, name=op.name))
         taken = [slice(None)] * weights.ndim
         taken[out_axis] = slice(g * ocg, (g + 1) * ocg)
         wg_value = weights[tuple(taken)].copy()          # its own (aligned) buffer, not a view

@@ -54,6 +54,7 @@ TO_CHANNELS_LAST = [0, 2, 3, 1]      # NCHW -> NHWC
 FLIP_MIN_ELEMENTS = 4096             # a transpose of fewer elements (a pooled vector) costs next to nothing
 FLIPS_PER_CONVOLUTION = 4            # a plan with a flip for every 4 convolutions or fewer is dropped
 TO_CHANNELS_FIRST = [0, 3, 1, 2]     # NHWC -> NCHW
+LAYOUT_TRANSPOSE = "(layout transpose)"   # the name of the transposes the plan adds: no op of the model
 
 _UNARY = frozenset(OpKind.parse(k) for k in (
     "Abs", "Exp", "Log", "ReLU", "Round", "Sigmoid", "Sqrt", "Square", "Tanh", "Reciprocal", "Mish", "HardSwish",
@@ -134,7 +135,7 @@ class _Planner:
         """``t`` itself, after a transpose back from channels-last when only that form exists."""
         if t.id in self.last and t.id not in self.first:
             self.ops.append(Op(self.fresh.op_id(), OpKind.StaticTranspose, [self.last[t.id]], [t],
-                               {"order": list(TO_CHANNELS_FIRST)}))
+                               {"order": list(TO_CHANNELS_FIRST)}, name=LAYOUT_TRANSPOSE))
             self.first.add(t.id)
         return t
 
@@ -150,7 +151,7 @@ class _Planner:
         else:
             new = self.fresh.variable(t, shape)
             self.ops.append(Op(self.fresh.op_id(), OpKind.StaticTranspose, [t], [new],
-                               {"order": list(TO_CHANNELS_LAST)}))
+                               {"order": list(TO_CHANNELS_LAST)}, name=LAYOUT_TRANSPOSE))
         self.last[t.id] = new
         return new
 

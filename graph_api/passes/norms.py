@@ -40,7 +40,7 @@ import numpy as np
 from ..ir import GraphIR
 from ..op import Op, OpKind
 from ..ops.schema import get_attr
-from ._util import FreshIds, as_ir, frozen
+from ._util import FreshIds, as_ir, covered_by, frozen
 from .dead_code import eliminate_dead_ops
 
 
@@ -203,7 +203,8 @@ def recognize_norms(graph) -> GraphIR:
                     inputs += [constant(np.ones(width) if gamma is None else gamma, x),
                                constant(np.zeros(width) if beta is None else beta, x)]
                 norm = Op(fresh.op_id(), OpKind.LayerNorm, inputs, [graph.tensor(last.outputs[0].id)],
-                          {"begin_norm_axis": -1, "epsilon": eps, "use_affine": affine, "keep_stats": False})
+                          {"begin_norm_axis": -1, "epsilon": eps, "use_affine": affine, "keep_stats": False},
+                          name=last.name, covers=covered_by(ops))
                 found = ops, norm, last
         elif op.kind in (OpKind.Pow, OpKind.Multiply) and graph.tensor(op.inputs[0].id).is_known():
             x_id = op.inputs[0].id
@@ -213,7 +214,7 @@ def recognize_norms(graph) -> GraphIR:
                 ops, x, eps, gamma, last = rms
                 inputs = [x] + ([constant(gamma, x)] if gamma is not None else [])
                 norm = Op(fresh.op_id(), OpKind.RMSNorm, inputs, [graph.tensor(last.outputs[0].id)],
-                          {"begin_norm_axis": -1, "epsilon": eps})
+                          {"begin_norm_axis": -1, "epsilon": eps}, name=last.name, covers=covered_by(ops))
                 found = ops, norm, last
         if found is None or any(o.id in taken for o in found[0]):
             continue

@@ -42,7 +42,7 @@ import numpy as np
 from ..ir import GraphIR
 from ..logical_tensor import LogicalTensor, PropertyType
 from ..op import Op, OpKind
-from ._util import FreshIds, as_ir, clone_op, frozen, output_ids
+from ._util import FreshIds, as_ir, clone_op, covered_by, frozen, output_ids
 
 _SCALES = frozenset({OpKind.Multiply})
 _SHIFTS = frozenset({OpKind.Add, OpKind.BiasAdd})
@@ -80,7 +80,7 @@ def fold_into_weights(graph) -> GraphIR:
         w_new, b_new = fresh.constant(conv.inputs[1], weights.shape), fresh.constant(conv.inputs[1], scale.shape)
         new_values[w_new.id] = frozen((weights.astype(np.float64) * scale.reshape(along)).astype(weights.dtype))
         new_values[b_new.id] = frozen((bias * scale + shift).astype(weights.dtype).reshape(-1))
-        replaced[conv.id] = clone_op(conv, inputs=[conv.inputs[0], w_new, b_new], outputs=[y])
+        replaced[conv.id] = clone_op(conv, inputs=[conv.inputs[0], w_new, b_new], outputs=[y], folded=ops)
         dropped.update(op.id for op in ops)
     if not replaced:
         return graph
@@ -115,8 +115,9 @@ def fold_batch_norms(graph) -> GraphIR:
         s, b, mid = fresh.constant(x, along), fresh.constant(x, along), fresh.variable(x)
         new_values[s.id] = frozen(scale.reshape(along).astype(x.dtype.numpy))
         new_values[b.id] = frozen(shift.reshape(along).astype(x.dtype.numpy))
-        replaced[bn.id] = [Op(bn.id, OpKind.Multiply, [x, s], [mid], name=bn.name),
-                           Op(fresh.op_id(), OpKind.Add, [mid, b], [y], name=bn.name)]
+        covers = covered_by([bn, *ops])
+        replaced[bn.id] = [Op(bn.id, OpKind.Multiply, [x, s], [mid], name=bn.name, covers=covers),
+                           Op(fresh.op_id(), OpKind.Add, [mid, b], [y], name=bn.name, covers=covers)]
         dropped.update(op.id for op in ops)
     if not replaced:
         return graph

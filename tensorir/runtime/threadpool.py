@@ -11,6 +11,11 @@ which runs ``body`` over ``[0, n)`` in contiguous static chunks, one per thread
 nested or concurrent call (the pool is busy) runs ``body(0, n, closure)``
 serially on the calling thread; ``n <= 0`` does nothing.
 
+The pool has one thread count, read at each launch: the process's (``set_num_threads``),
+or, while runs are inside ``run_threads(n)``, theirs. Runs asking for the same count
+share the pool at once; a run asking for another count waits until they are done, so a
+session's runs always launch with its own count, whatever other sessions ask for.
+
 :func:`ensure_runtime` compiles the IR once per process in its own MCJIT engine
 and registers ``tilefuse_parallel_for`` (and ``tilefuse_scratch``, ``scratch.py``) with
 ``llvm.add_symbol``, so modules
@@ -19,6 +24,7 @@ before finalizing any module that references the symbol.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -30,7 +36,7 @@ from .abi import PARALLEL_FOR
 from .scratch import SCRATCH, callback_address
 from .jit import jit_ir
 
-__all__ = ["ensure_runtime", "set_num_threads", "get_num_threads", "parallel_for_address"]
+__all__ = ["ensure_runtime", "set_num_threads", "get_num_threads", "parallel_for_address", "run_threads"]
 
 _IR_PATH = Path(__file__).with_name("threadpool.ll")
 _EXPORTED = (PARALLEL_FOR,)
@@ -41,13 +47,18 @@ _parallel_for_addr: int | None = None
 _native_set_num_threads = None                # ctypes function, once compiled
 _native_num_workers = None                    # ctypes function, once compiled
 _num_threads: int | None = None               # None until first asked: read env lazily
+_runs = threading.Condition()                 # guards the three below and every native count change
+_running = 0                                  # runs inside run_threads now
+_running_threads = 0                          # the count they launch with (when _running)
+_inside = threading.local()                   # depth of run_threads in this thread
 
 
 def _reset_lock_in_child() -> None:
     # A fork while another thread held the lock must not leave the child's copy locked.
     # (The native pool resets itself through its own atfork handler.)
-    global _lock
+    global _lock, _runs, _running, _inside
     _lock = threading.Lock()
+    _runs, _running, _inside = threading.Condition(), 0, threading.local()
 
 
 if hasattr(os, "register_at_fork"):
@@ -95,7 +106,8 @@ def ensure_runtime() -> None:
         llvm.add_symbol(SCRATCH, callback_address())
         setter = ctypes.CFUNCTYPE(None, ctypes.c_int32)(
             engine.get_function_address("tilefuse_set_num_threads"))
-        setter(nthreads)
+        with _runs:
+            setter(_running_threads if _running else nthreads)
         _engine = engine
         _native_set_num_threads = setter
         _native_num_workers = ctypes.CFUNCTYPE(ctypes.c_int32)(
@@ -135,8 +147,9 @@ def set_num_threads(n: int) -> None:
         raise ValueError(f"number of threads too large: {n}")
     with _lock:
         _num_threads = n
-        if _native_set_num_threads is not None:
-            _native_set_num_threads(n)
+        with _runs:
+            if _native_set_num_threads is not None and not _running:     # runs keep theirs until done
+                _native_set_num_threads(n)
 
 
 def get_num_threads() -> int:
@@ -150,6 +163,78 @@ def get_num_threads() -> int:
     """
     with _lock:
         return _get_num_threads_locked()
+
+
+def _check_count(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"number of threads must be an int, got {type(n).__name__}")
+    if n < 1:
+        raise ValueError(f"number of threads must be >= 1, got {n}")
+    if n > 2**31 - 1:
+        raise ValueError(f"number of threads too large: {n}")
+    return n
+
+
+@contextlib.contextmanager
+def run_threads(n: int | None = None):
+    """Parallel loops launched inside use ``n`` threads (None: the process's count,
+    ``get_num_threads()``), whatever other threads ask for: runs asking for the same count
+    enter together; one asking for another waits until they have left. Nested in this
+    thread, the outer count holds. The process's count comes back when the last run leaves.
+
+    Example:
+        >>> before = get_num_threads()
+        >>> with run_threads(1):
+        ...     set_num_threads(2)        # the process's count: for runs that start later
+        ...     running_threads()
+        1
+        >>> running_threads() == get_num_threads() == 2
+        True
+        >>> set_num_threads(before)
+    """
+    process = get_num_threads()         # read the environment's count now: below, under _runs, not _lock
+    want = process if n is None else _check_count(n)
+    depth = getattr(_inside, "depth", 0)
+    if depth:                           # nested: already launching with this thread's count
+        _inside.depth = depth + 1
+        try:
+            yield
+        finally:
+            _inside.depth = depth
+        return
+    global _running, _running_threads
+    with _runs:
+        while _running and _running_threads != want:
+            _runs.wait()
+        if not _running:
+            _running_threads = want
+            if _native_set_num_threads is not None:
+                _native_set_num_threads(want)
+        _running += 1
+    _inside.depth = 1
+    try:
+        yield
+    finally:
+        _inside.depth = 0
+        with _runs:
+            _running -= 1
+            if not _running:
+                if _native_set_num_threads is not None:
+                    _native_set_num_threads(_num_threads)   # set_num_threads writes it before taking _runs
+                _runs.notify_all()
+
+
+def running_threads() -> int:
+    """The count parallel loops launch with now: that of the runs inside ``run_threads``,
+    else the process's.
+
+    Example:
+        >>> running_threads() == get_num_threads()
+        True
+    """
+    process = get_num_threads()
+    with _runs:
+        return _running_threads if _running else process
 
 
 def parallel_for_address() -> int:

@@ -35,3 +35,18 @@ def test_a_session_with_a_db_compiles_with_its_best_configs(tmp_path):
     feeds = {x.name: np.random.default_rng(0).standard_normal(x.shape).astype("float32")}
     for got, want in zip(tuned.run(None, feeds), default.run(None, feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_missing_records_are_one_warning_at_the_callers_line_naming_the_count_and_the_fix(tmp_path):
+    from tilefuse.autotune.dispatch import MissingRecordWarning
+    db = tmp_path / "empty.db"
+    Database(db).close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        InferenceSession(str(MODEL), db=str(db))
+    missing = [w for w in caught if issubclass(w.category, MissingRecordWarning)]
+    assert len(missing) == 1 and missing[0].filename == __file__
+    text = str(missing[0].message)
+    count = int(text.split()[0])
+    assert count > 1 and "have no tuning record for" in text and f"in {db}" in text
+    assert f"`autotune tune MODEL --db {db}`" in text and "autotune best --missing" in text

@@ -41,13 +41,15 @@ def test_best_record_is_used_and_results_stay_right():
         np.testing.assert_allclose(got[tid], want[tid], rtol=1e-4, atol=1e-4)
 
 
-def test_missing_records_warn_once_per_workload_or_fail_when_strict():
+def test_missing_records_are_one_warning_naming_their_count_or_fail_when_strict():
     g = mlp(batch=3, sizes=(20, 30, 30, 30)).finalize()
     db = Database(":memory:")
     with pytest.warns(MissingRecordWarning, match="no tuning record") as caught:
         cg = compile_graph(g, configs=HistoryBest(db))
     keys = {t.key for t in extract_tasks(g)}
-    assert len([w for w in caught if issubclass(w.category, MissingRecordWarning)]) == len(keys)
+    (missing,) = [w for w in caught if issubclass(w.category, MissingRecordWarning)]
+    assert len(keys) > 1 and str(missing.message).startswith(f"{len(keys)} workloads have no tuning record")
+    assert missing.filename == __file__ and "autotune tune MODEL --db :memory:" in str(missing.message)
     assert all(step.config is None for step in cg.steps)
     with pytest.raises(MissingTuningRecord, match="no tuning record"):
         compile_graph(g, configs=HistoryBest(db, strict=True))

@@ -199,7 +199,7 @@ def test_damaged_files_and_files_for_another_cpu_are_refused(tmp_path, monkeypat
              "short": (data[:20], "truncated"),
              "not ours": (b"PK\x03\x04 a zip file", "not a saved tilefuse session"),
              "newer": (data[:len(session_module.SAVE_MAGIC)] + bytes([9]) + data[len(session_module.SAVE_MAGIC) + 1:],
-                       "saved tilefuse session format version 9; this tilefuse reads version 1")}
+                       "saved tilefuse session format version 9; this tilefuse reads version 2")}
     for name, (content, message) in cases.items():
         bad = tmp_path / f"{name.replace(' ', '_')}.tfm"
         bad.write_bytes(content)

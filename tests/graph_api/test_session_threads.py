@@ -75,3 +75,32 @@ def test_compiles_build_in_this_process_while_other_threads_run(monkeypatch):
         stop.set()
         other.join()
     assert len(built) == len(jobs) and all(b.kernel is not None for b in built)
+
+
+def test_a_second_sessions_thread_count_leaves_the_firsts_alone():
+    """In a fresh process (no pool worker yet): a session of 1 thread runs after a session of 2
+    was made, and no worker thread starts; the session of 2 then starts one. (Before sessions
+    had counts of their own, the second session's count was the process's, and the first
+    session's run started a worker.)"""
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = """if True:
+        import numpy as np
+        from tilefuse.graph_api import InferenceSession, SessionOptions
+        from tilefuse.tensorir.runtime import threadpool
+        def options(n):
+            made = SessionOptions(); made.intra_op_num_threads = n; return made
+        one = InferenceSession("examples/resnet_block.onnx", options(1))
+        two = InferenceSession("examples/resnet_block.onnx", options(2))
+        x = {"input": np.ones((1, 16, 32, 32), "float32")}
+        one.run(None, x)
+        print(threadpool._pool_num_workers(), end=" ")
+        two.run(None, x)
+        print(threadpool._pool_num_workers())
+    """
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "TILEFUSE_NUM_THREADS": "2"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "1"]

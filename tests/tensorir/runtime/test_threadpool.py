@@ -401,3 +401,47 @@ def test_fork_child_restarts_pool(kernels, use_pool_right_before_fork):
     assert proc.exitcode == 0
     counts, begins, ends = kernels.mark(1000)  # parent's pool still fine
     check_chunks(counts, begins, ends, 1000, max_chunks=2)
+
+
+def test_run_threads_launches_with_its_count_whatever_the_process_asks(kernels):
+    threadpool.set_num_threads(2)
+    with threadpool.run_threads(1):
+        threadpool.set_num_threads(3)                   # for runs that start later
+        assert check_chunks(*kernels.mark(1000), 1000, 1) == 1
+        with threadpool.run_threads(2):                 # nested: the outer count holds
+            assert check_chunks(*kernels.mark(1000), 1000, 1) == 1
+    assert check_chunks(*kernels.mark(1000), 1000, 3) == 3
+    with threadpool.run_threads():                      # None: the process's count
+        assert threadpool.running_threads() == 3
+    threadpool.set_num_threads(2)
+    with pytest.raises(ValueError, match=">= 1"):
+        with threadpool.run_threads(0):
+            pass
+
+
+def test_runs_with_the_same_count_share_the_pool_and_another_count_waits(kernels):
+    threadpool.set_num_threads(2)
+    inside, release, entered = threading.Event(), threading.Event(), []
+
+    def holder():
+        with threadpool.run_threads(1):
+            inside.set()
+            release.wait(30)
+            entered.append(("holder leaves", check_chunks(*kernels.mark(500), 500, 1)))
+
+    def other(count):
+        with threadpool.run_threads(count):
+            entered.append((count, check_chunks(*kernels.mark(500), 500, count)))
+    first = threading.Thread(target=holder)
+    first.start()
+    inside.wait(30)
+    same, different = threading.Thread(target=other, args=(1,)), threading.Thread(target=other, args=(2,))
+    different.start()
+    same.start()
+    same.join(30)
+    time.sleep(0.05)
+    assert entered == [(1, 1)]                          # the count-2 run waits for the count-1 runs
+    release.set()
+    for t in (first, different):
+        t.join(30)
+    assert entered == [(1, 1), ("holder leaves", 1), (2, 2)]
