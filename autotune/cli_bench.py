@@ -25,6 +25,7 @@ from . import plots
 from .cli_io import (EXIT_OK, EXIT_UNUSABLE, first_line, format_table, load_graph, ms_text, open_database,
                      print_json)
 from .cli_pictures import prepare_image
+from .cli_shapes import ShapeRequest
 from .dispatch import HistoryBest, MissingRecordWarning
 from .extract import extract_tasks
 from .measure import compare_outputs
@@ -42,21 +43,25 @@ def _compile(graph, db=None):
     return compiled, missing
 
 
-def onnxruntime_runner(path, feeds):
+def onnxruntime_runner(path, feeds, shapes=None):
     """A function that runs the ONNX model at ``path`` once in onnxruntime (CPU) on ``feeds``
-    (arrays by graph input id, as ``random_feeds`` makes them, passed by the model's input
-    names), after a warm-up run; None when onnxruntime is not installed, and None with a
-    warning on stderr when it cannot run the model.
+    (arrays by graph input id, as ``random_feeds`` makes them for the graph imported with
+    ``shapes``, a ``cli_shapes.ShapeRequest``, passed by the model's input names), after a
+    warm-up run; None when onnxruntime is not installed, and None with a warning on stderr
+    when it cannot run the model.
     """
     try:
         import onnxruntime
     except ImportError:
         return None
     try:
+        import onnx
+
         from tilefuse.graph_api.onnx import import_onnx
         with warnings.catch_warnings():          # load_graph reported them already
             warnings.simplefilter("ignore")
-            names = {tid: name for name, tid in import_onnx(str(path)).inputs if tid is not None}
+            bound = shapes.bind(onnx.load(str(path)), path) if shapes is not None else None
+            names = {tid: name for name, tid in import_onnx(str(path), input_shapes=bound).inputs if tid is not None}
         unnamed = sorted(set(feeds) - set(names))
         if unnamed:
             raise ValueError(f"graph input(s) {unnamed} match no input of the model")
@@ -96,7 +101,8 @@ def cmd_bench(args) -> int:
     """
     if args.plot is not None:
         prepare_image(args.plot, "--plot")
-    graph = load_graph(args.graph)
+    shapes = ShapeRequest.of(args)
+    graph = load_graph(args.graph, shapes)
     with open_database(args.db, must_exist=True) as db:
         default, _ = _compile(graph)
         tuned, missing = _compile(graph, db=db)
@@ -107,7 +113,7 @@ def cmd_bench(args) -> int:
     mismatched = [tid for tid in want if compare_outputs([got[tid]], [want[tid]], [str(tid)], 1e-3, 1e-4)]
     runners = {"default": lambda: default.run(feeds), "tuned": lambda: tuned.run(feeds)}
     if Path(args.graph).suffix.lower() == ".onnx":
-        reference = onnxruntime_runner(args.graph, feeds)
+        reference = onnxruntime_runner(args.graph, feeds, shapes)
         if reference is not None:
             runners["onnxruntime"] = reference
         elif args.plot is not None:

@@ -23,6 +23,7 @@ from tilefuse.tensorir.runtime.cache_lines import flushes_here
 from .cli_io import (EXIT_BUDGET_EXHAUSTED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, BadInput, finite_or_none,
                      first_line, format_seconds, format_table, load_graph, ms_text, number_text, open_database,
                      print_json, shorten)
+from .cli_shapes import ShapeRequest
 from .executor import DaskExecutor, executor_from
 from .extract import extract_tasks
 from .measure import MeasureOptions
@@ -239,36 +240,57 @@ def tune_table(summaries, verbose: bool = False) -> str:
 
 class ProgressPrinter:
     """The ``progress`` callback of ``tune``: after every batch, one plain line (a log that CI
-    keeps) or, on a terminal, one bar line updated in place.
+    keeps) or, on a terminal, one bar line updated in place. A line names the task of the
+    batch with its own trials and best cost, then the run's trials: done of planned, or, with
+    no trial count (``planned`` None), done; with a ``time_budget`` (seconds from when the
+    printer is made), the time left too.
 
     Example:
         >>> import io
         >>> class _Task: name = "dense"; key = "0a1b"
-        >>> class _Report: task = _Task(); best_cost = 1e-4; default_cost = 2e-4; errors = {}
-        >>> out = io.StringIO(); ProgressPrinter(out, [_Task()], tty=False)(_Report(), 8, 16)
+        >>> class _Report: task = _Task(); best_cost = 1e-4; default_cost = 2e-4; errors = {}; trials = 6; resumed = 2
+        >>> out = io.StringIO(); ProgressPrinter(out, [_Task()], tty=False)(_Report(), 20, 64)
         >>> out.getvalue()
-        '[1/1] dense: 8/16 trials, best 0.100 ms (default 0.200 ms), errors 0\\n'
+        '[1/1] dense: 8 trials, best 0.100 ms (default 0.200 ms), errors 0; run: 20/64 trials\\n'
+        >>> out = io.StringIO(); ProgressPrinter(out, [_Task()], tty=False, time_budget=95.9)(_Report(), 20, None)
+        >>> out.getvalue()
+        '[1/1] dense: 8 trials, best 0.100 ms (default 0.200 ms), errors 0; run: 20 trials, 1m35s left\\n'
     """
 
-    def __init__(self, stream, tasks, tty: bool | None = None):
+    def __init__(self, stream, tasks, tty: bool | None = None, time_budget: float | None = None):
         self.stream = stream
         self.index = {task.key: k for k, task in enumerate(tasks)}
         self.count = len(tasks)
         self.tty = stream.isatty() if tty is None else tty
+        self.budget = time_budget
+        self.deadline = None if time_budget is None else time.monotonic() + time_budget
         self._open_bar = False
 
-    def __call__(self, report, done: int, planned: int) -> None:
+    def _run_part(self, done: int, planned: int | None) -> str:
+        parts = [f"{done}/{planned} trials" if planned is not None else f"{done} trials"]
+        if self.deadline is not None:
+            parts.append(f"{format_seconds(max(0.0, self.deadline - time.monotonic()))} left")
+        return ", ".join(parts)
+
+    def _share_done(self, done: int, planned: int | None) -> float:
+        if planned is not None:
+            return min(done, planned) / max(planned, 1)
+        return min(1.0, max(0.0, 1 - (self.deadline - time.monotonic()) / self.budget)) if self.budget else 0.0
+
+    def __call__(self, report, done: int, planned: int | None) -> None:
         position = f"[{self.index.get(report.task.key, 0) + 1}/{self.count}]"
         errors = sum(report.errors.values())
         best = f"best {ms_text(report.best_cost)} ms (default {ms_text(report.default_cost)} ms)"
+        own = report.trials + report.resumed
         if not self.tty:
-            print(f"{position} {shorten(report.task.name)}: {done}/{planned} trials, {best}, errors {errors}",
-                  file=self.stream, flush=True)
+            print(f"{position} {shorten(report.task.name)}: {own} trials, {best}, errors {errors}; "
+                  f"run: {self._run_part(done, planned)}", file=self.stream, flush=True)
             return
         columns = shutil.get_terminal_size((100, 20)).columns
-        filled = int(20 * min(done, planned) / max(planned, 1))
+        filled = int(20 * self._share_done(done, planned))
         bar = "#" * filled + "." * (20 - filled)
-        text = f"{position} {shorten(report.task.name, 30)} [{bar}] {done}/{planned} {best} err {errors}"
+        text = (f"[{bar}] {self._run_part(done, planned)} | {position} {shorten(report.task.name, 30)} "
+                f"{own} trials, {best} err {errors}")
         self.stream.write("\r" + text[:columns - 1] + "\x1b[K")
         self.stream.flush()
         self._open_bar = True
@@ -295,8 +317,10 @@ def _tune_exit(summaries, reports) -> tuple[int, str]:
 
 def cmd_tune(args) -> int:
     """``autotune tune``: tune every task of a graph, then print the table (or JSON)."""
+    if args.trials is None and args.time_budget is None:
+        raise BadInput("tune: give --trials N, --time-budget DURATION (as many trials as fit), or both")
     graph_path = Path(args.graph)
-    graph = load_graph(graph_path)
+    graph = load_graph(graph_path, ShapeRequest.of(args))
     tasks = extract_tasks(graph)
     log = Path(args.log) if args.log else Path(LOG_DIR) / f"{graph_path.stem}.jsonl"
     if log.is_dir():
@@ -337,15 +361,16 @@ def cmd_tune(args) -> int:
             cleanup.callback(executor.close)
         db = cleanup.enter_context(open_database(args.db, must_exist=False))
         prior = {t.key: (db.records(t.key, target.key) if args.resume else []) for t in tasks}
-        budget = "" if args.time_budget is None else f", time budget {format_seconds(args.time_budget)}"
-        print(f"tuning {len(tasks)} task(s) of {graph_path} on {target.cpu}: {args.tuner} ({args.scheduler}), {args.trials} "
-              f"trials{budget}, seed {args.seed}, db {args.db}, log {log}", file=chatter, flush=True)
+        bounds = ([] if args.trials is None else [f"{args.trials} trials"]) + \
+            ([] if args.time_budget is None else [f"time budget {format_seconds(args.time_budget)}"])
+        print(f"tuning {len(tasks)} task(s) of {graph_path} on {target.cpu}: {args.tuner} ({args.scheduler}), "
+              f"{', '.join(bounds)}, seed {args.seed}, db {args.db}, log {log}", file=chatter, flush=True)
         if flush:
             why = "" if args.cache_flush else (f" (the model's {weight_bytes(tasks) / 2**20:.0f} MiB of weights do not "
                                                f"fit in the caches; --no-cache-flush to time them cached)")
             print(f"each kernel's weights are flushed from the caches before each timed call{why}",
                   file=chatter, flush=True)
-        progress = ProgressPrinter(chatter, tasks)
+        progress = ProgressPrinter(chatter, tasks, time_budget=args.time_budget)
         cleanup.callback(progress.finish)
         started = time.monotonic()
         try:

@@ -232,11 +232,10 @@ def test_every_candidate_failing_exits_1_and_reports_errors_per_kind(tuned, tmp_
     (["tune", "{graph}", "--trials", "4", "--executor", "ssh://box"], "expected 'local' or 'dask://HOST:PORT'"),
     (["tune", "{graph}", "--trials", "4", "--executor", "dask://nohost"], "dask://HOST:PORT"),
     (["tune", "{graph}", "--trials", "0"], "must be at least 1"),
-    (["tune", "{graph}"], "required: --trials"),
+    (["tune", "{graph}"], "give --trials N, --time-budget DURATION (as many trials as fit), or both"),
     (["tune", "{graph}", "--trials", "4", "--db", "{dir}/notadb.db"], "notadb.db"),
     (["tune", "{graph}", "--trials", "4", "--log", "{dir}"], "is a directory"),
     (["tune", "{graph}", "--trials", "4", "--min-repeat-ms", "5000"], "does not fit in the timeout"),
-    ([], "required: COMMAND"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["best", "--db", "{dir}/missing.db"], "no tuning database at"),
     (["best", "--db", "{dir}/notadb.db"], "notadb.db"),
@@ -540,3 +539,21 @@ def test_a_file_that_is_no_log_is_one_line_and_exit_2(command, tmp_path, capsys)
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "not a tuning log: none of its" in err, err
     assert not (tmp_path / "t.db").exists()          # nothing was made for a file that is no log
+
+
+def test_no_arguments_print_the_help_and_exit_2(capsys):
+    assert main([]) == EXIT_BAD_INPUT          # no command ran: a script's `autotune $EMPTY` fails
+    out, err = capsys.readouterr()
+    assert not out and err.startswith("usage: autotune") and "tune" in err and "exit codes:" in err
+
+
+def test_a_time_budget_alone_bounds_the_run_and_progress_shows_the_time_left(tmp_path):
+    graph = write_graph(tmp_path / "g.json")
+    code, out, err = run(["tune", graph, "--time-budget", "1.5", "--tuner", "random", "--min-repeat-ms", "0",
+                          "--db", tmp_path / "t.db", "--log", tmp_path / "t.jsonl"])
+    assert code == EXIT_OK, err
+    progress = [line for line in out.splitlines() if line.startswith("[")]
+    assert "time budget 1.5 s," in out and progress, out
+    assert all(" left" in line and "trials/" not in line.split("run: ")[1] for line in progress)
+    new = int(out.split(" new measurement(s)")[0].split()[-1])
+    assert new >= len(progress) >= 2          # the defaults of both tasks, then batches while time is left
