@@ -26,7 +26,7 @@ from .cli_io import (EXIT_OK, EXIT_UNUSABLE, first_line, format_table, load_grap
                      print_json)
 from .cli_pictures import prepare_image
 from .cli_shapes import ShapeRequest
-from .dispatch import HistoryBest, MissingRecordWarning
+from .dispatch import HistoryBest, MissingRecordWarning, tuned_tasks
 from .extract import extract_tasks
 from .measure import compare_outputs
 from .model_check import random_feeds
@@ -108,6 +108,7 @@ def cmd_bench(args) -> int:
         tuned, missing = _compile(graph, db=db)
         tasks = extract_tasks(graph)
         absent = set(db.missing([t.key for t in tasks]))
+        picked = {t.key for t in tuned_tasks(tasks, db)}
     feeds = random_feeds(tuned.input_ports, args.seed)
     want, got = default.run(feeds), tuned.run(feeds)     # also the warm-up runs
     mismatched = [tid for tid in want if compare_outputs([got[tid]], [want[tid]], [str(tid)], 1e-3, 1e-4)]
@@ -125,16 +126,19 @@ def cmd_bench(args) -> int:
     speedup = {k: stats["default"][k] / stats["tuned"][k] for k in ("median", "min")}
     partitions = sum(t.weight for t in tasks)
     untuned = sum(t.weight for t in tasks if t.key in absent)
+    tuned_partitions = sum(t.weight for t in tasks if t.key in picked)
     if args.json:
         data = {"graph": args.graph, "db": args.db, "repeat": args.repeat, "seed": args.seed,
-                "partitions": partitions, "untuned_partitions": untuned,
+                "partitions": partitions, "workloads": len(tasks), "tuned_partitions": tuned_partitions,
+                "tuned_workloads": len(picked), "untuned_partitions": untuned,
                 "missing": [{"name": t.name, "key": t.key} for t in tasks if t.key in absent]}
         data.update({f"{name}_ms": {k: v * 1e3 for k, v in s.items()} for name, s in stats.items()})
         data.update(noise=noise, speedup=speedup, outputs_match=not mismatched)
         print_json(data)
     else:
-        print(f"{args.graph}: {partitions} compiled partition(s), {partitions - untuned} with a tuned "
-              f"config in {args.db}, {args.repeat} runs each on {current_target().cpu}")
+        print(f"{args.graph}: {partitions} compiled partition(s) of {len(tasks)} workload(s); {tuned_partitions} "
+              f"partition(s) of {len(picked)} workload(s) compile with a tuned config from {args.db}, the others "
+              f"with their default ({untuned} without a record); {args.repeat} runs each on {current_target().cpu}")
         print(format_table(["", "median ms", "min ms", "noise"], _bench_rows(stats, speedup, noise), right={1, 2, 3}))
     if args.plot is not None:
         _draw_bench(args, stats, sys.stderr if args.json else sys.stdout)

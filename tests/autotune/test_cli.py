@@ -52,10 +52,11 @@ def run(argv):
 
 
 def table_of(stdout: str) -> str:
-    """The task table of tune's output (the header line up to the first blank line)."""
+    """The task table of tune's output (the header line up to its legend or a blank line)."""
     lines = stdout.splitlines()
     start = next(k for k, line in enumerate(lines) if line.startswith("task "))
-    end = next((k for k in range(start, len(lines)) if not lines[k].strip()), len(lines))
+    end = next((k for k in range(start, len(lines)) if not lines[k].strip() or lines[k].startswith("% trials:")),
+               len(lines))
     return "\n".join(lines[start:end])
 
 
@@ -336,12 +337,18 @@ def test_export_one_workload_by_key_prefix(tuned, tmp_path):
 def test_bench_times_default_and_tuned_side_by_side(tuned):
     code, out, err = run(["bench", tuned["graph"], "--db", tuned["db"], "--repeat", "3"])
     assert code == EXIT_OK, err
-    assert "2 compiled partition(s), 2 with a tuned config" in out
+    from tilefuse.autotune import current_target
+    from tilefuse.autotune.extract import extract_tasks
+    with Database(tuned["db"]) as db:      # a pick of another config than the default: what "tuned" counts
+        picks = [(db.pick(t.key, current_target().key), t) for t in extract_tasks(load_json(tuned["graph"]))]
+    count = sum(p is not None and p.config != dict(t.template.default_config().values) for p, t in picks)
+    assert (f"2 compiled partition(s) of 2 workload(s); {count} partition(s) of {count} workload(s) compile with a "
+            f"tuned config from {tuned['db']}, the others with their default (0 without a record)") in out, out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[3:]}
     assert set(rows) == {"default", "tuned", "speedup"} and rows["speedup"][0].endswith("x")
     assert rows["default"][2].startswith("±") and rows["default"][2].endswith("%")     # the runs' spread
     data = json.loads(run(["bench", tuned["graph"], "--db", tuned["db"], "--repeat", "2", "--json"])[1])
-    assert data["outputs_match"] and data["untuned_partitions"] == 0
+    assert data["outputs_match"] and data["untuned_partitions"] == 0 and data["tuned_workloads"] == count
     assert data["speedup"]["median"] == pytest.approx(data["default_ms"]["median"] / data["tuned_ms"]["median"])
     assert data["noise"]["tuned"] == pytest.approx(data["tuned_ms"]["median"] / data["tuned_ms"]["min"] - 1)
 
@@ -350,7 +357,7 @@ def test_bench_warns_about_workloads_without_records(tuned, tmp_path):
     Database(tmp_path / "empty.db").close()
     code, out, err = run(["bench", tuned["graph"], "--db", tmp_path / "empty.db", "--repeat", "1"])
     assert code == EXIT_OK
-    assert "0 with a tuned config" in out
+    assert "0 partition(s) of 0 workload(s) compile with a tuned config" in out and "(2 without a record)" in out
     assert err.count("no tuning record for workload") == 2 and "autotune best --missing" in err
 
 
@@ -499,8 +506,9 @@ def test_the_gradient_scheduler_spends_the_run_s_trials_and_the_table_shows_each
     assert code == EXIT_OK, err
     assert "(gradient)" in out + err
     rows = table_of(out).splitlines()[2:]
-    trials = [int(row.split()[row.split().index("complex" if "complex" in row else "reduction") + 2]) for row in rows]
-    shares = [int(cell[:-1]) for row in rows for cell in row.split() if cell.endswith("%") and cell[:-1].isdigit()]
+    cells = [row.split() for row in rows]
+    trials = [int(c[c.index("complex" if "complex" in c else "reduction") + 2]) for c in cells]
+    shares = [int(c[c.index("complex" if "complex" in c else "reduction") + 3][:-1]) for c in cells]   # % trials
     assert sum(trials) == 9 and all(t >= 1 for t in trials)
     assert abs(sum(shares) - 100) <= 1
 
@@ -515,8 +523,8 @@ def test_tune_reports_what_the_check_in_the_model_dropped(tuned, tmp_path, monke
     monkeypatch.setattr(cli_tune, "check_in_model", lambda graph, database: dropped)
     code, out, err = run(["tune", tuned["graph"], *FAST, "--db", db, "--log", log])     # measures: checks
     assert code == EXIT_OK, err
-    assert "in the model: default 0.100 ms, tuned 0.120 ms, kept 0.100 ms (±2%); 1 of 1 tuned pick(s) dropped " \
-           "(slower there): matmul+relu" in out
+    assert "in the model (steps summed): default 0.100 ms, every pick 0.120 ms (0.83x, ±2%); 1 of 1 tuned pick(s) " \
+           "dropped (slower there): matmul+relu" in out
 
     def fails(graph, database):
         raise Unsupported("no kernel for this op")

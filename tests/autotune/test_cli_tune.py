@@ -74,3 +74,63 @@ def test_progress_tells_the_task_s_trials_from_the_run_s_and_the_time_left():
     bar = io.StringIO()
     ProgressPrinter(bar, [second], tty=True, time_budget=1e6)(report, 25, None)
     assert "[....................] 25 trials, " in bar.getvalue() and "left" in bar.getvalue()
+
+
+# ---------------------------------------------------------------------------- the summary, measured by fakes
+
+def _fake_measurements(monkeypatch, alone: float, in_model: float):
+    """Every kernel measurement and every step time made up: the default config 10 us, any other
+    config ``alone`` times that when timed alone and ``in_model`` times that in the model."""
+    import importlib
+    from tilefuse.autotune import measure, model_check
+    tune_module = importlib.import_module("tilefuse.autotune.tune")       # the module, not autotune.tune the function
+
+    def measure_batch(task, configs, options=None, executor=None, **_):
+        default = dict(task.template.default_config().values)
+        return [measure.MeasureResult(dict(c.values), costs=(10e-6 * (1 if dict(c.values) == default else alone),) * 3)
+                for c in configs]
+
+    def time_steps(engines, feeds, rounds, round_seconds):
+        steps = engines["default"].step_times(feeds, 1)
+        return {"default": {k: 10e-6 for k in steps}, "tuned": {k: 10e-6 * in_model for k in steps}}, 0.0
+    monkeypatch.setattr(tune_module, "measure_batch", measure_batch)
+    monkeypatch.setattr(model_check, "time_steps", time_steps)
+
+
+def _tune(tmp_path):
+    from test_cli import run, table_of, write_graph
+    graph = write_graph(tmp_path / "g.json")
+    code, out, err = run(["tune", graph, "--tuner", "random", "--trials", "6", "--scheduler", "sequential",
+                          "--db", tmp_path / "t.db", "--log", tmp_path / "t.jsonl"])
+    assert code == 0, err
+    rows = table_of(out).splitlines()[2:]
+    line = next((l for l in out.splitlines() if l.startswith("in the model")), "")
+    return rows, line, out
+
+
+def test_the_summary_of_picks_faster_alone_and_in_the_model(tmp_path, monkeypatch):
+    _fake_measurements(monkeypatch, alone=0.5, in_model=0.5)
+    rows, line, out = _tune(tmp_path)
+    assert len(rows) == 2 and all("2.00x" in row and "tuned 2.00x ±0%" in row for row in rows), rows
+    assert line == ("in the model (steps summed): default 0.020 ms, every pick 0.010 ms (2.00x, ±0%); "
+                    "0 of 2 tuned pick(s) dropped"), line
+    assert "nan" not in out and "noisy" not in out
+
+
+def test_the_summary_of_picks_faster_alone_but_slower_in_the_model(tmp_path, monkeypatch):
+    _fake_measurements(monkeypatch, alone=0.5, in_model=1.25)
+    rows, line, out = _tune(tmp_path)
+    # the search and the kernel check found 2x; the model found 0.8x, and the picks went
+    assert all("2.00x" in row and "default 0.80x ±0% in the model" in row for row in rows), rows
+    assert line.startswith("in the model (steps summed): default 0.020 ms, every pick 0.025 ms (0.80x, ±0%); "
+                           "2 of 2 tuned pick(s) dropped (slower there): "), line
+    assert "nan" not in out
+
+
+def test_the_summary_of_picks_slower_alone(tmp_path, monkeypatch):
+    _fake_measurements(monkeypatch, alone=2.0, in_model=2.0)
+    rows, line, out = _tune(tmp_path)
+    # no config beats the default: the best is the default itself, the check keeps it, nothing
+    # reaches the model
+    assert all("1.00x" in row and "default 0.50x ±0%" in row and "in the model" not in row for row in rows), rows
+    assert line == "" and "nan" not in out
