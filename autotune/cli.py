@@ -16,6 +16,8 @@ Subcommands (``autotune SUBCOMMAND --help`` for the options)::
                    [--plot IMAGE]
     autotune plot LOG_OR_DB -o IMAGE [--workload KEY_PREFIX]
     autotune graph GRAPH -o PICTURE [--shape ...] [--batch N] [--timeout 60s]
+    autotune perf MODEL [--shape ...] [--batch N] [--threads N] [--duration 10s]
+                  [--compare onnxruntime,openvino] [--db PATH] [--seed S] [--json]
 
 ``tune`` takes ``--trials``, ``--time-budget`` or both (a budget alone: as many trials as fit).
 An ONNX model with symbolic dims (an exported batch or sequence) is compiled for the shapes
@@ -46,7 +48,8 @@ Exit codes (the same for every subcommand):
 
 This module parses the command line and runs the subcommand; each group of subcommands has
 its module: ``cli_tune`` (tune), ``cli_records`` (best, show, export, import), ``cli_bench``
-(bench), ``cli_pictures`` (plot, graph), ``cli_shapes`` (--shape, --batch); ``cli_io`` holds what they share (exit codes,
+(bench), ``cli_pictures`` (plot, graph), ``cli_perf`` (perf, its engines in ``perf_worker``
+processes), ``cli_shapes`` (--shape, --batch); ``cli_io`` holds what they share (exit codes,
 ``BadInput``, reading graphs and databases, tables). The ``cli_*`` modules, ``session`` and
 ``model_check`` are the modules of ``autotune`` that import ``graph_api`` (the application on
 top of both). GRAPH is a oneDNN Graph JSON file (.json) or an ONNX model (.onnx, read by
@@ -70,6 +73,7 @@ import sys
 
 from . import plots
 from .cli_bench import cmd_bench
+from .cli_perf import add_perf_parser
 from .cli_io import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, BadInput
 from .cli_pictures import cmd_graph, cmd_plot
 from .cli_records import cmd_best, cmd_export, cmd_import, cmd_show
@@ -275,6 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_duration, default=plots.DOT_TIMEOUT, metavar="DURATION",
                    help=f"time allowed to Graphviz (default {plots.DOT_TIMEOUT:g} s)")
     p.set_defaults(run=cmd_graph)
+
+    add_perf_parser(commands, duration=_duration, count=_positive_int)
     return parser
 
 
