@@ -309,14 +309,14 @@ class ProgressPrinter:
         best = f"best {ms_text(report.best_cost)} ms (default {ms_text(report.default_cost)} ms)"
         own = report.trials + report.resumed
         if not self.tty:
-            print(f"{position} {shorten(report.task.name)}: {own} trials, {best}, errors {errors}; "
+            print(f"{position} {shorten(report.task.name)}: {own} trial{'s' * (own != 1)}, {best}, errors {errors}; "
                   f"run: {self._run_part(done, planned)}", file=self.stream, flush=True)
             return
         columns = shutil.get_terminal_size((100, 20)).columns
         filled = int(20 * self._share_done(done, planned))
         bar = "#" * filled + "." * (20 - filled)
         text = (f"[{bar}] {self._run_part(done, planned)} | {position} {shorten(report.task.name, 30)} "
-                f"{own} trials, {best} err {errors}")
+                f"{own} trial{'s' * (own != 1)}, {best} err {errors}")
         self.stream.write("\r" + text[:columns - 1] + "\x1b[K")
         self.stream.flush()
         self._open_bar = True

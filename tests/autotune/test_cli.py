@@ -549,6 +549,13 @@ def test_a_file_that_is_no_log_is_one_line_and_exit_2(command, tmp_path, capsys)
     assert not (tmp_path / "t.db").exists()          # nothing was made for a file that is no log
 
 
+def test_show_of_the_readme_is_one_line_and_exit_2(capsys):
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    assert main(["show", str(readme)]) == EXIT_BAD_INPUT
+    out, err = capsys.readouterr()
+    assert not out and err.count("\n") == 1 and "README.md: not a tuning log: none of its" in err
+
+
 def test_no_arguments_print_the_help_and_exit_2(capsys):
     assert main([]) == EXIT_BAD_INPUT          # no command ran: a script's `autotune $EMPTY` fails
     out, err = capsys.readouterr()
