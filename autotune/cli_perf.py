@@ -39,6 +39,9 @@ COMPARABLE = {"onnxruntime": "onnxruntime", "openvino": "openvino"}
 """Engines ``--compare`` takes -> the package each needs."""
 BLOCK_SECONDS = BENCH_BLOCK_SECONDS
 WORKER = Path(__file__).with_name("perf_worker.py")
+WORKER_START = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
+"""Runs the worker's file as a script without putting its folder on ``sys.path`` (its
+neighbours would shadow top-level modules) and without importing the package."""
 DEFAULT_DB = "tuning.db"
 
 
@@ -105,7 +108,7 @@ class EngineProcess:
     def load(self, model: str, feeds: dict, threads: int, db) -> tuple:
         """Start the process, load the model and run it once: (seconds, notes), or an
         EngineStopped naming the engine's error."""
-        self.process = subprocess.Popen([sys.executable, "-P", str(WORKER)], stdin=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, "-c", WORKER_START, str(WORKER)], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE)
         answer = self._ask({"engine": self.name, "model": model, "feeds": feeds, "threads": threads, "db": db})
         if answer[0] == "error":

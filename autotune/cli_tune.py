@@ -434,7 +434,8 @@ def cmd_tune(args) -> int:
             print("\n" + model_check_line(model))
         print(f"\n{new} new measurement(s), {resumed} resumed from {args.db}, in {format_seconds(seconds)}; "
               f"records in {args.db} and {log}")
-        early = Counter(s.stopped for s in summaries if s.stopped not in ("trials", "space exhausted"))
+        expected = ("trials", "space exhausted") + (("time budget",) if args.trials is None else ())
+        early = Counter(s.stopped for s in summaries if s.stopped not in expected)   # a budget alone ends by time
         if early:
             print("stopped before their trials: " + ", ".join(f"{n} task(s) by {why}" for why, n in early.items()))
     if code != EXIT_OK:

@@ -1,7 +1,7 @@
 """One engine of ``autotune perf`` in a process of its own, so that its peak memory is its own.
 
-``cli_perf`` starts this file as a script (``python -P perf_worker.py``: no package import,
-so an onnxruntime process holds onnxruntime and numpy, not the compiler) and talks to it with
+``cli_perf`` starts this file as a script (``runpy.run_path``: no package import, so an
+onnxruntime process holds onnxruntime and numpy, not the compiler) and talks to it with
 pickled messages, stdin in, a private copy of stdout out (the engine's own prints go to
 stderr). The first message, ``{"engine", "model", "feeds", "threads", "db"}``, loads the
 engine and runs it once; the answer is ``("ready", seconds, rss_before, notes)`` or

@@ -570,5 +570,6 @@ def test_a_time_budget_alone_bounds_the_run_and_progress_shows_the_time_left(tmp
     progress = [line for line in out.splitlines() if line.startswith("[")]
     assert "time budget 1.5 s," in out and progress, out
     assert all(" left" in line and "trials/" not in line.split("run: ")[1] for line in progress)
+    assert "stopped before their trials" not in out          # with no trial count, the budget is the end
     new = int(out.split(" new measurement(s)")[0].split()[-1])
     assert new >= len(progress) >= 2          # the defaults of both tasks, then batches while time is left
