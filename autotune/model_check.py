@@ -170,18 +170,18 @@ def check_in_model(graph, db, seed: int = 0, rounds: int = STEP_ROUNDS, round_se
         for key in tuned_keys:
             originals.setdefault(key, (database.pick(key, target.key), picks.config_for(workloads[key][0].template)))
         tuned = _compile(graph, picks)
-        steps, spread_ = time_steps({"default": default, "tuned": tuned}, feeds, rounds, round_seconds)
+        steps, noise = time_steps({"default": default, "tuned": tuned}, feeds, rounds, round_seconds)
         this_pass = {}
         for key in tuned_keys:
             task, indices = workloads[key]
             costs = [sum(steps[name].get(k, 0.0) for k in indices) for name in ("default", "tuned")]
             this_pass[key] = WorkloadCheck(key, task.name, len(indices), *costs, costs[1] <= costs[0] * (1 + margin))
         measured.update(this_pass)
-        passes.append((this_pass, *(sum(steps[name].values()) for name in ("default", "tuned")), spread_))
+        passes.append((this_pass, *(sum(steps[name].values()) for name in ("default", "tuned")), noise))
         losing = [key for key in tuned_keys if not measured[key].kept]
         if not losing or attempt == PASSES:
             break
-        _drop(database, target.key, losing, measured, workloads, spread_)
+        _drop(database, target.key, losing, measured, workloads, noise)
     if not passes:
         return check
     check.default_seconds, check.tuned_seconds = passes[0][1:3]
