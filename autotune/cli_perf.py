@@ -184,11 +184,13 @@ def _available(engines, chatter) -> list:
 
 
 def _database(args):
+    """The tuning database tilefuse compiles with: ``--db``, else ``DEFAULT_DB`` when it
+    exists, else None (default configs)."""
     if args.db is not None:
         if not os.path.isfile(args.db):
             raise BadInput(f"--db {args.db}: no such tuning database")
-        return os.path.abspath(args.db)
-    return os.path.abspath(DEFAULT_DB) if os.path.isfile(DEFAULT_DB) else None
+        return args.db
+    return DEFAULT_DB if os.path.isfile(DEFAULT_DB) else None
 
 
 def _load_all(names, model, feeds, threads, db, opened) -> dict:
@@ -250,7 +252,7 @@ def cmd_perf(args) -> int:
     names = _available(["tilefuse", *(args.compare or [])], sys.stderr)
     opened = []
     try:
-        loaded = _load_all(names, str(path.resolve()), feeds, threads, db, opened)
+        loaded = _load_all(names, str(path.resolve()), feeds, threads, db and os.path.abspath(db), opened)
         times = _time_in_turns(loaded, args.duration)
         rss = {name: engine.end() for name, (engine, _) in loaded.items()}
     except EngineStopped as err:

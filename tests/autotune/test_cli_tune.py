@@ -134,3 +134,15 @@ def test_the_summary_of_picks_slower_alone(tmp_path, monkeypatch):
     # reaches the model
     assert all("1.00x" in row and "default 0.50x ±0%" in row and "in the model" not in row for row in rows), rows
     assert line == "" and "nan" not in out
+
+
+def test_the_table_flags_noisy_checks_and_prints_no_nan():
+    noisy = TaskSummary("softmax", "k1", "reduction", 2, 0, 9, 9, 0, 4e-6, 3e-6, applied="tuned",
+                        checked_speedup=1.3, noise=9.59)
+    unknown = TaskSummary("transpose", "k2", "injective", 4, 0, 1, 1, 0, 1e-6, 1e-6, applied="default",
+                          checked_speedup=math.nan, noise=math.nan, dropped_in_model=True)
+    text = tune_table([noisy, unknown])
+    assert "nan" not in text and "default - - in the model" in text
+    assert "noisy: the checks of 1 task(s) varied by more than 25% between rounds (up to ±959%)" in text
+    time_shares = [row.split()[5] for row in text.splitlines()[2:4]]
+    assert time_shares == ["67%", "33%"]          # weight x default ms: 8 us of the model's 12
