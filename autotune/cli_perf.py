@@ -29,7 +29,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .cli_io import EXIT_OK, BadInput, first_line, format_table, print_json
+from .cli_io import EXIT_OK, BadInput, finite_or_none, first_line, format_table, number_text, print_json
 from .cli_shapes import ShapeRequest, add_shape_options
 from .model_check import random_feeds
 from .target import current_target
@@ -106,16 +106,16 @@ class EngineProcess:
             raise EngineStopped(f"{self.name}'s process stopped (exit code {code})") from None
 
     def load(self, model: str, feeds: dict, threads: int, db) -> tuple:
-        """Start the process, load the model and run it once: (seconds, notes), or an
-        EngineStopped naming the engine's error."""
+        """Start the process, load the model and run it once: (seconds, the run's outputs,
+        notes), or an EngineStopped naming the engine's error."""
         self.process = subprocess.Popen([sys.executable, "-c", WORKER_START, str(WORKER)], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE)
         answer = self._ask({"engine": self.name, "model": model, "feeds": feeds, "threads": threads, "db": db})
         if answer[0] == "error":
             self.close()
             raise EngineStopped(f"{self.name} cannot run the model: {answer[1]}")
-        _, seconds, self.before, notes = answer
-        return seconds, notes
+        _, seconds, self.before, outputs, notes = answer
+        return seconds, outputs, notes
 
     def block(self, seconds: float) -> list:
         """The seconds of each run of a block: after ``PAUSE`` and ``WARMUP``, runs for ``seconds``."""
@@ -193,15 +193,38 @@ def _database(args):
     return DEFAULT_DB if os.path.isfile(DEFAULT_DB) else None
 
 
+def output_difference(ours, theirs) -> float:
+    """The largest difference between two engines' outputs (lists of arrays), each relative to
+    the largest magnitude of our output; inf when their number or shapes differ.
+
+    Example:
+        >>> output_difference([np.array([1.0, -4.0])], [np.array([1.0, -3.0])])
+        0.25
+    """
+    if len(ours) != len(theirs) or any(np.shape(a) != np.shape(b) for a, b in zip(ours, theirs)):
+        return math.inf
+    worst = 0.0
+    for a, b in zip(ours, theirs):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        if a.size:
+            worst = max(worst, float(np.abs(a - b).max()) / max(float(np.abs(a).max()), 1e-30))
+    return worst
+
+
+AGREEMENT = 1e-3
+"""An engine whose outputs differ from tilefuse's by more than this (relative to the output's
+largest magnitude) is reported: it may compute something else, and its times compare nothing."""
+
+
 def _load_all(names, model, feeds, threads, db, opened) -> dict:
-    """{name: (process, compile seconds)} of the engines that load the model, one at a time
-    (a compile does not share the machine with another's); the others noted on stderr."""
+    """{name: (process, compile seconds, outputs)} of the engines that load the model, one at
+    a time (a compile does not share the machine with another's); the others noted on stderr."""
     loaded = {}
     for name in names:
         engine = EngineProcess(name)
         opened.append(engine)
         try:
-            seconds, notes = engine.load(model, feeds, threads, db if name == "tilefuse" else None)
+            seconds, outputs, notes = engine.load(model, feeds, threads, db if name == "tilefuse" else None)
         except EngineStopped as err:
             if name == "tilefuse":
                 raise BadInput(f"{model}: {err}") from None
@@ -209,7 +232,7 @@ def _load_all(names, model, feeds, threads, db, opened) -> dict:
             continue
         for kind, (count, first) in notes.items():
             print(f"autotune: {name}: {count} {kind}(s), the first: {first_line(first)}", file=sys.stderr)
-        loaded[name] = (engine, seconds)
+        loaded[name] = (engine, seconds, outputs)
     return loaded
 
 
@@ -218,7 +241,7 @@ def _time_in_turns(loaded: dict, duration: float) -> dict:
     ``duration`` seconds of timed runs."""
     times = {name: [] for name in loaded}
     while min(sum(t) for t in times.values()) < duration:
-        for name, (engine, _) in loaded.items():
+        for name, (engine, _, _) in loaded.items():
             times[name] += engine.block(min(BLOCK_SECONDS, max(duration - sum(times[name]), 0.0)))
     return times
 
@@ -227,7 +250,8 @@ def _rows(results: dict) -> list:
     ours = results["tilefuse"]["p50_ms"]
     return [[name, f"{r['compile_seconds']:.2f}", f"{r['peak_rss_mib']:.0f}", f"{r['p50_ms']:.3f}",
              f"{r['p90_ms']:.3f}", f"{r['p99_ms']:.3f}", f"{r['runs_per_second']:.0f}", r["runs"],
-             f"{r['p50_ms'] / ours:.2f}x"] for name, r in results.items()]
+             f"{r['p50_ms'] / ours:.2f}x", "-" if name == "tilefuse" else number_text(r["max_difference"], ".1e")]
+            for name, r in results.items()]
 
 
 def cmd_perf(args) -> int:
@@ -254,29 +278,37 @@ def cmd_perf(args) -> int:
     try:
         loaded = _load_all(names, str(path.resolve()), feeds, threads, db and os.path.abspath(db), opened)
         times = _time_in_turns(loaded, args.duration)
-        rss = {name: engine.end() for name, (engine, _) in loaded.items()}
+        rss = {name: engine.end() for name, (engine, _, _) in loaded.items()}
     except EngineStopped as err:
         raise BadInput(f"{path}: {err}") from None
     finally:
         for engine in opened:
             engine.close()
     base = loaded["tilefuse"][0].before
-    results = {name: {"compile_seconds": loaded[name][1], "peak_rss_mib": rss[name] / 2**20, **summary(t)}
-               for name, t in times.items()}
+    ours = loaded["tilefuse"][2]
+    results = {name: {"compile_seconds": loaded[name][1], "peak_rss_mib": rss[name] / 2**20, **summary(t),
+                      "max_difference": output_difference(ours, loaded[name][2])} for name, t in times.items()}
+    for name, r in results.items():
+        if name != "tilefuse" and r["max_difference"] > AGREEMENT:
+            print(f"autotune: warning: {name}'s outputs differ from tilefuse's by up to {r['max_difference']:.2g} "
+                  f"of their largest magnitude", file=sys.stderr)
     inputs = ", ".join(f"{name} {'x'.join(map(str, shape))}" for name, shape in shapes.items())
     if args.json:
         print_json({"model": str(path), "inputs": {n: list(s) for n, s in shapes.items()}, "threads": threads,
                     "duration": args.duration, "db": db, "cpu": current_target().cpu,
-                    "python_numpy_rss_mib": base / 2**20, "engines": results})
+                    "python_numpy_rss_mib": base / 2**20,
+                    "engines": {name: {**r, "max_difference": finite_or_none(r["max_difference"])}
+                                for name, r in results.items()}})
         return EXIT_OK
     print(f"{path} ({inputs}) on {current_target().cpu}, {threads} thread(s); tilefuse "
           f"{'with the picks of ' + db if db else 'with default configs (no tuning database)'}")
     print(f"each engine {args.duration:g} s of timed runs, in blocks of {BLOCK_SECONDS:g} s taking turns, each after "
           f"a {PAUSE * 1e3:.0f} ms pause and {WARMUP * 1e3:.0f} ms of untimed runs")
     print(format_table(["engine", "compile s", "peak RSS MiB", "p50 ms", "p90 ms", "p99 ms", "runs/s", "runs",
-                        "p50 / tilefuse"], _rows(results), right=set(range(1, 9))))
+                        "p50 / tilefuse", "outputs vs tilefuse"], _rows(results), right=set(range(1, 10))))
     print(f"compile s: load, compile and first run; peak RSS: the engine's own process (Python and numpy "
-          f"alone: {base / 2**20:.0f} MiB); runs/s: one stream, runs over their seconds")
+          f"alone: {base / 2**20:.0f} MiB); runs/s: one stream, runs over their seconds; outputs: the largest "
+          f"difference, relative to the output's largest magnitude")
     return EXIT_OK
 
 

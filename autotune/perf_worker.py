@@ -4,7 +4,7 @@
 onnxruntime process holds onnxruntime and numpy, not the compiler) and talks to it with
 pickled messages, stdin in, a private copy of stdout out (the engine's own prints go to
 stderr). The first message, ``{"engine", "model", "feeds", "threads", "db"}``, loads the
-engine and runs it once; the answer is ``("ready", seconds, rss_before, notes)`` or
+engine and runs it once; the answer is ``("ready", seconds, rss_before, outputs, notes)`` or
 ``("error", message)``. Then ``("block", seconds, pause, warmup)`` times a block
 (``engine_blocks``: a pause, a warm-up, timed runs for ``seconds``) and answers
 ``("times", [seconds of each run])``; ``("end",)`` answers ``("rss", peak bytes)`` and exits.
@@ -23,6 +23,8 @@ import sys
 import time
 import warnings
 from pathlib import Path
+
+import numpy  # the feeds' arrays: part of every engine's process, in the baseline peak_rss reports
 
 
 def _blocks():
@@ -61,7 +63,8 @@ def _tilefuse(model, feeds, threads, db):
     else:
         from tilefuse.graph_api import InferenceSession
         session = InferenceSession(model, num_threads=threads)
-    return lambda: session.run(None, feeds)
+    run_once = lambda: session.run(None, feeds)          # noqa: E731
+    return run_once, run_once
 
 
 def _onnxruntime(model, feeds, threads, db):
@@ -70,7 +73,8 @@ def _onnxruntime(model, feeds, threads, db):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    return lambda: session.run(None, feeds)
+    run_once = lambda: session.run(None, feeds)          # noqa: E731
+    return run_once, run_once
 
 
 def _openvino(model, feeds, threads, db):
@@ -81,27 +85,34 @@ def _openvino(model, feeds, threads, db):
     compiled = core.compile_model(network, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
                                                    "INFERENCE_NUM_THREADS": threads})
     request = compiled.create_infer_request()
-    return lambda: request.infer(feeds)
+
+    def outputs():
+        result = request.infer(feeds)
+        return [result[port] for port in compiled.outputs]
+    return (lambda: request.infer(feeds)), outputs
 
 
 ENGINES = {"tilefuse": _tilefuse, "onnxruntime": _onnxruntime, "openvino": _openvino}
 """engine name -> function(model path, feeds by input name, threads, tuning db or None) that
-loads the model and returns a function running it once."""
+loads the model and returns (a function running it once, one running it once and returning
+its outputs as a list of arrays, in the model's order)."""
 
 
 def _load(request) -> tuple:
-    """(run once, seconds to load, compile and run once, notes: the warnings' texts, counted)."""
+    """(run once, seconds to load, compile and run once, the first run's outputs, notes: the
+    warnings' texts, counted)."""
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        run_once = ENGINES[request["engine"]](request["model"], request["feeds"], request["threads"], request["db"])
-        run_once()
+        run_once, run_for_outputs = ENGINES[request["engine"]](request["model"], request["feeds"],
+                                                               request["threads"], request["db"])
+        outputs = [numpy.array(x) for x in run_for_outputs()]
     seconds = time.perf_counter() - started
     notes = {}
     for w in caught:                  # kind -> (count, the first message)
         count, first = notes.get(w.category.__name__, (0, str(w.message)))
         notes[w.category.__name__] = (count + 1, first)
-    return run_once, seconds, notes
+    return run_once, seconds, outputs, notes
 
 
 def serve(inbox, outbox) -> None:
@@ -110,16 +121,15 @@ def serve(inbox, outbox) -> None:
     def send(message):
         pickle.dump(message, outbox)
         outbox.flush()
-    import numpy  # noqa: F401  (the feeds' arrays: part of the baseline, not of an engine)
     before = peak_rss()
     try:
         request = pickle.load(inbox)
-        run_once, seconds, notes = _load(request)
+        run_once, seconds, outputs, notes = _load(request)
     except Exception as err:          # the engine's own refusal of the model: reported, not raised
         text = (str(err).strip().splitlines() or [""])[0]
         send(("error", f"{type(err).__name__}: {text}"[:300]))
         return
-    send(("ready", seconds, before, notes))
+    send(("ready", seconds, before, outputs, notes))
     blocks = _blocks()
     while True:
         try:
