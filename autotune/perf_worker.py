@@ -149,7 +149,10 @@ def main() -> None:
     then points at stderr so that an engine's prints cannot corrupt the messages."""
     outbox = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    serve(sys.stdin.buffer, outbox)
+    try:
+        serve(sys.stdin.buffer, outbox)
+    except (KeyboardInterrupt, BrokenPipeError):      # Ctrl-C reaches the whole process group; perf reports it
+        pass
 
 
 if __name__ == "__main__":
