@@ -3,21 +3,31 @@ records, and time the compiled graph with and without them.
 
 Subcommands (``autotune SUBCOMMAND --help`` for the options)::
 
-    autotune tune GRAPH --trials N [--tuner xgb|random|grid] [--db tuning.db] [--log PATH]
-                  [--time-budget 10m] [--executor local|dask://HOST:PORT] [--seed S]
+    autotune tune GRAPH [--trials N] [--time-budget 10m] [--shape [NAME=]DIMS]... [--batch N]
+                  [--tuner xgb|random|grid] [--db tuning.db] [--log PATH]
+                  [--executor local|dask://HOST:PORT] [--seed S]
                   [--resume/--no-resume] [--early-stopping N] [--min-repeat-ms MS]
                   [--cache-flush/--no-cache-flush] [--timeout 10s] [--json] [--verbose]
-    autotune best [--db PATH] [--missing GRAPH] [--json]
+    autotune best [--db PATH] [--missing GRAPH [--shape ...] [--batch N]] [--json]
     autotune show LOG [--json]
     autotune export [--db PATH] LOG [--workload KEY]
     autotune import LOG [--db PATH]
-    autotune bench GRAPH [--db PATH] [--repeat N] [--seed S] [--json] [--plot IMAGE]
+    autotune bench GRAPH [--shape ...] [--batch N] [--db PATH] [--repeat N] [--seed S] [--json]
+                   [--plot IMAGE]
     autotune plot LOG_OR_DB -o IMAGE [--workload KEY_PREFIX]
-    autotune graph GRAPH -o PICTURE [--timeout 60s]
+    autotune graph GRAPH -o PICTURE [--shape ...] [--batch N] [--timeout 60s]
+    autotune perf MODEL [--shape ...] [--batch N] [--threads N] [--duration 10s]
+                  [--compare onnxruntime,openvino] [--db PATH] [--seed S] [--json]
+    autotune profile MODEL [--shape ...] [--batch N] [-o TRACE] [--runs N] [--top N] [--db PATH] [--seed S]
     autotune cache info [--dir FOLDER] [--top N] [--json]
     autotune cache clear [--dir FOLDER]
-    autotune profile MODEL [-o TRACE] [--runs N] [--top N] [--db PATH] [--seed S]
     autotune --version
+
+``tune`` takes ``--trials``, ``--time-budget`` or both (a budget alone: as many trials as fit).
+An ONNX model with symbolic dims (an exported batch or sequence) is compiled for the shapes
+``--shape NAME=1x3x224x224`` (repeatable; ``--shape 1x3x224x224`` for a model with one input)
+and ``--batch N`` (the symbolic first dim of every other input) give: ``cli_shapes``. With no
+arguments, ``autotune`` prints its help on stderr and exits 2 (no command ran).
 
 ``plot`` and ``bench --plot`` draw with matplotlib, an optional extra (``pip install -e
 '.[plot]'``); IMAGE is a .png, .svg or .pdf file. ``graph`` writes the graph's DOT text
@@ -42,8 +52,9 @@ Exit codes (the same for every subcommand):
 
 This module parses the command line and runs the subcommand; each group of subcommands has
 its module: ``cli_tune`` (tune), ``cli_records`` (best, show, export, import), ``cli_bench``
-(bench), ``cli_pictures`` (plot, graph), ``cli_cache`` (cache info, cache clear),
-``cli_profile`` (profile); ``cli_io`` holds what they share (exit codes,
+(bench), ``cli_pictures`` (plot, graph), ``cli_perf`` (perf, its engines in ``perf_worker``
+processes), ``cli_profile`` (profile), ``cli_cache`` (cache info, cache clear), ``cli_shapes``
+(--shape, --batch); ``cli_io`` holds what they share (exit codes,
 ``BadInput``, reading graphs and databases, tables). The ``cli_*`` modules, ``session`` and
 ``model_check`` are the modules of ``autotune`` that import ``graph_api`` (the application on
 top of both). GRAPH is a oneDNN Graph JSON file (.json) or an ONNX model (.onnx, read by
@@ -70,10 +81,12 @@ from tilefuse import __version__
 from . import plots
 from .cli_bench import cmd_bench
 from .cli_cache import cmd_cache_clear, cmd_cache_info
+from .cli_perf import add_perf_parser
 from .cli_io import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, BadInput
 from .cli_pictures import cmd_graph, cmd_plot
 from .cli_profile import add_profile_command
 from .cli_records import cmd_best, cmd_export, cmd_import, cmd_show
+from .cli_shapes import add_shape_options
 from .cli_tune import LOG_DIR, cmd_tune
 from .database import TuningDatabaseError
 from .log import LogWriteError
@@ -187,8 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("tune", help="tune every task (partition workload) of a graph",
                             description="Tune every task of GRAPH and print a table per task.")
     p.add_argument("graph", metavar="GRAPH", help="oneDNN Graph JSON (.json) or ONNX model (.onnx)")
-    p.add_argument("--trials", type=_positive_int, required=True, metavar="N",
-                   help="measurements in all, over all tasks, as the scheduler shares them (resumed ones count)")
+    p.add_argument("--trials", type=_positive_int, metavar="N",
+                   help="measurements in all, over all tasks, as the scheduler shares them (resumed ones count); "
+                        "without it, --time-budget alone bounds the run")
     p.add_argument("--tuner", choices=sorted(TUNERS), default="xgb", help="search strategy (default xgb)")
     p.add_argument("--scheduler", choices=list(SCHEDULERS), default="gradient",
                    help="which task the next batch goes to: gradient (the largest expected gain of the "
@@ -197,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     db_option(p)
     p.add_argument("--log", metavar="PATH", help=f"JSON-lines log (default {LOG_DIR}/<graph stem>.jsonl)")
     p.add_argument("--time-budget", type=_duration, metavar="DURATION",
-                   help="wall-time bound of the whole run: 90, 90s, 10m, 1h30m")
+                   help="wall-time bound of the whole run: 90, 90s, 10m, 1h30m (give it, --trials, or both)")
+    add_shape_options(p)
     p.add_argument("--executor", type=_executor_spec, default="local", metavar="SPEC",
                    help="where candidates build and run: local (default) or dask://HOST:PORT")
     p.add_argument("--seed", type=int, default=0, help="seed of the tuner (default 0)")
@@ -224,12 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
                                         "GRAPH, the graph's workloads without one (exit 1 if any).")
     db_option(p)
     p.add_argument("--missing", metavar="GRAPH", help="list GRAPH's workloads with no record for this CPU")
-    p.add_argument("--json", action="store_true")
+    add_shape_options(p)
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(run=cmd_best)
 
     p = commands.add_parser("show", help="the records of a JSON-lines log")
-    p.add_argument("log", metavar="LOG")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("log", metavar="LOG", help="a JSON-lines tuning log, as tune writes it")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(run=cmd_show)
 
     p = commands.add_parser("export", help="append database records to a log")
@@ -244,11 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_import)
 
     p = commands.add_parser("bench", help="latency of the compiled graph, default vs tuned (vs onnxruntime)")
-    p.add_argument("graph", metavar="GRAPH")
+    p.add_argument("graph", metavar="GRAPH", help="oneDNN Graph JSON (.json) or ONNX model (.onnx)")
     db_option(p)
+    add_shape_options(p)
     p.add_argument("--repeat", type=_positive_int, default=30, metavar="N", help="timed runs of each (default 30)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input feeds (default 0)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON document (milliseconds, noise, speedup, partitions) instead of the table")
     p.add_argument("--plot", metavar="IMAGE",
                    help="also draw the latencies as bars into IMAGE (.png, .svg, .pdf; needs matplotlib)")
     p.set_defaults(run=cmd_bench)
@@ -267,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "(.dot, .gv), or a picture drawn by Graphviz's dot (.svg, .png, .pdf).")
     p.add_argument("graph", metavar="GRAPH", help="oneDNN Graph JSON (.json) or ONNX model (.onnx)")
     p.add_argument("-o", "--output", required=True, metavar="PICTURE", help="g.dot, g.svg, g.png or g.pdf")
+    add_shape_options(p)
     p.add_argument("--timeout", type=_duration, default=plots.DOT_TIMEOUT, metavar="DURATION",
                    help=f"time allowed to Graphviz (default {plots.DOT_TIMEOUT:g} s)")
     p.set_defaults(run=cmd_graph)
@@ -285,6 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
             q.add_argument("--json", action="store_true", help="everything as JSON")
         q.set_defaults(run=run)
     add_profile_command(commands, _positive_int)
+    add_perf_parser(commands, duration=_duration, count=_positive_int)
     return parser
 
 
@@ -297,6 +317,10 @@ def main(argv=None) -> int:
         2
     """
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:            # no command ran: the help, and exit 2 so that `autotune $EMPTY` in a script fails
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
     args = None
     try:
         try:

@@ -25,7 +25,8 @@ from . import plots
 from .cli_io import (EXIT_OK, EXIT_UNUSABLE, first_line, format_table, load_graph, ms_text, open_database,
                      print_json)
 from .cli_pictures import prepare_image
-from .dispatch import HistoryBest, MissingRecordWarning
+from .cli_shapes import ShapeRequest
+from .dispatch import HistoryBest, MissingRecordWarning, tuned_tasks
 from .extract import extract_tasks
 from .measure import compare_outputs
 from .model_check import random_feeds
@@ -42,21 +43,25 @@ def _compile(graph, db=None):
     return compiled, missing
 
 
-def onnxruntime_runner(path, feeds):
+def onnxruntime_runner(path, feeds, shapes=None):
     """A function that runs the ONNX model at ``path`` once in onnxruntime (CPU) on ``feeds``
-    (arrays by graph input id, as ``random_feeds`` makes them, passed by the model's input
-    names), after a warm-up run; None when onnxruntime is not installed, and None with a
-    warning on stderr when it cannot run the model.
+    (arrays by graph input id, as ``random_feeds`` makes them for the graph imported with
+    ``shapes``, a ``cli_shapes.ShapeRequest``, passed by the model's input names), after a
+    warm-up run; None when onnxruntime is not installed, and None with a warning on stderr
+    when it cannot run the model.
     """
     try:
         import onnxruntime
     except ImportError:
         return None
     try:
+        import onnx
+
         from tilefuse.graph_api.onnx import import_onnx
         with warnings.catch_warnings():          # load_graph reported them already
             warnings.simplefilter("ignore")
-            names = {tid: name for name, tid in import_onnx(str(path)).inputs if tid is not None}
+            bound = shapes.bind(onnx.load(str(path)), path) if shapes is not None else None
+            names = {tid: name for name, tid in import_onnx(str(path), input_shapes=bound).inputs if tid is not None}
         unnamed = sorted(set(feeds) - set(names))
         if unnamed:
             raise ValueError(f"graph input(s) {unnamed} match no input of the model")
@@ -96,18 +101,20 @@ def cmd_bench(args) -> int:
     """
     if args.plot is not None:
         prepare_image(args.plot, "--plot")
-    graph = load_graph(args.graph)
+    shapes = ShapeRequest.of(args)
+    graph = load_graph(args.graph, shapes)
     with open_database(args.db, must_exist=True) as db:
         default, _ = _compile(graph)
         tuned, missing = _compile(graph, db=db)
         tasks = extract_tasks(graph)
         absent = set(db.missing([t.key for t in tasks]))
+        picked = {t.key for t in tuned_tasks(tasks, db)}
     feeds = random_feeds(tuned.input_ports, args.seed)
     want, got = default.run(feeds), tuned.run(feeds)     # also the warm-up runs
     mismatched = [tid for tid in want if compare_outputs([got[tid]], [want[tid]], [str(tid)], 1e-3, 1e-4)]
     runners = {"default": lambda: default.run(feeds), "tuned": lambda: tuned.run(feeds)}
     if Path(args.graph).suffix.lower() == ".onnx":
-        reference = onnxruntime_runner(args.graph, feeds)
+        reference = onnxruntime_runner(args.graph, feeds, shapes)
         if reference is not None:
             runners["onnxruntime"] = reference
         elif args.plot is not None:
@@ -119,16 +126,19 @@ def cmd_bench(args) -> int:
     speedup = {k: stats["default"][k] / stats["tuned"][k] for k in ("median", "min")}
     partitions = sum(t.weight for t in tasks)
     untuned = sum(t.weight for t in tasks if t.key in absent)
+    tuned_partitions = sum(t.weight for t in tasks if t.key in picked)
     if args.json:
         data = {"graph": args.graph, "db": args.db, "repeat": args.repeat, "seed": args.seed,
-                "partitions": partitions, "untuned_partitions": untuned,
+                "partitions": partitions, "workloads": len(tasks), "tuned_partitions": tuned_partitions,
+                "tuned_workloads": len(picked), "untuned_partitions": untuned,
                 "missing": [{"name": t.name, "key": t.key} for t in tasks if t.key in absent]}
         data.update({f"{name}_ms": {k: v * 1e3 for k, v in s.items()} for name, s in stats.items()})
         data.update(noise=noise, speedup=speedup, outputs_match=not mismatched)
         print_json(data)
     else:
-        print(f"{args.graph}: {partitions} compiled partition(s), {partitions - untuned} with a tuned "
-              f"config in {args.db}, {args.repeat} runs each on {current_target().cpu}")
+        print(f"{args.graph}: {partitions} compiled partition(s) of {len(tasks)} workload(s); {tuned_partitions} "
+              f"partition(s) of {len(picked)} workload(s) compile with a tuned config from {args.db}, the others "
+              f"with their default ({untuned} without a record); {args.repeat} runs each on {current_target().cpu}")
         print(format_table(["", "median ms", "min ms", "noise"], _bench_rows(stats, speedup, noise), right={1, 2, 3}))
     if args.plot is not None:
         _draw_bench(args, stats, sys.stderr if args.json else sys.stdout)

@@ -38,13 +38,17 @@ class BadInput(TilefuseError, ValueError):
     """
 
 
-def _read_onednn_json(path: Path):
+def _read_onednn_json(path: Path, shapes=None):
+    if shapes:
+        raise BadInput(f"{path}: --shape and --batch apply to ONNX models; a oneDNN Graph JSON file has static shapes")
     return graph_api.load_json(path)
 
 
-def _read_onnx(path: Path):
+def _read_onnx(path: Path, shapes=None):
     """The graph of an ONNX model file (initializers become bound constants), via
-    ``graph_api.from_onnx``; a file onnx cannot parse or check is a BadInput naming it."""
+    ``graph_api.from_onnx``, its inputs' shapes bound by ``shapes`` (a ``cli_shapes.ShapeRequest``,
+    also when empty: a symbolic dim left is a BadInput that names ``--shape``); a file onnx
+    cannot parse or check is a BadInput naming it."""
     try:
         import onnx
     except ImportError:
@@ -59,10 +63,11 @@ def _read_onnx(path: Path):
     if from_onnx is None:
         raise BadInput(f"{path}: ONNX models are not supported by this graph_api (no from_onnx); "
                        f"export the model as a oneDNN Graph JSON file (.json)")
+    input_shapes = shapes.bind(model, path) if shapes is not None else None
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            graph = from_onnx(model)
+            graph = from_onnx(model, input_shapes=input_shapes)
     except graph_api.GraphError:
         raise
     except (ValueError, TypeError, onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
@@ -76,11 +81,12 @@ def _read_onnx(path: Path):
 GRAPH_READERS = {".json": _read_onednn_json, ".onnx": _read_onnx}
 
 
-def load_graph(path) -> "graph_api.Graph":
+def load_graph(path, shapes=None) -> "graph_api.Graph":
     """The finalized graph in the file ``path``, read by the reader of its suffix
     (``GRAPH_READERS``: ``.json`` is oneDNN Graph JSON, ``.onnx`` an ONNX model read by
-    ``graph_api.from_onnx``). A missing, unreadable or invalid file, or an unknown suffix, is
-    a BadInput naming the file.
+    ``graph_api.from_onnx``), an ONNX model's input shapes bound by ``shapes`` (a
+    ``cli_shapes.ShapeRequest``: ``--shape`` and ``--batch``). A missing, unreadable or invalid
+    file, an unknown suffix, or shapes that do not fit the model, is a BadInput naming the file.
 
     Example:
         >>> [p.get_kind() for p in load_graph("examples/mlp.json").get_partitions()]   # doctest: +SKIP
@@ -100,7 +106,7 @@ def load_graph(path) -> "graph_api.Graph":
     if not path.is_file():
         raise BadInput(f"{path}: not a file")
     try:
-        return reader(path)
+        return reader(path, shapes)
     except graph_api.GraphError as err:
         raise BadInput(f"{path}: not a usable graph: {err}") from None
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from . import plots
 from .cli_io import (EXIT_OK, BadInput, is_sqlite_file, load_graph, open_database, read_log_or_fail,
                      report_problems)
+from .cli_shapes import ShapeRequest
 from .plots import PlotError
 from .record import first_measurements
 
@@ -123,7 +124,7 @@ def cmd_graph(args) -> int:
         ...
         tilefuse.autotune.cli_io.BadInput: model.pb: unknown graph format '.pb'; expected one of .json, .onnx
     """
-    graph = load_graph(args.graph)
+    graph = load_graph(args.graph, ShapeRequest.of(args))
     written = plots.write_graph_picture(graph.to_dot(), args.output, timeout=args.timeout)
     drawn = sum(1 for p in graph.get_partitions() if p.get_ops())      # as graph_to_dot draws them
     print(f"wrote {args.output} ({written}): {drawn} partition(s) of {args.graph}")

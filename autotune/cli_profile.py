@@ -26,10 +26,12 @@ from types import SimpleNamespace
 import numpy as np
 
 from tilefuse import graph_api
+from tilefuse.graph_api.onnx.importer import load_model
 from tilefuse.graph_api.profiler import top_partitions
 from tilefuse.graph_api.session_options import SessionOptions
 
 from .cli_io import EXIT_OK, BadInput, format_table, shorten
+from .cli_shapes import ShapeRequest, add_shape_options
 from .database import TuningDatabaseError
 from .model_check import random_feeds
 from .session import InferenceSession
@@ -62,24 +64,26 @@ def add_profile_command(commands, positive_int) -> None:
     p.add_argument("--db", metavar="PATH", help="compile with this tuning database's best configs "
                                                 "(default: the templates' default configs)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input feeds (default 0)")
+    add_shape_options(p)
     p.set_defaults(run=cmd_profile)
 
 
 def input_shapes(args, session) -> dict:
-    """{input name: shape} the model is profiled with: the shapes the model declares (a model
-    with a symbolic dim is a BadInput naming it).
+    """{input name: shape} the model is profiled with: the shapes it declares, with
+    ``--shape`` and ``--batch`` applied to an ONNX model's (``cli_shapes``); a symbolic dim left
+    is a BadInput naming it.
 
     Example:
         >>> input_shapes(None, graph_api.InferenceSession("examples/resnet_block.onnx"))
         {'input': (1, 16, 32, 32)}
     """
-    shapes = {}
-    for arg in session.get_inputs():
-        if arg.shape is None or not all(isinstance(d, int) for d in arg.shape):
-            raise BadInput(f"input {arg.name!r} has shape {arg.shape}: a symbolic or unknown dim; profile a model "
-                           f"exported with static input shapes")
-        shapes[arg.name] = tuple(arg.shape)
-    return shapes
+    request = ShapeRequest.of(args)
+    if request or not all(arg.shape is not None and all(isinstance(d, int) for d in arg.shape)
+                          for arg in session.get_inputs()):
+        if not str(args.graph).endswith(".onnx"):
+            raise BadInput(f"{args.graph}: --shape and --batch take an ONNX model")
+        return request.bind(load_model(args.graph).proto, args.graph)
+    return {arg.name: tuple(arg.shape) for arg in session.get_inputs()}
 
 
 def cmd_profile(args) -> int:

@@ -11,6 +11,7 @@ import sys
 
 from .cli_io import (EXIT_OK, EXIT_UNUSABLE, BadInput, format_table, load_graph, ms_text, open_database,
                      print_json, read_log_or_fail, report_problems, shorten)
+from .cli_shapes import ShapeRequest
 from .database import Database
 from .extract import extract_tasks
 from .log import export_log, import_contents
@@ -31,7 +32,7 @@ def cmd_best(args) -> int:
     target = current_target()
     with open_database(args.db, must_exist=True) as db:
         if args.missing:
-            tasks = extract_tasks(load_graph(args.missing))
+            tasks = extract_tasks(load_graph(args.missing, ShapeRequest.of(args)))
             missing = set(db.missing([t.key for t in tasks]))
             rows = [t for t in tasks if t.key in missing]
             if args.json:

@@ -200,3 +200,20 @@ def best_config(task: Task, db=None) -> Config:
     history = HistoryBest(db) if db is not None else current_history()
     config = history.config_for(task.template) if history is not None else None
     return task.template.default_config() if config is None else config
+
+
+def tuned_tasks(tasks, db) -> list:
+    """The ``tasks`` that ``db`` (a Database, a path or a HistoryBest) gives a config other
+    than their template's default: those a compiled graph runs tuned (a workload whose check
+    kept the default, or that has no record, runs as an untuned one; no warning for those).
+
+    Example:
+        >>> from tilefuse.tensorir import placeholder, compute
+        >>> A = placeholder((8,), name="A"); task = Task(compute((8,), lambda i: A[i] * 2.0, name="B"))
+        >>> tuned_tasks([task], ":memory:")
+        []
+    """
+    history = db if isinstance(db, HistoryBest) else HistoryBest(db)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingRecordWarning)
+        return [t for t in tasks if history.config_for(t.template) not in (None, t.template.default_config())]

@@ -18,6 +18,8 @@ Every timing the tuner, the check in the model and ``autotune bench`` take follo
 * whole engines (compiled graphs, onnxruntime): each turn after a pause and a warm-up
   (``settle``), in interleaved blocks (``time_in_blocks``, ``autotune bench``) or in rounds of
   step times (``time_steps``, the check in the model); the best block's or round's median;
+  ``autotune perf`` times blocks of a duration (``engine_blocks.timed_runs``) in each engine's
+  own process, and reports percentiles of every run;
 * noise: how far the median lies above the best (``spread``).
 
 Example:
@@ -36,6 +38,8 @@ from tilefuse.tensorir.dtype import itemsize
 from tilefuse.tensorir.runtime.cache_lines import flush_from_caches, flushes_here, last_level_cache_bytes
 from tilefuse.tensorir.runtime.prepacked import PrepackedKernel
 from tilefuse.tensorir.runtime.scratch import scratch_used_by
+
+from .engine_blocks import PAUSE, WARMUP, settle, timed_runs  # noqa: F401  (timing's names too)
 
 
 def spread(seconds) -> float:
@@ -351,30 +355,8 @@ class Yardstick:
 
 # ---------------------------------------------------------------------------- whole engines
 
-PAUSE = 0.05
-"""Seconds of sleep before each engine's turn: the worker threads an engine leaves spinning after
-a call (onnxruntime's, OpenBLAS's, ours) go back to sleep, so on a machine with few cores they
-do not halve the speed of the engine timed next."""
-WARMUP = 0.02
-"""Seconds of untimed runs after each pause (at least one): the sleeping worker threads and idle
-cores take a few runs to wake, and a small model's first runs after a pause can be 10x its
-steady latency."""
-
-
-def settle(run_once, pause: float = PAUSE, warmup: float = WARMUP) -> None:
-    """Sleep ``pause`` seconds, then call ``run_once`` for ``warmup`` seconds (at least once):
-    what an engine does before it is timed, so that another's spinning threads have settled
-    and its own sleeping ones are awake.
-
-    Example:
-        >>> calls = []; settle(lambda: calls.append(1), pause=0, warmup=0); calls
-        [1]
-    """
-    time.sleep(pause)
-    started = time.perf_counter()
-    run_once()
-    while time.perf_counter() - started < warmup:
-        run_once()
+# PAUSE, WARMUP and settle live in engine_blocks, which imports nothing of tilefuse (perf's
+# engine processes load it alone); they are this module's as well.
 
 
 BENCH_BLOCKS = 5
@@ -403,10 +385,7 @@ def time_interleaved(runners: dict, repeat: int, blocks: int = BENCH_BLOCKS, pau
         runs = repeat // blocks + (1 if block < repeat % blocks else 0)
         for name, run_once in runners.items():
             settle(run_once, pause, warmup)
-            for _ in range(runs):
-                start = time.perf_counter()
-                run_once()
-                times[name].append(time.perf_counter() - start)
+            times[name] += timed_runs(run_once, runs=runs)
     return times
 
 

@@ -120,12 +120,12 @@ def _shares(tasks, total: float) -> list[float]:
 SCHEDULERS = ("gradient", "sequential")
 
 
-def tune(tasks, trials: int = 64, db=None, log=None, tuner: str = "xgb", seed: int = 0,
+def tune(tasks, trials: int | None = 64, db=None, log=None, tuner: str = "xgb", seed: int = 0,
          time_budget: float | None = None, executor=None, options: MeasureOptions | None = None,
          early_stopping: int | None = None, batch_size: int = 8, resume: bool = True,
          progress=None, scheduler: str = "gradient") -> list[TaskReport]:
     """Tune ``tasks`` (Tasks, or tensors / lists of tensors made into Tasks) with ``trials``
-    measurements in all; returns one TaskReport per task.
+    measurements in all (None: as many as ``time_budget`` allows); returns one TaskReport per task.
 
     ``scheduler``: "gradient" (each task's default first, then batch after batch to the task
     with the largest expected gain, ``task_priority``) or "sequential" (one task after the
@@ -134,10 +134,19 @@ def tune(tasks, trials: int = 64, db=None, log=None, tuner: str = "xgb", seed: i
     (None: no log); ``tuner``: "xgb", "random" or "grid"; ``time_budget``: seconds for the
     whole run (None: unbounded); ``executor``: from ``executor_from`` (default: the local
     process pool); ``progress``: a function called as ``progress(report, done, planned)`` after
-    every batch (the task's trials and share, or with "gradient" the run's).
+    every batch of the task of ``report``, ``done`` the run's trials so far (every task's,
+    resumed ones included) and ``planned`` its ``trials`` (None: bounded by the time budget).
+
+    Example:
+        >>> tune([], trials=None)
+        Traceback (most recent call last):
+        ...
+        ValueError: trials=None (as many as the time allows) needs a time_budget
     """
     tasks = [t if isinstance(t, Task) else Task(t) for t in tasks]
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 0:
+    if trials is None and time_budget is None:
+        raise ValueError("trials=None (as many as the time allows) needs a time_budget")
+    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 0):
         raise ValueError(f"trials must be a non-negative int, got {trials!r}")
     if time_budget is not None and not time_budget > 0:
         raise ValueError(f"time_budget must be positive seconds, got {time_budget!r}")
@@ -146,15 +155,18 @@ def tune(tasks, trials: int = 64, db=None, log=None, tuner: str = "xgb", seed: i
     if scheduler not in SCHEDULERS:
         raise ValueError(f"unknown scheduler {scheduler!r}; expected one of {list(SCHEDULERS)}")
     database, owned = _open(db)
-    setting = _Setting(database, log, tuner, executor, MeasureOptions() if options is None else options,
-                       early_stopping, batch_size, resume, progress, current_target(),
-                       None if time_budget is None else time.monotonic() + time_budget)
     reports = [TaskReport(task) for task in tasks]
+    notify = None if progress is None else \
+        (lambda report: progress(report, sum(r.resumed + r.trials for r in reports), trials))
+    setting = _Setting(database, log, tuner, executor, MeasureOptions() if options is None else options,
+                       early_stopping, batch_size, resume, notify, current_target(),
+                       None if time_budget is None else time.monotonic() + time_budget)
+    limit = math.inf if trials is None else trials
     try:
         if scheduler == "sequential":
-            _tune_in_turn(tasks, reports, trials, time_budget, seed, setting)
+            _tune_in_turn(tasks, reports, limit, time_budget, seed, setting)
         else:
-            _tune_by_gain(tasks, reports, trials, seed, setting)
+            _tune_by_gain(tasks, reports, limit, seed, setting)
     finally:
         if owned:
             database.close()
@@ -185,12 +197,13 @@ def _tune_in_turn(tasks, reports, trials, time_budget, seed, setting) -> None:
     carry_trials, carry_time = 0.0, 0.0
     done_by_template: dict = {}
     for k, (task, report) in enumerate(zip(tasks, reports)):
-        budget = int(round(planned[k] + carry_trials))
+        budget = planned[k] + carry_trials
+        budget = int(round(budget)) if math.isfinite(budget) else budget
         seconds = None if time_shares[k] is None else time_shares[k] + carry_time
         started = time.monotonic()
         earlier = done_by_template.setdefault(_template_signature(task), [])
         run = _tune_one(task, report, seconds, setting, seed + k, budget > 0,
-                        _transfer(earlier) if setting.tuner == "xgb" else None, budget)
+                        _transfer(earlier) if setting.tuner == "xgb" else None)
         earlier.append(_drive(run, lambda: budget - report.resumed - report.trials, report))
         report.seconds = time.monotonic() - started
         carry_trials = max(0.0, planned[k] + carry_trials - report.trials - report.resumed)
@@ -206,7 +219,7 @@ def _tune_by_gain(tasks, reports, trials, seed, setting) -> None:
         started = time.monotonic()
         earlier = earlier_by_template.setdefault(_template_signature(task), [])
         run = _tune_one(task, report, None, setting, seed + k, trials > 0,
-                        _transfer([r.tuner for r in earlier]) if setting.tuner == "xgb" else None, trials)
+                        _transfer([r.tuner for r in earlier]) if setting.tuner == "xgb" else None)
         state = _ScheduledRun(run, report)
         if state.advance(None):
             runs[k] = state
@@ -327,7 +340,7 @@ def _transfer(earlier: list):
     return np.array(rows), np.array(costs), np.array(groups)
 
 
-def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned):
+def _tune_one(task, report, seconds, setting, seed, baseline, transfer):
     """Tune one task, as a generator: it measures the baseline (the default config, when
     ``baseline``), yields its tuner, and is then sent the trials it may measure next (a batch
     at most; 0 ends it, the caller having set ``report.stopped``), yielding after each batch;
@@ -423,7 +436,7 @@ def _tune_one(task, report, seconds, setting, seed, baseline, transfer, planned)
         if stopper is not None:
             stopper.record_results(results)
         if setting.progress is not None:
-            setting.progress(report, report.resumed + report.trials, planned)
+            setting.progress(report)
     stick = Yardstick(default_key)          # every record again, in order: other tuners' too
     stick.note(everything := database.records(task.key, target.key))
     _note_best(report, first_measurements(everything), stick)

@@ -244,7 +244,8 @@ def test_bench_plot_without_onnxruntime_draws_two_bars_and_keeps_the_json(tmp_pa
     assert code == EXIT_OK, err
     assert [b.label for b in drawn[0]["result"]] == ["default", "tuned"]
     assert "chart has no onnxruntime bar" in err and f"wrote {tmp_path / 'bench.svg'}" in err
-    assert list(json.loads(stdout)) == ["graph", "db", "repeat", "seed", "partitions", "untuned_partitions",
+    assert list(json.loads(stdout)) == ["graph", "db", "repeat", "seed", "partitions", "workloads", "tuned_partitions",
+                                        "tuned_workloads", "untuned_partitions",
                                         "missing", "default_ms", "tuned_ms", "noise", "speedup", "outputs_match"]
 
 

@@ -62,6 +62,14 @@ def test_profile_top_limits_the_table(tmp_path):
     assert code == EXIT_OK and len(out.splitlines()) == 4 and "trace:" not in out
 
 
+def test_profile_binds_a_symbolic_batch_with_batch_or_shape(tmp_path):
+    model = dense_onnx(tmp_path / "dense.onnx", batch="batch")
+    for flags, shape in ((["--batch", "3"], "3x16"), (["--shape", "x=5x16"], "5x16"), (["--shape", "2x16"], "2x16")):
+        code, out, err = run(["profile", model, "--runs", 1, *flags])
+        assert code == EXIT_OK, err
+        assert out.splitlines()[0].startswith(f"{model} (x {shape}): 1 run(s)")
+
+
 def symbolic_onnx(path):
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
@@ -74,7 +82,9 @@ def symbolic_onnx(path):
     (["profile", "{dir}/missing.onnx"], "no model file"),
     (["profile", "{dir}"], "is a folder, not a model file"),
     (["profile", "{dir}/junk.onnx"], "not a usable model"),
-    (["profile", "{dir}/symbolic.onnx"], "input 'x' has shape ['batch', 3]: a symbolic or unknown dim"),
+    (["profile", "{dir}/symbolic.onnx"], "input 'x' has a symbolic dim 0 ('batch'; shape batchx3): give its shape "
+                                         "with --shape x=Nx3 (or --batch N)"),
+    (["profile", "{dir}/symbolic.onnx", "--shape", "x=2x4"], "dim 1 of input 'x' is 3 in the model"),
     (["profile", "{dir}/dense.onnx", "-o", "{dir}/no/trace.json"], "no folder"),
     (["profile", "{dir}/dense.onnx", "-o", "{dir}"], "a folder, not a file name"),
     (["profile", "{dir}/dense.onnx", "--db", "{dir}/none.db"], "no tuning database there"),
