@@ -354,24 +354,26 @@ def test_an_unknown_op_becomes_a_wildcard_that_runs_through_onnx():
 
 
 def test_unmapped_attributes_and_other_domains_become_wildcards():
-    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("LabelEncoder", ["idx"], ["z"], domain="ai.onnx.ml", keys_int64s=[5, 13],
+    nodes = [helper.make_node("GatherND", ["x", "at"], ["y"]),
+             helper.make_node("LabelEncoder", ["at"], ["z"], domain="ai.onnx.ml", keys_int64s=[1, 3],
                               values_int64s=[7, 8], default_int64=-1)]
     model = helper.make_model(helper.make_graph(
-        nodes, "g", [_float_input("x", [1, 1, 4, 4])],
+        nodes, "g", [_float_input("x", [1, 4, 4]), helper.make_tensor_value_info("at", TensorProto.INT64, [2, 2])],
         [_float_input("y", None), helper.make_tensor_value_info("z", TensorProto.INT64, None)]),
         opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 2)])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         imp = import_onnx(model)
     messages = " | ".join(str(w.message) for w in caught)
-    assert "MaxPool node 'y': the Indices output is not mapped" in messages and "ai.onnx.ml.LabelEncoder" in messages
+    assert "GatherND node 'y': GatherND with batch_dims or indices computed at run time" in messages
+    assert "ai.onnx.ml.LabelEncoder" in messages
     assert [op.kind for op in imp.graph.ops] == [OpKind.Wildcard, OpKind.Wildcard]
     assert len(imp.wildcards) == 2
-    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
-    y, z = _run(model, x)
-    np.testing.assert_array_equal(y, [[[[5, 7], [13, 15]]]])
-    np.testing.assert_array_equal(z, [[[[7, -1], [8, -1]]]])             # flat indices 5, 7, 13, 15
+    x = np.arange(16, dtype=np.float32).reshape(1, 4, 4)
+    at = np.array([[0, 1], [0, 3]], np.int64)
+    y, z = _run(model, x, at)
+    np.testing.assert_array_equal(y, [[4, 5, 6, 7], [12, 13, 14, 15]])
+    np.testing.assert_array_equal(z, [[-1, 7], [-1, 8]])
 
 
 def test_a_wildcard_that_cannot_run_is_refused_at_import():
