@@ -375,6 +375,9 @@ def _conv_transpose(b, node):
     in_sp, kernel = list(x.shape[2:]), list(w.shape[2:])
     strides, dil = _spatial_attr(node, "strides", n, 1), _spatial_attr(node, "dilations", n, 1)
     out_pad = _spatial_attr(node, "output_padding", n, 0)[:n]
+    if any(p >= max(s, d) for p, s, d in zip(out_pad, strides, dil)):
+        raise OnnxRefused(f"{node.label}: output_padding {out_pad} must be less than the stride or dilation "
+                          f"(strides {strides}, dilations {dil})")
     out_shape = node.attr("output_shape")
     out_shape = None if not out_shape else _ints(out_shape)[-n:]
     auto = node.attr("auto_pad", "NOTSET")
@@ -648,6 +651,8 @@ def _transpose(b, node):
     x = _x(b, node)
     perm = node.attr("perm")
     order = list(range(len(x.shape)))[::-1] if perm is None else _ints(perm)
+    if len(order) != len(x.shape):          # the spec: its length must be the input's rank
+        raise OnnxRefused(f"{node.label}: perm {order} has {len(order)} values for an input of rank {len(x.shape)}")
     return [b.op(_K.StaticTranspose, [x], {"order": order})]
 
 
@@ -819,11 +824,21 @@ def _expand(b, node):
 def _refuse_what_the_fallback_gets_wrong(b, node, x, mode, ctm) -> None:
     """Cubic Resize runs in onnx's reference implementation, which differs from the operator's
     definition (and onnxruntime) for align_corners when a scale does not give a whole output
-    length, and for pytorch_half_pixel onto a length of 1: those are refused, not run wrong."""
-    if mode != "cubic" or ctm not in ("align_corners", "pytorch_half_pixel") or not node.input(2):
+    length, and for pytorch_half_pixel onto a length of 1 (by scales or sizes): those are
+    refused, not run wrong."""
+    if mode != "cubic" or ctm not in ("align_corners", "pytorch_half_pixel"):
+        return
+    axes = [_norm_axis(a, len(x.shape), node) for a in _ints(node.attr("axes", []))] or list(range(len(x.shape)))
+    if not node.input(2) and ctm == "pytorch_half_pixel" and node.input(3):       # sizes
+        sizes = _ints(np.asarray(b.value(node.inputs[3], f"the sizes of {node.label}")).reshape(-1))
+        for a, out in zip(axes, sizes):
+            if out == 1 < x.shape[a]:
+                raise OnnxRefused(f"{node.label}: cubic mode with {ctm} onto a length of 1 from an axis of "
+                                  f"{x.shape[a]} is not supported (onnx's reference implementation, the fallback for "
+                                  f"cubic mode, computes it otherwise than the operator's definition)")
+    if not node.input(2):
         return
     scales = np.asarray(b.value(node.inputs[2], f"the scales of {node.label}"), np.float64).reshape(-1)
-    axes = [_norm_axis(a, len(x.shape), node) for a in _ints(node.attr("axes", []))] or list(range(len(x.shape)))
     for a, scale in zip(axes, scales):
         out = math.floor(x.shape[a] * scale)
         if (ctm == "align_corners" and out != x.shape[a] * scale) or (ctm == "pytorch_half_pixel" and out == 1 < x.shape[a]):

@@ -101,7 +101,8 @@ def _ref_pool(op: Op, xs: list) -> list:
 def _ref_max_pool_indices(op: Op, xs: list) -> list:
     """For each window (``dst``'s spatial dims count them), the position in ``src`` flattened
     (row-major, or with storage_order=1 its spatial part column-major) of the first element in
-    row-major order equal to the window's maximum in ``dst``; padding never counts."""
+    row-major order equal to the window's maximum in ``dst``; padding never counts, and a window
+    of padding only gives position -1 on each spatial axis (as onnxruntime)."""
     _nin(op, xs, {2})
     x, y = np.asarray(xs[0]), np.asarray(xs[1])
     if x.ndim < 3 or x.ndim > 5 or y.ndim != x.ndim or y.shape[:2] != x.shape[:2]:
@@ -126,7 +127,9 @@ def _ref_max_pool_indices(op: Op, xs: list) -> list:
         sizes = in_sp if order == 0 else in_sp[::-1]
         flat = np.ravel_multi_index(clamped if order == 0 else clamped[::-1], sizes)
         found = np.where(hit, plane + flat, found)
-    return [found]
+    n = len(in_sp)
+    none = -sum(int(np.prod(in_sp[k + 1:] if order == 0 else in_sp[:k])) for k in range(n))
+    return [np.where(found == big, plane + none, found)]      # a window of padding only: position -1 on each axis
 
 
 # ---- lowering ---------------------------------------------------------------------------------------

@@ -507,11 +507,13 @@ def max_pool_indices(x: Tensor, y: Tensor, kernel, strides, pads_begin, pads_end
     window) equal to the window's maximum, as ONNX's MaxPool Indices output: ``n``, ``c`` and
     the spatial position row-major, or with ``storage_order=1`` the spatial position
     column-major (``h + w * H`` in 2-D). Windows start at ``o * stride - pads_begin``; taps in
-    the padding never count. A window without an element equal to its maximum gives the
-    largest int64. A negative pad crops (the windows start after the input's begin).
+    the padding never count. A window without an element equal to its maximum (one of padding
+    only) gives the position -1 along every spatial axis put through the same formula, as
+    onnxruntime does (``base - W - 1`` in 2-D row-major). A negative pad crops (the windows
+    start after the input's begin).
 
-    Stages: the first row-major position per window (a min reduction over the taps), and for
-    ``storage_order=1`` its spatial part re-ordered.
+    Stages: the first row-major position per window (a min reduction over the taps), then its
+    spatial part re-ordered for ``storage_order=1`` and the empty windows' position set.
 
     Example:
         >>> from tilefuse.tensorir import placeholder
@@ -550,21 +552,20 @@ def max_pool_indices(x: Tensor, y: Tensor, kernel, strides, pads_begin, pads_end
             flat = flat * size + q
         hit = inside & (x[(n, c, *clamped)] == y[(n, c, *out)])
         return rmin(ti.if_then_else(hit, ti.cast("int64", flat), big), axis=ks)
-    found = compute(y.shape, first, name=base if storage_order == 0 or len(sizes) == 1 else base + "_rows",
-                    tag="max_pool_indices")
-    if storage_order == 0 or len(sizes) == 1:
-        return found
+    found = compute(y.shape, first, name=base + "_rows", tag="max_pool_indices")
+    row_weights = [int(np.prod(sizes[k + 1:])) for k in range(len(sizes))]
+    weights = row_weights if storage_order == 0 else [int(np.prod(sizes[:k])) for k in range(len(sizes))]
 
-    def column_major(*idx):
-        r = found[idx]
-        outer, rest = r // plane, r % plane
-        index, step = outer * plane, 1
-        for k in range(len(sizes)):              # dim k's index, row-major -> its column-major weight
-            inner = int(np.prod(sizes[k + 1:]))
-            index = index + (rest // inner) % sizes[k] * step
-            step *= sizes[k]
-        return ti.if_then_else(r == big, r, index)
-    return compute(y.shape, column_major, name=base, tag="max_pool_indices")
+    def ordered(n, c, *out):
+        r = found[(n, c, *out)]
+        start = ti.cast("int64", (n * channels + c) * plane)
+        index = r
+        if weights != row_weights:
+            index, rest = start, r - start
+            for k, inner in enumerate(row_weights):   # dim k's index, row-major -> its column-major weight
+                index = index + (rest // inner) % sizes[k] * weights[k]
+        return ti.if_then_else(r == big, start - sum(weights), index)
+    return compute(y.shape, ordered, name=base, tag="max_pool_indices")
 
 
 def avg_pool(x: Tensor, kernel, strides, pads_begin, pads_end, exclude_pad: bool, rounding_type: str = "floor",

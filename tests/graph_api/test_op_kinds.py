@@ -383,6 +383,8 @@ cases("MaxPoolIndices", {
     "2d-row-major-ties": lambda m: _max_pool_indices(m, (2, 3, 13, 7), [3, 2], [2, 1], [1, 0], [1, 1], [1, 1], 0,
                                                      ties=True),
     "2d-column-major-dilated": lambda m: _max_pool_indices(m, (1, 2, 13, 9), [2, 3], [1, 2], [1, 0], [0, 2], [2, 1], 1),
+    "2d-windows-of-padding-only": lambda m: _max_pool_indices(m, (2, 3, 1, 4), [2, 1], [3, 1], [1, 0], [2, 0], [3, 1],
+                                                              1),
     "2d-negative-pads": lambda m: _max_pool_indices(m, (1, 3, 9, 11), [1, 2], [3, 4], [-1, 0], [-1, 1], [1, 2], 1),
     "3d-column-major": lambda m: _max_pool_indices(m, (1, 2, 5, 7, 6), [2, 3, 2], [2, 2, 1], [0, 1, 1], [1, 1, 0],
                                                    [1, 1, 2], 1)})

@@ -484,6 +484,11 @@ def test_malformed_graphs_are_a_graph_error_naming_the_node_or_tensor(monkeypatc
         from_onnx(model)
 
 
+def _with_empty_perm(node):
+    node.attribute.append(helper.make_attribute("perm", [], attr_type=onnx.AttributeProto.INTS))
+    return node
+
+
 def test_nodes_that_break_their_operators_rules_are_refused_not_run_by_the_fallback():
     x, y = _float_input("x", [1, 3, 6, 6]), _float_input("y", None)
     w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
@@ -505,6 +510,16 @@ def test_nodes_that_break_their_operators_rules_are_refused_not_run_by_the_fallb
                                   coordinate_transformation_mode="align_corners")], [_float_input("x", [1, 1, 2, 5])],
                 [y], [numpy_helper.from_array(np.array([1, 1, 2, 1.5], np.float32), "s")], opset=19),
          r"cubic mode with align_corners and scale 1.5 on an axis of 5 is not supported"),
+        (_model([helper.make_node("Resize", ["x", "", "", "z"], ["y"], mode="cubic",   # 2 rows onto 1, by sizes
+                                  coordinate_transformation_mode="pytorch_half_pixel")],
+                [_float_input("x", [1, 2, 2, 3])], [y],
+                [numpy_helper.from_array(np.array([1, 2, 1, 4], np.int64), "z")], opset=19),
+         r"cubic mode with pytorch_half_pixel onto a length of 1 from an axis of 2 is not supported"),
+        (_model([_with_empty_perm(helper.make_node("Transpose", ["x"], ["y"]))], [x], [y]),
+         r"Transpose node 'y': perm \[\] has 0 values for an input of rank 4"),
+        (_model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 1], output_padding=[2, 0])],
+                [x], [y], [w]),
+         r"output_padding \[2, 0\] must be less than the stride or dilation \(strides \[2, 1\]"),
     ]
     for model, message in cases:
         with warnings.catch_warnings():

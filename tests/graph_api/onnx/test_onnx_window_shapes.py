@@ -207,6 +207,11 @@ MAX_POOL_INDICES = [
     ((1, 1, 3, 2), {"kernel_shape": [3, 1], "strides": [2, 3], "auto_pad": "SAME_UPPER"}),
     ((2, 3, 5, 4, 4), {"kernel_shape": [2, 2, 3], "strides": [2, 3, 1], "auto_pad": "SAME_LOWER", "storage_order": 1}),
     ((1, 2, 5, 7, 6), {"kernel_shape": [2, 3, 2], "pads": [0, 1, 1, 1, 1, 0], "ceil_mode": 1, "strides": [2, 2, 2]}),
+    # windows of padding only (taps at -1 and 2 over 1 row): onnxruntime's position -1 on each axis
+    ((2, 2, 1, 3), {"kernel_shape": [2, 1], "strides": [3, 1], "dilations": [3, 1], "ceil_mode": 1,
+                    "pads": [1, 0, 1, 0], "storage_order": 1}),
+    ((1, 2, 1, 3, 2), {"kernel_shape": [2, 1, 1], "strides": [3, 1, 1], "dilations": [3, 1, 1], "ceil_mode": 1,
+                       "pads": [1, 0, 0, 1, 0, 0]}),
 ]
 
 
