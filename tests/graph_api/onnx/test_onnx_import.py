@@ -446,6 +446,10 @@ def test_bad_arguments():
     model = helper.make_model(helper.make_graph([], "g", [], []), opset_imports=[helper.make_opsetid("x.y", 1)])
     with pytest.raises(GraphError, match="imports no version of the default ONNX opset"):
         from_onnx(model)
+    future = _model([helper.make_node("Relu", ["x"], ["y"])], [_float_input("x", [2])], [_float_input("y", [2])],
+                    opset=99)             # onnxruntime refuses it too: no release defines opset 99
+    with pytest.raises(GraphError, match="imports opset 99 of the default ONNX domain; the newest this onnx defines"):
+        from_onnx(future)
 
 
 def test_damaged_model_files_and_bytes_are_a_graph_error_naming_them(tmp_path):
