@@ -549,8 +549,8 @@ def _ort_same_pool_pads(auto: str, in_sp, kernel, strides):
 
 
 def _pool_geometry(node: Node, in_sp, kernel, strides, dilations):
-    """(pads_begin, pads_end, extension) as onnxruntime's pools: auto_pad resolved (SAME: with
-    the kernel, not dilated, ``_ort_same_pool_pads``); under ceil_mode, whatever auto_pad, the last window is kept when
+    """(pads_begin, pads_end, extension) as onnxruntime's pools: auto_pad resolved (SAME:
+    ``_ort_same_pool_pads``); under ceil_mode, whatever auto_pad, the last window is kept when
     it starts inside the input or its begin padding, which ``extension`` (more padding at the
     end, never counted as elements) makes room for."""
     n = len(in_sp)

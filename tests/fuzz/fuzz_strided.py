@@ -154,7 +154,8 @@ def check_strided(seed: int) -> Outcome:
     if err is not None or want_err is not None:
         if err is None or want_err is None:
             which = "the odd layout" if err is not None else "the contiguous copy"
-            return Outcome(WRONG, f"{name}: only {which} was refused: {classify_exception(err or want_err, 'run').message}")
+            refusal = classify_exception(err or want_err, "run").message
+            return Outcome(WRONG, f"{name}: only {which} was refused: {refusal}")
         return classify_exception(err, "run")
     for g, w in zip(got, want):
         if g.shape != w.shape or not np.allclose(g, w, rtol=RTOL, atol=ATOL, equal_nan=True):

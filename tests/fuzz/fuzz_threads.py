@@ -69,7 +69,8 @@ def check_threads(seed: int) -> Outcome:
     rng = np.random.default_rng(seed)
     _, model, shape_of = THREAD_MODELS[seed % len(THREAD_MODELS)](rng)
     data = model.SerializeToString()
-    shapes = {tuple(shape_of(int(rng.integers(1, 4)), int(rng.integers(1, 12)))) for _ in range(int(rng.integers(2, 6)))}
+    count = int(rng.integers(2, 6))
+    shapes = {tuple(shape_of(int(rng.integers(1, 4)), int(rng.integers(1, 12)))) for _ in range(count)}
     feeds = [{"x": floats(rng, list(s))} for s in sorted(shapes)]
     expected = []
     for feed in feeds:
@@ -78,7 +79,8 @@ def check_threads(seed: int) -> Outcome:
             return Outcome(OK, f"onnxruntime refuses a feed ({problem}); nothing to compare")
         expected.append(want["y"])
     session = InferenceSession(data, max_compiled_shapes=int(rng.integers(1, 4)))
-    plans = [[int(k) for k in rng.integers(0, len(feeds), int(rng.integers(3, 7)))] for _ in range(int(rng.integers(2, 5)))]
+    n_threads = int(rng.integers(2, 5))
+    plans = [[int(k) for k in rng.integers(0, len(feeds), int(rng.integers(3, 7)))] for _ in range(n_threads)]
     results = [[] for _ in plans]
 
     def work(k):

@@ -103,7 +103,8 @@ def window_model(rng):
     """A ConvTranspose or a pool model (half each).
 
     Example:
-        >>> window_model(np.random.default_rng(3))[1].graph.node[0].op_type in ("ConvTranspose", "MaxPool", "AveragePool")
+        >>> op = window_model(np.random.default_rng(3))[1].graph.node[0].op_type
+        >>> op in ("ConvTranspose", "MaxPool", "AveragePool")
         True
     """
     return conv_transpose_model(rng) if rng.random() < 0.5 else pool_model(rng)
