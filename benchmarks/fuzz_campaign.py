@@ -19,7 +19,18 @@ fixed set of seeds of the same classes):
   against the reference interpreter;
 * ``feeds``: ``CompiledGraph.run`` with wrong or odd feeds;
 * ``store``: tuning logs and databases, damaged every which way, through ``autotune.log``,
-  ``autotune.database`` and the ``autotune`` command.
+  ``autotune.database`` and the ``autotune`` command;
+* ``windows``: one ConvTranspose or pool with random auto_pad, ceil_mode, output_shape,
+  output_padding, dilations, asymmetric pads, count_include_pad, MaxPool's Indices and
+  storage_order, against onnxruntime (never refused at run time);
+* ``patterns``: attention with masks, GELU, LayerNorm, squeeze-excite and grouped convolutions
+  with random small shapes, against onnxruntime;
+* ``saved-files``: a loaded session's file saved over, replaced, truncated, overwritten in
+  place, removed, appended to or touched, then the live session run (right or a clean error);
+* ``threads``: threads running one session with symbolic dims over many shapes, against
+  onnxruntime, with a timeout;
+* ``strided-feeds``: broadcast, negative-stride, sliced, Fortran-order, transposed, read-only
+  and zero-size feeds, against the same session on contiguous copies.
 
 Outcomes: ``clean`` (a clean error), ``clean-unnamed`` (clean, but the message names no file or
 model), ``equal-ort``, ``ort-rejects`` (onnxruntime refuses what tilefuse ran: listed for
@@ -286,8 +297,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description="Run a long seeded fuzz campaign over tilefuse's inputs.")
     parser.add_argument("--cases", type=int, default=1200, help="number of cases (default 1200)")
     parser.add_argument("--seed", type=int, default=0, help="first seed of every class (default 0)")
-    parser.add_argument("--classes", default="onnx-bytes,onnx-models,json,feeds,store",
-                        help="comma-separated case classes (default: all)")
+    parser.add_argument("--classes", default=None, help="comma-separated case classes (default: all)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it is a HANG")
     parser.add_argument("--batch", type=int, default=BATCH_SIZE, help="cases per worker process")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes at once (default 1)")
@@ -311,7 +321,7 @@ def main(argv=None) -> int:
         return worker_main(args.memory_limit)
     from fuzz_cases import CASE_CLASSES
     from fuzz_outcomes import BAD_OUTCOMES
-    classes = [c.strip() for c in args.classes.split(",") if c.strip()]
+    classes = list(CASE_CLASSES) if args.classes is None else [c.strip() for c in args.classes.split(",") if c.strip()]
     unknown = [c for c in classes if c not in CASE_CLASSES]
     if unknown or not classes or args.cases < 1:
         print(f"fuzz_campaign: bad --classes {unknown or classes} or --cases {args.cases}; classes are "

@@ -22,6 +22,8 @@ class OpKind(enum.Enum):
     * ``Expand``: numpy broadcasting of ``src`` with the attribute ``shape`` (ONNX Expand).
     * ``Gather``: ``numpy.take(src, indices, axis)`` with negative indices counted from the end.
     * ``Identity``: a copy.
+    * ``MaxPoolIndices``: where each maximum of a MaxPool (``src``, its ``dst``) lies in
+      ``src`` flattened, as int64 (ONNX MaxPool's Indices output, with ``storage_order``).
     * ``Pad``: pad (or crop, with negative amounts) by ``pads_begin``/``pads_end`` in ``mode``
       constant (with ``value``), reflect, edge or wrap.
     * ``Resize``: ONNX's resampling of any axes to ``sizes``, nearest or linear, with its
@@ -92,6 +94,7 @@ class OpKind(enum.Enum):
     Maximum = "Maximum"
     MaxPool = "MaxPool"
     MaxPoolBackward = "MaxPoolBackward"
+    MaxPoolIndices = "MaxPoolIndices"
     Minimum = "Minimum"
     Mish = "Mish"
     MishBackward = "MishBackward"

@@ -54,11 +54,12 @@ writes a temporary file beside ``path`` and renames it over ``path`` (``tensorir
 atomic_file``), so saving over the file a session was loaded from, from this process or
 another, leaves that session on the old file's bytes, and a failed save leaves the old file as
 it was. Another program that rewrites a loaded file in place (``cp new.tfm model.tfm``,
-``truncate``, an editor saving in place) changes the bytes under the map: the checksum is
-checked at load only, so a file cut shorter kills the process with SIGBUS at its next run, and
-one edited in place gives wrong results (NaNs, huge values) with no error. Replace a loaded
-file by renaming a new one over it (``mv``, or ``save``), or load a private copy of a file
-that others may rewrite.
+``truncate``, an editor saving in place) would change the bytes under the map: each run first
+checks the file's size and modification time (``mapped_file.SessionFile``) and refuses with a
+GraphError naming it once they changed, so the session never reads a cut or altered file (a
+file modified in the last ``RECENT_SECONDS``, whose time a write in the same clock tick would
+not change, is read into memory instead of mapped). A rewrite during a run is not caught:
+replace a file others may be running by renaming a new one over it (``mv``, or ``save``).
 
 Example:
     >>> import numpy as np
@@ -76,7 +77,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-import mmap
 import os
 import pickle
 import struct
@@ -100,6 +100,7 @@ from .deserialize import load_json
 from .graph import Graph
 from .limits import checked_array
 from .logical_tensor import GraphError
+from .mapped_file import SessionFile
 from .profiler import ORT_TYPES, Profiler
 from .session_options import (GRAPH_PASSES, GraphOptimizationLevel, OptionError, RunOptions, SessionOptions,
                               checked_providers)
@@ -182,6 +183,7 @@ class InferenceSession:
         self._inputs, self._outputs = self._source.signature()
         self._compiled = collections.OrderedDict()     # input shapes -> _Compiled, least recently run first
         self._lock = threading.Lock()
+        self._file = None               # a loaded session's SessionFile
         shapes = self._source.static_shapes
         if shapes is not None:          # nothing symbolic: compile now, as onnxruntime does, and let the
             source, self._source = self._source, _Saved()     # model go (the compiled graph holds what it runs)
@@ -283,6 +285,8 @@ class InferenceSession:
         arrays = self._checked_feeds(input_feed)
         key = tuple(a.shape for a in arrays)
         compiled = self._compiled_for(key, self._severity if run_options is None else run_options.log_severity_level)
+        if self._file is not None:
+            self._file.check()          # never read a mapped file rewritten in place
         feeds = [arrays[k] for k in compiled.fed]
         profiler = self._profiler
         with run_threads(self._threads):
@@ -434,8 +438,8 @@ def load_compiled(path, sess_options: SessionOptions | None = None) -> Inference
     """The session ``InferenceSession.save`` wrote to ``path``, run with no LLVM compile and no
     tuning database (a model with symbolic dims compiles shapes it was not saved with, which
     needs LLVM); GraphError naming the file when it cannot be used here. The file is mapped,
-    not read: its constants are used where they lie, so the file must not be rewritten in
-    place while the session lives (see the module docstring; ``save`` never does).
+    not read: its constants are used where they lie; a run after another program rewrote the file
+    in place is a GraphError naming it (see the module docstring; ``save`` never does that).
     ``sess_options``: its threads, profiling and log level; its ``graph_optimization_level``,
     when set, must be the one the file was compiled at.
 
@@ -447,11 +451,10 @@ def load_compiled(path, sess_options: SessionOptions | None = None) -> Inference
     """
     where = os.fspath(path)
     try:
-        with open(where, "rb") as f:
-            data = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)) if os.fstat(f.fileno()).st_size \
-                else memoryview(b"")
+        held = SessionFile.open(where)
     except OSError as err:
         raise GraphError(f"cannot read saved session {where}: {err.strerror or err}") from None
+    data = held.data
     version = SAVE_FORMAT
     if len(data) >= len(SAVE_MAGIC) + _PREFIX.size and _PREFIX.unpack_from(data, len(SAVE_MAGIC))[0] in SAVE_FORMATS:
         version = _PREFIX.unpack_from(data, len(SAVE_MAGIC))[0]       # an older format this tilefuse still reads
@@ -483,6 +486,7 @@ def load_compiled(path, sess_options: SessionOptions | None = None) -> Inference
     session._inputs, session._outputs = inputs, outputs
     session._compiled = collections.OrderedDict(state["compiled"])
     session._lock = threading.Lock()
+    session._file = held
     try:
         _check_header_matches(session, target)
     except ValueError as err:

@@ -163,8 +163,14 @@ def _read(read, problem: str, keep=(MemoryError,)):
 
 
 def _default_opset(model) -> int:
+    """The version of the default opset the model imports; a GraphError when it imports none, or
+    one newer than this onnx defines (its operators' meaning is unknown here)."""
+    from onnx.defs import onnx_opset_version
     for imp in model.opset_import:
         if imp.domain in ("", "ai.onnx"):
+            if int(imp.version) > onnx_opset_version():
+                raise GraphError(f"the model imports opset {imp.version} of the default ONNX domain; the newest this "
+                                 f"onnx defines is {onnx_opset_version()}")
             return int(imp.version)
     raise GraphError("the model imports no version of the default ONNX opset (domain '')")
 

@@ -44,7 +44,8 @@ L2/L1/Prod               (empty axes: all, or no op with noop_with_empty_axes)
 MaxPool AveragePool      MaxPool AvgPool (ceil_mode, whatever auto_pad: more end padding, never
                          counted, as onnxruntime counts windows; AvgPool counting pads under
                          ceil_mode: Pad + AvgPool; AvgPool with dilations: depthwise
-                         Convolution / element counts)
+                         Convolution / element counts; MaxPool's Indices: MaxPoolIndices; a
+                         window larger than the padded input is refused)
 GlobalAveragePool/Max    ReduceMean / ReduceMax over the spatial axes, keep_dims
 Transpose                StaticTranspose
 Reshape Flatten Squeeze  StaticReshape
@@ -374,6 +375,9 @@ def _conv_transpose(b, node):
     in_sp, kernel = list(x.shape[2:]), list(w.shape[2:])
     strides, dil = _spatial_attr(node, "strides", n, 1), _spatial_attr(node, "dilations", n, 1)
     out_pad = _spatial_attr(node, "output_padding", n, 0)[:n]
+    if any(p >= max(s, d) for p, s, d in zip(out_pad, strides, dil)):
+        raise OnnxRefused(f"{node.label}: output_padding {out_pad} must be less than the stride or dilation "
+                          f"(strides {strides}, dilations {dil})")
     out_shape = node.attr("output_shape")
     out_shape = None if not out_shape else _ints(out_shape)[-n:]
     auto = node.attr("auto_pad", "NOTSET")
@@ -530,15 +534,31 @@ def _global_pool(b, node):
     return [b.op(kind, [x], {"axes": list(range(2, len(x.shape))), "keep_dims": True})]
 
 
+def _ort_same_pool_pads(auto: str, in_sp, kernel, strides):
+    """(pads_begin, pads_end) of a pool under SAME_UPPER/SAME_LOWER as onnxruntime computes
+    them: the total for ``ceil(in / stride)`` windows of the kernel not dilated, kept when
+    negative (a crop: the windows then start after the input's begin, or stop before its end),
+    halved with C's division (toward zero), the odd element at the end under SAME_UPPER."""
+    begin, end = [], []
+    for size, k, s in zip(in_sp, kernel, strides):
+        total = (-(-size // s) - 1) * s + k - size
+        head = int((total + (auto == "SAME_LOWER")) / 2)
+        begin.append(head)
+        end.append(total - head)
+    return begin, end
+
+
 def _pool_geometry(node: Node, in_sp, kernel, strides, dilations):
-    """(pads_begin, pads_end, extension) as onnxruntime's pools: auto_pad resolved (SAME: with
-    the kernel, not dilated); under ceil_mode, whatever auto_pad, the last window is kept when
+    """(pads_begin, pads_end, extension) as onnxruntime's pools: auto_pad resolved (SAME:
+    ``_ort_same_pool_pads``); under ceil_mode, whatever auto_pad, the last window is kept when
     it starts inside the input or its begin padding, which ``extension`` (more padding at the
     end, never counted as elements) makes room for."""
     n = len(in_sp)
     auto = node.attr("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER", "VALID"):
-        pb, pe = same_pads(auto, in_sp, kernel, strides, [1] * n)
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pb, pe = _ort_same_pool_pads(auto, in_sp, kernel, strides)
+    elif auto == "VALID":
+        pb, pe = [0] * n, [0] * n
     elif auto in ("NOTSET", ""):
         pb, pe = _explicit_pads(node, n)
     else:
@@ -556,8 +576,6 @@ def _pool_geometry(node: Node, in_sp, kernel, strides, dilations):
 
 @_register("MaxPool", "AveragePool")
 def _pool(b, node):
-    if len([o for o in node.outputs if o]) > 1:
-        raise OnnxUnsupported("the Indices output is not mapped")
     x = _x(b, node)
     if len(x.shape) < 3:
         raise OnnxUnsupported(f"input of rank {len(x.shape)}")
@@ -567,11 +585,29 @@ def _pool(b, node):
     pb, pe, ext = _pool_geometry(node, x.shape[2:], kernel, strides, dil)
     if any(p >= k for p, k in zip(pb + pe, kernel + kernel)):
         raise OnnxRefused(f"{node.label}: pads {pb + pe} must be smaller than the kernel {kernel}")
+    for axis, (size, k, s, d, b_, e) in enumerate(zip(x.shape[2:], kernel, strides, dil, pb, pe)):
+        span = size + b_ + e - ((k - 1) * d + 1)        # ceil_mode keeps one window that runs past the end
+        if span < 0 and not (node.attr("ceil_mode", 0) and -(-span // s) >= 0):
+            raise OnnxRefused(f"{node.label}: along spatial axis {axis} the window ({k} taps {d} apart) is larger "
+                              f"than the padded input ({size} + pads {b_} and {e}); the operator defines no output")
     attrs = {"kernel": kernel, "strides": strides, "pads_begin": pb, "pads_end": [e + x_ for e, x_ in zip(pe, ext)],
              "data_format": "NCX"}
     if node.op_type == "MaxPool":
-        return [b.op(_K.MaxPool, [x], {**attrs, "dilations": dil})]
+        y = b.op(_K.MaxPool, [x], {**attrs, "dilations": dil})
+        if len(node.outputs) < 2 or not node.outputs[1]:
+            return [y]
+        order = node.attr("storage_order", 0)
+        if order not in (0, 1):
+            raise OnnxRefused(f"{node.label}: storage_order={order!r}; it must be 0 or 1")
+        attrs.pop("data_format")
+        return [y, b.op(_K.MaxPoolIndices, [x, y], {**attrs, "dilations": dil, "storage_order": order},
+                        dtypes=[DataType.s64])]
     include_pad = bool(node.attr("count_include_pad", 0))
+    if any(p < 0 for p in pb + pe):     # SAME with a negative total: crop first, then pad what is left
+        x = b.op(_K.Pad, [x], {"pads_begin": [0, 0] + [min(p, 0) for p in pb],
+                               "pads_end": [0, 0] + [min(p, 0) for p in pe]})
+        pb, pe = [max(p, 0) for p in pb], [max(p, 0) for p in pe]
+        attrs.update(pads_begin=pb, pads_end=[e + x_ for e, x_ in zip(pe, ext)])
     if any(d != 1 for d in dil):
         return [_dilated_avg_pool(b, x, kernel, strides, dil, pb, pe, ext, include_pad)]
     if include_pad and any(ext):
@@ -615,6 +651,8 @@ def _transpose(b, node):
     x = _x(b, node)
     perm = node.attr("perm")
     order = list(range(len(x.shape)))[::-1] if perm is None else _ints(perm)
+    if len(order) != len(x.shape):          # the spec: its length must be the input's rank
+        raise OnnxRefused(f"{node.label}: perm {order} has {len(order)} values for an input of rank {len(x.shape)}")
     return [b.op(_K.StaticTranspose, [x], {"order": order})]
 
 
@@ -786,11 +824,21 @@ def _expand(b, node):
 def _refuse_what_the_fallback_gets_wrong(b, node, x, mode, ctm) -> None:
     """Cubic Resize runs in onnx's reference implementation, which differs from the operator's
     definition (and onnxruntime) for align_corners when a scale does not give a whole output
-    length, and for pytorch_half_pixel onto a length of 1: those are refused, not run wrong."""
-    if mode != "cubic" or ctm not in ("align_corners", "pytorch_half_pixel") or not node.input(2):
+    length, and for pytorch_half_pixel onto a length of 1 (by scales or sizes): those are
+    refused, not run wrong."""
+    if mode != "cubic" or ctm not in ("align_corners", "pytorch_half_pixel"):
+        return
+    axes = [_norm_axis(a, len(x.shape), node) for a in _ints(node.attr("axes", []))] or list(range(len(x.shape)))
+    if not node.input(2) and ctm == "pytorch_half_pixel" and node.input(3):       # sizes
+        sizes = _ints(np.asarray(b.value(node.inputs[3], f"the sizes of {node.label}")).reshape(-1))
+        for a, out in zip(axes, sizes):
+            if out == 1 < x.shape[a]:
+                raise OnnxRefused(f"{node.label}: cubic mode with {ctm} onto a length of 1 from an axis of "
+                                  f"{x.shape[a]} is not supported (onnx's reference implementation, the fallback for "
+                                  f"cubic mode, computes it otherwise than the operator's definition)")
+    if not node.input(2):
         return
     scales = np.asarray(b.value(node.inputs[2], f"the scales of {node.label}"), np.float64).reshape(-1)
-    axes = [_norm_axis(a, len(x.shape), node) for a in _ints(node.attr("axes", []))] or list(range(len(x.shape)))
     for a, scale in zip(axes, scales):
         out = math.floor(x.shape[a] * scale)
         if (ctm == "align_corners" and out != x.shape[a] * scale) or (ctm == "pytorch_half_pixel" and out == 1 < x.shape[a]):

@@ -36,7 +36,7 @@ from .nn import (REDUCE_KINDS, batch_norm_inference, group_norm, layer_norm, log
 from .quantize import dequantize, dynamic_dequantize, dynamic_quantize, quantize
 from .resample import interpolate, resize
 from .transform import concat, dropout, expand, gather, gen_index, identity, pad, reorder, reshape, slice, transpose
-from .window import avg_pool, conv, conv_transpose, max_pool, pool
+from .window import avg_pool, conv, conv_transpose, max_pool, max_pool_indices, pool
 
 __all__ = [
     # elementwise
@@ -49,7 +49,7 @@ __all__ = [
     "matmul", "batch_norm_inference", "layer_norm", "group_norm", "rms_norm", "softmax", "log_softmax", "reduce",
     "REDUCE_KINDS",
     # window
-    "conv", "conv_transpose", "pool", "max_pool", "avg_pool",
+    "conv", "conv_transpose", "pool", "max_pool", "max_pool_indices", "avg_pool",
     # transform
     "reshape", "transpose", "concat", "reorder", "identity", "gen_index", "dropout", "gather", "slice", "pad",
     "expand",

@@ -21,13 +21,14 @@ import numpy as np
 from .. import dtype as dt
 from .. import intrinsics as ti
 from ..reduce import max as rmax
+from ..reduce import min as rmin
 from ..reduce import reduce_axis
 from ..reduce import sum as rsum
 from ..tensor import Tensor, compute
 from ._common import (FORMATS, channel_axis, check_choice, check_int, check_ints, check_same_dtype,
                       check_tensor, emax, emin, fconst, spatial_axes)
 
-__all__ = ["conv", "conv_transpose", "pool", "max_pool", "avg_pool"]
+__all__ = ["conv", "conv_transpose", "pool", "max_pool", "max_pool_indices", "avg_pool"]
 
 
 def _window_attrs(op, x, kernel, strides, pads_begin, pads_end, dilations, data_format, min_pad: int | None = 0):
@@ -496,6 +497,75 @@ def max_pool(x: Tensor, kernel, strides, pads_begin, pads_end, dilations=None, r
     """
     return pool("max", x, kernel, strides, pads_begin, pads_end, dilations, False, rounding_type,
                 data_format, name)
+
+
+def max_pool_indices(x: Tensor, y: Tensor, kernel, strides, pads_begin, pads_end, dilations=None,
+                     storage_order: int = 0, name: str | None = None) -> Tensor:
+    """Where each maximum of a MaxPool lies: for ``x`` (NCX) and ``y``, its MaxPool with these
+    attributes (any output size: ``y``'s spatial dims say how many windows), the int64 position
+    in ``x`` flattened of the first element of each window (in row-major order over the
+    window) equal to the window's maximum, as ONNX's MaxPool Indices output: ``n``, ``c`` and
+    the spatial position row-major, or with ``storage_order=1`` the spatial position
+    column-major (``h + w * H`` in 2-D). Windows start at ``o * stride - pads_begin``; taps in
+    the padding never count. A window without an element equal to its maximum (one of padding
+    only) gives the position -1 along every spatial axis put through the same formula, as
+    onnxruntime does (``base - W - 1`` in 2-D row-major). A negative pad crops (the windows
+    start after the input's begin).
+
+    Stages: the first row-major position per window (a min reduction over the taps), then its
+    spatial part re-ordered for ``storage_order=1`` and the empty windows' position set.
+
+    Example:
+        >>> from tilefuse.tensorir import placeholder
+        >>> x = placeholder((1, 2, 7, 5), name="x"); y = placeholder((1, 2, 3, 5), name="y")
+        >>> i = max_pool_indices(x, y, kernel=[3, 1], strides=[2, 1], pads_begin=[0, 0], pads_end=[0, 0])
+        >>> i.shape, i.dtype
+        ((1, 2, 3, 5), 'int64')
+    """
+    op = "MaxPoolIndices"
+    check_tensor(op, "src", x)
+    check_tensor(op, "dst", y)
+    check_same_dtype(op, src=x, dst=y)
+    if x.ndim - 2 not in (1, 2, 3) or y.ndim != x.ndim or y.shape[:2] != x.shape[:2]:
+        raise ValueError(f"{op}: src {x.shape} and dst {y.shape} must be N, C and 1 to 3 spatial dims, with the "
+                         f"same N and C")
+    kernel = check_ints(op, "kernel", kernel, x.ndim - 2, minimum=1)
+    strides, dilations, pads_begin, pads_end, sizes = _window_attrs(
+        op, x, kernel, strides, pads_begin, pads_end, dilations, "NCX", min_pad=None)
+    storage_order = check_int(op, "storage_order", storage_order, minimum=0)
+    if storage_order > 1:
+        raise ValueError(f"{op}: storage_order must be 0 or 1, got {storage_order}")
+    base = name or "max_pool_indices"
+    channels, plane = x.shape[1], int(np.prod(sizes))
+    big = dt.max_value("int64")
+
+    def first(n, c, *out):
+        ks = [reduce_axis((0, k), name=f"k{d}") for d, k in enumerate(kernel)]
+        pos = [o * s - p + k * d for o, s, p, k, d in zip(out, strides, pads_begin, ks, dilations)]
+        inside = None
+        for q, size in zip(pos, sizes):
+            cond = (q >= 0) & (q < size)
+            inside = cond if inside is None else inside & cond
+        clamped = [emin(emax(q, 0), size - 1) for q, size in zip(pos, sizes)]
+        flat = n * channels + c
+        for q, size in zip(pos, sizes):
+            flat = flat * size + q
+        hit = inside & (x[(n, c, *clamped)] == y[(n, c, *out)])
+        return rmin(ti.if_then_else(hit, ti.cast("int64", flat), big), axis=ks)
+    found = compute(y.shape, first, name=base + "_rows", tag="max_pool_indices")
+    row_weights = [int(np.prod(sizes[k + 1:])) for k in range(len(sizes))]
+    weights = row_weights if storage_order == 0 else [int(np.prod(sizes[:k])) for k in range(len(sizes))]
+
+    def ordered(n, c, *out):
+        r = found[(n, c, *out)]
+        start = ti.cast("int64", (n * channels + c) * plane)
+        index = r
+        if weights != row_weights:
+            index, rest = start, r - start
+            for k, inner in enumerate(row_weights):   # dim k's index, row-major -> its column-major weight
+                index = index + (rest // inner) % sizes[k] * weights[k]
+        return ti.if_then_else(r == big, start - sum(weights), index)
+    return compute(y.shape, ordered, name=base, tag="max_pool_indices")
 
 
 def avg_pool(x: Tensor, kernel, strides, pads_begin, pads_end, exclude_pad: bool, rounding_type: str = "floor",

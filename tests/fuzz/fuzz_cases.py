@@ -1,4 +1,4 @@
-"""Seeded fuzz cases for tilefuse: malformed (and some valid) input of five classes, each case
+"""Seeded fuzz cases for tilefuse: malformed (and some valid) input of ten classes, each case
 deterministic from an integer seed, and the check that says which outcome class it ended in
 (``fuzz_outcomes``: clean error, clean but unnamed, equal to onnxruntime, accepted what
 onnxruntime rejects, ok, and the bad ones LEAK, WRONG, CRASH, HANG).
@@ -20,7 +20,20 @@ Case classes (``CASE_CLASSES``):
   arrays (run right);
 * ``store``: tuning logs and databases (``fuzz_store``): mutated log lines, damaged, truncated,
   foreign, read-only databases, through ``autotune.log``, ``autotune.database`` and the
-  ``autotune`` command.
+  ``autotune`` command;
+* ``windows``: one ConvTranspose, MaxPool (with its Indices output half the time) or AveragePool
+  with random auto_pad, ceil_mode, output_shape, output_padding, dilations, asymmetric pads,
+  groups, count_include_pad, storage_order (``fuzz_windows``), against onnxruntime; a model
+  onnxruntime runs must not be refused at run time;
+* ``patterns``: attention with masks, GELU and LayerNorm chains, squeeze-excite blocks and
+  grouped convolutions with random small shapes (``fuzz_patterns``), against onnxruntime;
+* ``saved-files``: a saved session's file saved over, replaced, truncated, overwritten, copied
+  over, removed, appended to or touched under the session loaded from it (``fuzz_saved``): the
+  live session runs right or refuses cleanly, never SIGBUS or garbage;
+* ``threads``: 2 to 4 threads running one session with symbolic dims over 2 to 5 shapes, few
+  compiled shapes kept (``fuzz_threads``), against onnxruntime, with a timeout;
+* ``strided-feeds``: broadcast, negative-stride, sliced, Fortran-order, transposed, read-only
+  and zero-size feeds of an ``InferenceSession`` (``fuzz_strided``), against contiguous copies.
 
 Example:
     >>> case = make_case("json", 3)
@@ -32,6 +45,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import io
 import json
 import math
@@ -48,9 +62,14 @@ from fuzz_outcomes import (BAD_OUTCOMES, CLEAN, EQUAL_ORT, OK, ORT_REJECTS, OUTC
                            Outcome, classify_exception, describe_exception, first_line, is_clean_error, worst)
 
 EXAMPLES = REPO / "examples"
-CASE_CLASSES = ("onnx-bytes", "onnx-models", "json", "feeds", "store")
+CASE_CLASSES = ("onnx-bytes", "onnx-models", "json", "feeds", "store", "windows", "patterns",
+                "saved-files", "threads", "strided-feeds")
 RTOL, ATOL = 1e-4, 1e-5
 """Against onnxruntime (both in float32)."""
+MAGNITUDE_ATOL = 1e-5
+"""The absolute tolerance grows to this fraction of the output's largest finite magnitude: an
+element that is a small remainder of large terms (mutated weights give outputs of 1e30 beside
+ones of 1e27) carries the rounding of those terms, whatever order sums them."""
 REF_RTOL, REF_ATOL = 1e-4, 1e-4
 """Against the reference interpreter, which computes in float64: float32 sums of a few hundred
 terms of magnitude 1 (a 3x3x16 convolution, a 256-long dot product) drift by about 1e-5."""
@@ -111,15 +130,19 @@ def make_case(cls: str, seed: int) -> Case:
         True
     """
     makers = {"onnx-bytes": onnx_bytes_case, "onnx-models": onnx_model_case, "json": json_case,
-              "feeds": feeds_case, "store": _store_case}
-    if cls not in makers:
+              "feeds": feeds_case}
+    if cls in makers:
+        return makers[cls](seed)
+    if cls not in CASE_CLASSES:
         raise ValueError(f"unknown case class {cls!r}; expected one of {CASE_CLASSES}")
-    return makers[cls](seed)
+    module, maker = OTHER_MAKERS[cls]
+    return getattr(importlib.import_module(module), maker)(seed)
 
 
-def _store_case(seed: int) -> Case:
-    from fuzz_store import store_case
-    return store_case(seed)
+OTHER_MAKERS = {"store": ("fuzz_store", "store_case"), "windows": ("fuzz_windows", "window_case"),
+                "patterns": ("fuzz_patterns", "pattern_case"), "saved-files": ("fuzz_saved", "saved_case"),
+                "threads": ("fuzz_threads", "threads_case"), "strided-feeds": ("fuzz_strided", "strided_case")}
+"""Classes whose cases live in modules of their own (module, maker), imported when asked for."""
 
 
 # ---------------------------------------------------------------------------- arrays
@@ -143,7 +166,8 @@ def random_array(rng, shape, dtype) -> np.ndarray:
 
 def compare_outputs(got: dict, want: dict, rtol: float = RTOL, atol: float = ATOL) -> str:
     """'' when every output of ``want`` is in ``got`` with the same shape, dtype and values
-    (``np.isclose`` with NaN equal to NaN, exact for integers and booleans), else what differs.
+    (``np.isclose`` with NaN equal to NaN, ``atol`` at least ``MAGNITUDE_ATOL`` of the output's
+    largest finite magnitude; exact for integers and booleans), else what differs.
 
     Example:
         >>> compare_outputs({"y": np.ones(2)}, {"y": np.ones(2)})
@@ -169,6 +193,8 @@ def compare_outputs(got: dict, want: dict, rtol: float = RTOL, atol: float = ATO
 
 def _value_difference(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> str:
     if actual.dtype.kind in "fc":
+        finite = np.abs(expected[np.isfinite(expected)]).astype(np.float64)
+        atol = max(atol, MAGNITUDE_ATOL * float(finite.max())) if finite.size else atol
         close = np.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
     else:
         close = actual == expected
@@ -1288,15 +1314,23 @@ def feeds_case(seed: int) -> Case:
 
 def _slice_seeds() -> dict:
     from fuzz_onnx_models import MODEL_GENERATORS
+    from fuzz_patterns import PATTERNS
+    from fuzz_saved import SAVED_ACTIONS
     from fuzz_store import STORE_SCENARIOS
+    from fuzz_strided import LAYOUTS
+    from fuzz_threads import THREAD_MODELS
     return {"onnx-bytes": list(range(45)), "onnx-models": list(range(6 * len(MODEL_GENERATORS))),
             "json": list(range(8 * len(JSON_MUTATIONS))),
             "feeds": list(range(len(FEED_VARIANTS) * len(FEED_BASES))),
-            "store": list(range(10 * len(STORE_SCENARIOS)))}
+            "store": list(range(10 * len(STORE_SCENARIOS))), "windows": list(range(30)),
+            "patterns": list(range(3 * len(PATTERNS))), "saved-files": list(range(2 * len(SAVED_ACTIONS))),
+            "threads": list(range(2 * len(THREAD_MODELS))), "strided-feeds": list(range(3 * len(LAYOUTS)))}
 
 
 SLICE_SEEDS = _slice_seeds()
 """The seeds of the CI slice per class, consecutive from 0: every model generator six times,
 every JSON mutation eight times, every store scenario ten times (each time with other random
 parameters), every feed variant on every base graph, fifteen mutated copies of each bundled
-model and of small generated ones."""
+model and of small generated ones; 30 random ConvTranspose and pool models, every model pattern
+three times, every change of a saved file on a mapped and a read file, every threaded model
+twice, every feed layout three times."""

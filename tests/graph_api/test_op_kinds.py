@@ -369,6 +369,26 @@ cases("MaxPool", {"dilated": lambda m: _pool(m, "MaxPool", (1, 2, 13, 9), [2, 3]
                                              {"dilations": [2, 1]}),
                   "same_upper-dilated": lambda m: _pool(m, "MaxPool", (1, 2, 13, 9), [3, 2], [2, 1], [0, 0], [0, 0],
                                                         "NCX", {"dilations": [2, 3], "auto_pad": "SAME_UPPER"})})
+def _max_pool_indices(m, src, kernel, strides, pb, pe, dilations, order, ties=False):
+    """MaxPool then MaxPoolIndices of its result (``ties``: values from a few levels, so that
+    windows hold their maximum more than once and the first one must win)."""
+    x = m.given(m.rng.integers(0, 3, src).astype(np.float32), F32) if ties else m.input(src)
+    attrs = dict(kernel=kernel, strides=strides, pads_begin=pb, pads_end=pe, dilations=dilations)
+    [y] = m.op("MaxPool", [x], data_format="NCX", **attrs)
+    return m.op("MaxPoolIndices", [x, y], outputs=(S64,), storage_order=order, **attrs)
+
+
+cases("MaxPoolIndices", {
+    "1d": lambda m: _max_pool_indices(m, (2, 3, 37), [3], [2], [1], [1], [1], 0),
+    "2d-row-major-ties": lambda m: _max_pool_indices(m, (2, 3, 13, 7), [3, 2], [2, 1], [1, 0], [1, 1], [1, 1], 0,
+                                                     ties=True),
+    "2d-column-major-dilated": lambda m: _max_pool_indices(m, (1, 2, 13, 9), [2, 3], [1, 2], [1, 0], [0, 2], [2, 1], 1),
+    "2d-windows-of-padding-only": lambda m: _max_pool_indices(m, (2, 3, 1, 4), [2, 1], [3, 1], [1, 0], [2, 0], [3, 1],
+                                                              1),
+    "2d-negative-pads": lambda m: _max_pool_indices(m, (1, 3, 9, 11), [1, 2], [3, 4], [-1, 0], [-1, 1], [1, 2], 1),
+    "3d-column-major": lambda m: _max_pool_indices(m, (1, 2, 5, 7, 6), [2, 3, 2], [2, 2, 1], [0, 1, 1], [1, 1, 0],
+                                                   [1, 1, 2], 1)})
+
 cases("AvgPool", {f"{name}-exclude_pad={e}": lambda m, c=POOLS[name], e=e:
                   _pool(m, "AvgPool", *c[:-1], {**c[-1], "exclude_pad": e})
                   for name, e in (("NCX", True), ("NCX", False), ("NXC-ceil", False), ("1d", False), ("3d", True),

@@ -20,7 +20,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from tilefuse.graph_api import GraphError, InferenceSession, load_compiled  # noqa: E402
-from tilefuse.graph_api import session as session_module  # noqa: E402
+from tilefuse.graph_api import mapped_file, session as session_module  # noqa: E402
 from tilefuse.tensorir.runtime import atomic_file  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -218,3 +218,65 @@ def test_a_file_of_format_1_still_loads(tmp_path):
     session.save(tmp_path / "new.tfm")
     (tmp_path / "old.tfm").write_bytes(_as_format_1((tmp_path / "new.tfm").read_bytes()))
     np.testing.assert_array_equal(load_compiled(tmp_path / "old.tfm").run(None, x)[0], want)
+
+
+IN_PLACE = textwrap.dedent("""
+    import os, sys, time, numpy as np
+    from tilefuse.graph_api import GraphError, InferenceSession, load_compiled
+    case, model, path = sys.argv[1:4]
+    x = {"x": np.linspace(-1, 1, 64, dtype="float32")[None]}
+    session = InferenceSession(model)
+    want = session.run(None, x)[0]
+    session.save(path)
+    if case.startswith("old"):          # older than a clock tick: mapped
+        old = time.time() - 60
+        os.utime(path, (old, old))
+    loaded = load_compiled(path)
+    assert np.array_equal(loaded.run(None, x)[0], want)
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:        # in place: the same inode
+        if case.endswith("truncate"):
+            f.truncate(size // 3)
+        else:
+            f.seek(size // 2)
+            f.write(b"\\xff" * 4096)
+    try:
+        got = loaded.run(None, x)[0]
+    except GraphError as err:
+        print("refused:", err)
+        sys.exit(0)
+    if not np.array_equal(got, want):
+        sys.exit(f"wrong: {got.ravel()[:4]}, not {want.ravel()[:4]}")
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("case", ["old file, truncate", "old file, overwrite", "new file, truncate",
+                                  "new file, overwrite"])
+def test_a_file_rewritten_in_place_under_a_loaded_session_gives_a_clean_error_or_right_results(tmp_path, case):
+    """Mapped (an old file), the run after the rewrite is refused naming the file, never SIGBUS
+    or NaNs; just saved (read, not mapped), the session runs on its own copy."""
+    onnx.save(model(), tmp_path / "dense.onnx")
+    done = subprocess.run([sys.executable, "-c", IN_PLACE, case, tmp_path / "dense.onnx", tmp_path / "dense.tfm"],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr[-2000:])
+    if case.startswith("old"):
+        assert done.stdout.startswith(f"refused: {tmp_path / 'dense.tfm'} was rewritten in place"), done.stdout
+    else:
+        assert done.stdout.strip() == "ok"
+
+
+def test_a_session_file_is_mapped_only_when_its_time_can_show_a_later_write(tmp_path):
+    path = tmp_path / "data.bin"
+    path.write_bytes(bytes(range(200)))
+    fresh = mapped_file.SessionFile.open(str(path))
+    old = os.path.getmtime(path) - 60
+    os.utime(path, (old, old))
+    held = mapped_file.SessionFile.open(str(path))
+    assert not fresh.mapped and held.mapped and bytes(held.data) == bytes(fresh.data) == bytes(range(200))
+    assert fresh.data.obj is not None and np.frombuffer(fresh.data, np.uint8).ctypes.data % mapped_file.ALIGN == 0
+    held.check()
+    os.utime(path, (old + 1, old + 1))      # touched: as a write in place would
+    with pytest.raises(GraphError, match="rewritten in place"):
+        held.check()
+    fresh.check()                           # its own copy: nothing to watch

@@ -41,8 +41,6 @@ WILDCARD_CASES = {
     "test_training_dropout_mask": "Dropout in training mode draws a random mask",
     "test_training_dropout_default": "Dropout in training mode draws a random mask",
     "test_training_dropout_default_mask": "Dropout in training mode draws a random mask",
-    "test_maxpool_with_argmax_2d_precomputed_pads": "MaxPool's Indices output",
-    "test_maxpool_with_argmax_2d_precomputed_strides": "MaxPool's Indices output",
 }
 # cases that fail, with the reason (none at present; a new failure must be explained here)
 XFAIL: dict[str, str] = {}

@@ -354,24 +354,26 @@ def test_an_unknown_op_becomes_a_wildcard_that_runs_through_onnx():
 
 
 def test_unmapped_attributes_and_other_domains_become_wildcards():
-    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("LabelEncoder", ["idx"], ["z"], domain="ai.onnx.ml", keys_int64s=[5, 13],
+    nodes = [helper.make_node("GatherND", ["x", "at"], ["y"]),
+             helper.make_node("LabelEncoder", ["at"], ["z"], domain="ai.onnx.ml", keys_int64s=[1, 3],
                               values_int64s=[7, 8], default_int64=-1)]
     model = helper.make_model(helper.make_graph(
-        nodes, "g", [_float_input("x", [1, 1, 4, 4])],
+        nodes, "g", [_float_input("x", [1, 4, 4]), helper.make_tensor_value_info("at", TensorProto.INT64, [2, 2])],
         [_float_input("y", None), helper.make_tensor_value_info("z", TensorProto.INT64, None)]),
         opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 2)])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         imp = import_onnx(model)
     messages = " | ".join(str(w.message) for w in caught)
-    assert "MaxPool node 'y': the Indices output is not mapped" in messages and "ai.onnx.ml.LabelEncoder" in messages
+    assert "GatherND node 'y': GatherND with batch_dims or indices computed at run time" in messages
+    assert "ai.onnx.ml.LabelEncoder" in messages
     assert [op.kind for op in imp.graph.ops] == [OpKind.Wildcard, OpKind.Wildcard]
     assert len(imp.wildcards) == 2
-    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
-    y, z = _run(model, x)
-    np.testing.assert_array_equal(y, [[[[5, 7], [13, 15]]]])
-    np.testing.assert_array_equal(z, [[[[7, -1], [8, -1]]]])             # flat indices 5, 7, 13, 15
+    x = np.arange(16, dtype=np.float32).reshape(1, 4, 4)
+    at = np.array([[0, 1], [0, 3]], np.int64)
+    y, z = _run(model, x, at)
+    np.testing.assert_array_equal(y, [[4, 5, 6, 7], [12, 13, 14, 15]])
+    np.testing.assert_array_equal(z, [[-1, 7], [-1, 8]])
 
 
 def test_a_wildcard_that_cannot_run_is_refused_at_import():
@@ -444,6 +446,10 @@ def test_bad_arguments():
     model = helper.make_model(helper.make_graph([], "g", [], []), opset_imports=[helper.make_opsetid("x.y", 1)])
     with pytest.raises(GraphError, match="imports no version of the default ONNX opset"):
         from_onnx(model)
+    future = _model([helper.make_node("Relu", ["x"], ["y"])], [_float_input("x", [2])], [_float_input("y", [2])],
+                    opset=99)             # onnxruntime refuses it too: no release defines opset 99
+    with pytest.raises(GraphError, match="imports opset 99 of the default ONNX domain; the newest this onnx defines"):
+        from_onnx(future)
 
 
 def test_damaged_model_files_and_bytes_are_a_graph_error_naming_them(tmp_path):
@@ -482,6 +488,11 @@ def test_malformed_graphs_are_a_graph_error_naming_the_node_or_tensor(monkeypatc
         from_onnx(model)
 
 
+def _with_empty_perm(node):
+    node.attribute.append(helper.make_attribute("perm", [], attr_type=onnx.AttributeProto.INTS))
+    return node
+
+
 def test_nodes_that_break_their_operators_rules_are_refused_not_run_by_the_fallback():
     x, y = _float_input("x", [1, 3, 6, 6]), _float_input("y", None)
     w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
@@ -503,6 +514,16 @@ def test_nodes_that_break_their_operators_rules_are_refused_not_run_by_the_fallb
                                   coordinate_transformation_mode="align_corners")], [_float_input("x", [1, 1, 2, 5])],
                 [y], [numpy_helper.from_array(np.array([1, 1, 2, 1.5], np.float32), "s")], opset=19),
          r"cubic mode with align_corners and scale 1.5 on an axis of 5 is not supported"),
+        (_model([helper.make_node("Resize", ["x", "", "", "z"], ["y"], mode="cubic",   # 2 rows onto 1, by sizes
+                                  coordinate_transformation_mode="pytorch_half_pixel")],
+                [_float_input("x", [1, 2, 2, 3])], [y],
+                [numpy_helper.from_array(np.array([1, 2, 1, 4], np.int64), "z")], opset=19),
+         r"cubic mode with pytorch_half_pixel onto a length of 1 from an axis of 2 is not supported"),
+        (_model([_with_empty_perm(helper.make_node("Transpose", ["x"], ["y"]))], [x], [y]),
+         r"Transpose node 'y': perm \[\] has 0 values for an input of rank 4"),
+        (_model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 1], output_padding=[2, 0])],
+                [x], [y], [w]),
+         r"output_padding \[2, 0\] must be less than the stride or dilation \(strides \[2, 1\]"),
     ]
     for model, message in cases:
         with warnings.catch_warnings():

@@ -164,6 +164,85 @@ def test_pool_auto_pad_and_ceil_mode_compiled(op):
     _check(model, x, _compiled(model, x))
 
 
+def test_pool_same_with_a_negative_total_or_dilations_matches_onnxruntime():
+    """SAME pads as onnxruntime computes them: the kernel not dilated, a negative total kept (the
+    windows start after the input's begin: k=1, s=3 over 9 reads 1, 4, 7 under SAME_UPPER), and
+    the output counted with the dilated kernel (k=2, s=3, d=2 over 9: 2 windows, not 3). MaxPool
+    without dilations and a negative total is left out: onnxruntime refuses its pads."""
+    variants = {"AveragePool": [], "MaxPool": []}
+    for k, s, d, auto in itertools.product((1, 2, 3), (2, 3, 4), (1, 2, 3), ("SAME_UPPER", "SAME_LOWER")):
+        for op in variants:
+            if (op == "MaxPool" and d == 1 and k < s) or (k - 1) * d + 1 > 9 + (-(-9 // s) - 1) * s + k - 9:
+                continue
+            variants[op].append({"kernel_shape": [k], "strides": [s], "auto_pad": auto,
+                                 **({"dilations": [d]} if d > 1 else {})})
+    x = RNG.uniform(-1, 1, (1, 2, 9)).astype(np.float32)
+    for op, chosen in variants.items():
+        model = _pool(op, 9, chosen)
+        shapes, values = _interpreted(model, x)
+        assert shapes == [v.shape for v in values]
+        _check(model, x, values)
+        _check(model, x, _compiled(model, x))
+
+
+def test_a_pool_window_larger_than_the_padded_input_is_refused_at_import():
+    # onnxruntime computes (2 - 3) / 2 + 1 in floats and truncates it to 1 window; the operator's
+    # floor((2 - 3) / 2 + 1) = 0: the model defines no output
+    model = _pool("AveragePool", 2, [{"kernel_shape": [3], "strides": [2]}])
+    with pytest.raises(GraphError, match="AveragePool node 'y0': along spatial axis 0 the window \\(3 taps 1 apart\\) "
+                                         "is larger than the padded input"):
+        import_onnx(model)
+    # under ceil_mode the spec's ceil((1 - 2) / 2 + 1) = 1 window, cut by the input's end
+    model = _pool("MaxPool", 1, [{"kernel_shape": [2], "strides": [2], "ceil_mode": 1}])
+    x = RNG.uniform(-1, 1, (1, 2, 1)).astype(np.float32)
+    _check(model, x, _compiled(model, x))
+
+
+MAX_POOL_INDICES = [
+    ((2, 3, 11), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+    ((2, 3, 9, 7), {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 0, 1], "storage_order": 1}),
+    ((1, 2, 11, 5), {"kernel_shape": [3, 2], "ceil_mode": 1, "pads": [2, 1, 1, 0]}),
+    ((1, 2, 13, 9), {"kernel_shape": [2, 3], "strides": [3, 2], "dilations": [2, 3], "storage_order": 1}),
+    ((1, 3, 9, 11), {"kernel_shape": [2, 1], "strides": [3, 1], "dilations": [2, 3], "auto_pad": "SAME_UPPER"}),
+    ((1, 1, 3, 2), {"kernel_shape": [3, 1], "strides": [2, 3], "auto_pad": "SAME_UPPER"}),
+    ((2, 3, 5, 4, 4), {"kernel_shape": [2, 2, 3], "strides": [2, 3, 1], "auto_pad": "SAME_LOWER", "storage_order": 1}),
+    ((1, 2, 5, 7, 6), {"kernel_shape": [2, 3, 2], "pads": [0, 1, 1, 1, 1, 0], "ceil_mode": 1, "strides": [2, 2, 2]}),
+    # windows of padding only (taps at -1 and 2 over 1 row): onnxruntime's position -1 on each axis
+    ((2, 2, 1, 3), {"kernel_shape": [2, 1], "strides": [3, 1], "dilations": [3, 1], "ceil_mode": 1,
+                    "pads": [1, 0, 1, 0], "storage_order": 1}),
+    ((1, 2, 1, 3, 2), {"kernel_shape": [2, 1, 1], "strides": [3, 1, 1], "dilations": [3, 1, 1], "ceil_mode": 1,
+                       "pads": [1, 0, 0, 1, 0, 0]}),
+]
+
+
+@pytest.mark.parametrize("shape, attrs", MAX_POOL_INDICES, ids=lambda v: str(v).replace(" ", ""))
+def test_max_pool_indices_compile_and_equal_onnxruntime(shape, attrs):
+    """MaxPool's Indices output compiles (MaxPoolIndices, no Wildcard) and equals onnxruntime's:
+    flat over n, c and the spatial position row-major, or column-major with storage_order=1."""
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y", "i"], **attrs)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("i", TensorProto.INT64, None)]), opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    assert [op.kind for op in import_onnx(model).graph.ops][:2] == [OpKind.MaxPool, OpKind.MaxPoolIndices]
+    x = RNG.uniform(-1, 1, shape).astype(np.float32)
+    got, want = _compiled(model, x), _onnxruntime(model, x)
+    assert [g.shape for g in got] == [w.shape for w in want] and got[1].dtype == np.int64
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_conv_transpose_same_with_dilations_compiles_and_equals_onnxruntime():
+    weights = numpy_helper.from_array(RNG.uniform(-1, 1, (3, 2, 3, 2)).astype(np.float32), "w")
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], [f"y{i}"], strides=s, dilations=d, auto_pad=a)
+             for i, (s, d, a) in enumerate(itertools.product(([2, 2], [1, 3]), ([2, 3], [3, 1]),
+                                                             ("SAME_UPPER", "SAME_LOWER")))]
+    model = _model(nodes, (1, 3, 5, 7), [f"y{i}" for i in range(len(nodes))], [weights])
+    x = RNG.uniform(-1, 1, (1, 3, 5, 7)).astype(np.float32)
+    _check(model, x, _compiled(model, x))
+
+
 # ---------------------------------------------------------------------------- declared output shapes
 
 def test_an_output_shape_that_contradicts_the_declared_one_is_refused_at_import():
