@@ -4,6 +4,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 from tilefuse.tensorir.errors import TilefuseError
 
@@ -35,14 +36,15 @@ class DataType(enum.Enum):
 
     @property
     def numpy(self) -> np.dtype:
-        """The numpy dtype holding this type (bf16 has none: GraphError).
+        """The numpy dtype holding this type (bf16: ml_dtypes' bfloat16; the 8- and 4-bit types
+        have none: GraphError).
 
         Example:
-            >>> DataType.f32.numpy
-            dtype('float32')
+            >>> DataType.f32.numpy, DataType.bf16.numpy
+            (dtype('float32'), dtype(bfloat16))
         """
         try:
-            return np.dtype(_NUMPY[self])
+            return _NUMPY[self]
         except KeyError:
             raise GraphError(f"data type {self.value} has no numpy equivalent") from None
 
@@ -55,8 +57,8 @@ class DataType(enum.Enum):
             2
         """
         if self in _NUMPY:
-            return np.dtype(_NUMPY[self]).itemsize
-        return {DataType.undef: 0, DataType.bf16: 2}.get(self, 1)
+            return _NUMPY[self].itemsize
+        return 0 if self is DataType.undef else 1
 
     @staticmethod
     def of_numpy(dtype) -> "DataType":
@@ -66,15 +68,17 @@ class DataType(enum.Enum):
             >>> DataType.of_numpy("int8")
             <DataType.s8: 's8'>
         """
-        name = np.dtype(dtype).name
+        dtype = np.dtype(dtype)
         for k, v in _NUMPY.items():
-            if v == name:
+            if v == dtype:
                 return k
-        raise GraphError(f"numpy dtype {name} has no oneDNN data type")
+        raise GraphError(f"numpy dtype {dtype.name} has no oneDNN data type")
 
 
-_NUMPY = {DataType.f32: "float32", DataType.f16: "float16", DataType.s32: "int32", DataType.s64: "int64",
-          DataType.s8: "int8", DataType.u8: "uint8", DataType.boolean: "bool"}
+_NUMPY = {k: np.dtype(v) for k, v in {
+    DataType.f32: "float32", DataType.f16: "float16", DataType.bf16: ml_dtypes.bfloat16,
+    DataType.s32: "int32", DataType.s64: "int64", DataType.s8: "int8", DataType.u8: "uint8",
+    DataType.boolean: "bool"}.items()}
 
 
 class LayoutType(enum.Enum):

@@ -40,8 +40,9 @@ def test_bad_tensors():
 
 def test_data_types_map_to_numpy():
     assert DataType.of_numpy(np.float32) is DataType.f32 and DataType.boolean.numpy == np.dtype(bool)
-    with pytest.raises(GraphError, match="bf16 has no numpy equivalent"):
-        DataType.bf16.numpy
+    assert DataType.bf16.numpy.name == "bfloat16" and DataType.of_numpy(DataType.bf16.numpy) is DataType.bf16
+    with pytest.raises(GraphError, match="f8_e4m3 has no numpy equivalent"):
+        DataType.f8_e4m3.numpy
 
 
 def test_op_kinds_and_bad_ops():

@@ -1,0 +1,50 @@
+"""The element types ONNX models carry, run by InferenceSession on shapes that do not divide
+the templates' tiles, checked against numpy (and onnxruntime where it takes the type)."""
+from __future__ import annotations
+
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from tilefuse.graph_api import GraphError, InferenceSession  # noqa: E402
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+ROWS, K, COLS = 5, 37, 13        # odd sizes: no tile divides them
+
+
+def model(nodes, inputs: dict, output_type: int, initializers=()) -> bytes:
+    """A model of ``nodes`` with graph inputs ``{name: (elem_type, shape)}`` and output y."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()],
+                              [helper.make_tensor_value_info("y", output_type, None)],
+                              [numpy_helper.from_array(v, n) for n, v in initializers])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def run(model_bytes: bytes, feeds: dict):
+    """(output, the messages of the warnings the session raised)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out, = InferenceSession(model_bytes).run(None, feeds)
+    return out, [str(w.message) for w in caught]
+
+
+def values(shape, dtype, seed=0):
+    return np.random.default_rng(seed).uniform(-2, 2, shape).astype(dtype)
+
+
+def test_bfloat16_runs_as_ml_dtypes_bfloat16():
+    x, w = values((ROWS, K), BF16), values((K, COLS), BF16, 1)
+    b = values((COLS,), BF16, 2)
+    m = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])],
+              {"x": (TensorProto.BFLOAT16, [ROWS, K])}, TensorProto.BFLOAT16, [("w", w), ("b", b)])
+    out, _ = run(m, {"x": x})
+    want = x.astype(np.float32) @ w.astype(np.float32) + b.astype(np.float32)
+    assert out.dtype == BF16 and out.shape == (ROWS, COLS)
+    np.testing.assert_allclose(out.astype(np.float32), want, rtol=2e-2, atol=5e-2)
+    with pytest.raises(GraphError, match="must be tensor\\(bfloat16\\), got float32"):
+        run(m, {"x": x.astype(np.float32)})
