@@ -19,7 +19,7 @@ class GraphError(TilefuseError, ValueError):
 
 
 class DataType(enum.Enum):
-    """Element types, as oneDNN names them."""
+    """Element types, as oneDNN names them (u32 and u64, which ONNX models carry, named alike)."""
     undef = "undef"
     f32 = "f32"
     f16 = "f16"
@@ -28,6 +28,8 @@ class DataType(enum.Enum):
     s64 = "s64"
     s8 = "s8"
     u8 = "u8"
+    u32 = "u32"
+    u64 = "u64"
     boolean = "boolean"
     f8_e4m3 = "f8_e4m3"
     f8_e5m2 = "f8_e5m2"
@@ -78,7 +80,7 @@ class DataType(enum.Enum):
 _NUMPY = {k: np.dtype(v) for k, v in {
     DataType.f32: "float32", DataType.f16: "float16", DataType.bf16: ml_dtypes.bfloat16,
     DataType.s32: "int32", DataType.s64: "int64", DataType.s8: "int8", DataType.u8: "uint8",
-    DataType.boolean: "bool"}.items()}
+    DataType.u32: "uint32", DataType.u64: "uint64", DataType.boolean: "bool"}.items()}
 
 
 class LayoutType(enum.Enum):

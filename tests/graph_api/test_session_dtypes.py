@@ -48,3 +48,18 @@ def test_bfloat16_runs_as_ml_dtypes_bfloat16():
     np.testing.assert_allclose(out.astype(np.float32), want, rtol=2e-2, atol=5e-2)
     with pytest.raises(GraphError, match="must be tensor\\(bfloat16\\), got float32"):
         run(m, {"x": x.astype(np.float32)})
+
+
+@pytest.mark.parametrize("dtype, elem", [(np.uint32, TensorProto.UINT32), (np.uint64, TensorProto.UINT64)])
+def test_unsigned_integers_compile_with_unsigned_semantics(dtype, elem):
+    """Values above the signed maximum: a signed compare or conversion would get them wrong."""
+    top = np.iinfo(dtype).max
+    x = np.random.default_rng(0).integers(0, top, (ROWS, K), dtype=dtype, endpoint=True)
+    x[0, :3] = (top, top // 2 + 1, 0)
+    c = np.full((K,), top // 2, dtype)
+    m = model([helper.make_node("Greater", ["x", "c"], ["g"]), helper.make_node("Where", ["g", "x", "c"], ["h"]),
+               helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT)],
+              {"x": (elem, [ROWS, K])}, TensorProto.FLOAT, [("c", c)])
+    out, caught = run(m, {"x": x})
+    assert not [w for w in caught if "reference interpreter" in w], caught
+    np.testing.assert_array_equal(out, np.maximum(x, c).astype(np.float32))
