@@ -19,9 +19,10 @@ class GraphError(TilefuseError, ValueError):
 
 
 class DataType(enum.Enum):
-    """Element types, as oneDNN names them (u32 and u64, which ONNX models carry, named alike)."""
+    """Element types, as oneDNN names them (f64, u32 and u64, which ONNX models carry, named alike)."""
     undef = "undef"
     f32 = "f32"
+    f64 = "f64"
     f16 = "f16"
     bf16 = "bf16"
     s32 = "s32"
@@ -78,7 +79,7 @@ class DataType(enum.Enum):
 
 
 _NUMPY = {k: np.dtype(v) for k, v in {
-    DataType.f32: "float32", DataType.f16: "float16", DataType.bf16: ml_dtypes.bfloat16,
+    DataType.f32: "float32", DataType.f64: "float64", DataType.f16: "float16", DataType.bf16: ml_dtypes.bfloat16,
     DataType.s32: "int32", DataType.s64: "int64", DataType.s8: "int8", DataType.u8: "uint8",
     DataType.u32: "uint32", DataType.u64: "uint64", DataType.boolean: "bool"}.items()}
 

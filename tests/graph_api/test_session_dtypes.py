@@ -63,3 +63,31 @@ def test_unsigned_integers_compile_with_unsigned_semantics(dtype, elem):
     out, caught = run(m, {"x": x})
     assert not [w for w in caught if "reference interpreter" in w], caught
     np.testing.assert_array_equal(out, np.maximum(x, c).astype(np.float32))
+
+
+def test_float64_compiles_dense_layers_as_onnxruntime_runs_them():
+    """What sklearn-onnx exports: float64 MatMul, Add, Relu (and Gemm, Softmax), compiled."""
+    ort = pytest.importorskip("onnxruntime")
+    x, w, b = values((ROWS, K), np.float64), values((K, COLS), np.float64, 1), values((COLS,), np.float64, 2)
+    m = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["r"]),
+               helper.make_node("Relu", ["r"], ["g"]), helper.make_node("Gemm", ["g", "v"], ["s"], transB=1),
+               helper.make_node("Softmax", ["s"], ["y"])],
+              {"x": (TensorProto.DOUBLE, [ROWS, K])}, TensorProto.DOUBLE,
+              [("w", w), ("b", b), ("v", values((K, COLS), np.float64, 3))])
+    out, caught = run(m, {"x": x})
+    assert not [w for w in caught if "reference interpreter" in w], caught
+    want, = ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-15)
+
+
+def test_float64_convolution_compiles():
+    """A 3x3 convolution (the default direct template: Winograd is float32 only) against numpy."""
+    x = values((1, 7, 13, 11), np.float64)
+    w, b = values((19, 7, 3, 3), np.float64, 1), values((19,), np.float64, 2)
+    m = model([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])],
+              {"x": (TensorProto.DOUBLE, [1, 7, 13, 11])}, TensorProto.DOUBLE, [("w", w), ("b", b)])
+    out, caught = run(m, {"x": x})
+    assert not [w for w in caught if "reference interpreter" in w], caught
+    windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
+    np.testing.assert_allclose(out, np.einsum("nchwij,ocij->nohw", windows, w) + b[:, None, None], rtol=1e-12)
