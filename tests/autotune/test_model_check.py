@@ -181,3 +181,14 @@ def test_the_check_stops_after_its_passes(tuned_pair, monkeypatch):
     assert clock.calls == 2     # the last pass keeps what it measured, b 2% slower, as the whole run wins
     assert [(w.key, w.kept) for w in check.workloads] == [(first.key, False), (second.key, True)]
     assert picked(db, second) == configs[1]
+
+
+def test_random_feeds_draw_floats_for_every_float_type():
+    import numpy as np
+    ports = [LogicalTensor(k, dtype, (3, 5)) for k, dtype in
+             enumerate((DataType.f32, DataType.f64, DataType.f16, DataType.bf16, DataType.u64, DataType.boolean))]
+    feeds = model_check.random_feeds(ports, seed=2)
+    assert [feeds[t.id].dtype for t in ports] == [t.dtype.numpy for t in ports]
+    assert all(not np.array_equal(feeds[k].astype(np.float64), np.round(feeds[k].astype(np.float64)))
+               for k in range(4))                        # normal draws, not integers
+    assert feeds[4].max() < 4 and feeds[5].dtype == bool
