@@ -121,8 +121,8 @@ class ModelCheck:
 
 
 def random_feeds(ports, seed: int = 0) -> dict:
-    """Seeded random arrays for graph input ports (logical tensors): standard normal floats,
-    integers in [0, 4), random booleans.
+    """Seeded random arrays for graph input ports (logical tensors): standard normal floats
+    (bfloat16 too), integers in [0, 4), random booleans.
 
     Example:
         >>> from tilefuse.graph_api import DataType, LogicalTensor
@@ -134,7 +134,7 @@ def random_feeds(ports, seed: int = 0) -> dict:
     feeds = {}
     for port in ports:
         dtype = port.dtype.numpy
-        if dtype.kind == "f":
+        if dtype.kind == "f" or dtype == graph_api.DataType.bf16.numpy:     # ml_dtypes' bfloat16 is kind "V"
             feeds[port.id] = rng.standard_normal(port.shape).astype(dtype)
         elif dtype.kind == "b":
             feeds[port.id] = rng.integers(0, 2, port.shape).astype(bool)

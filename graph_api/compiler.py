@@ -41,6 +41,7 @@ from .op import OpKind
 from .ops.movement import slice_view
 from .pipeline import partition
 from .passes import DEFAULT
+from .passes.half_floats import converts_at_edge
 from .engine import Engine
 from .steps import Step
 
@@ -92,7 +93,8 @@ def _compile_graph(graph, engine, configs, kernel_cache, strict, target, owned, 
     partitioned = partition(graph, policy, passes)
     ir, partitions = partitioned.ir, partitioned.partitions
     bound = {**graph.constant_values, **ir.constant_values}    # folded constants are inputs too
-    fallback = [f"{op.kind.value} (op {op.id})" for p in partitions if not p.is_supported() for op in p.ops]
+    fallback = [f"{op.kind.value} (op {op.id})" for p in partitions if not p.is_supported() for op in p.ops
+                if not converts_at_edge(op)]     # half floats converted as they enter or leave
     if strict and fallback:
         raise Unsupported(f"strict: {len(fallback)} op(s) would run in the numpy reference interpreter, not "
                           f"compiled: {', '.join(fallback)}")

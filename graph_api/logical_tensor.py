@@ -4,6 +4,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 from tilefuse.tensorir.errors import TilefuseError
 
@@ -18,15 +19,18 @@ class GraphError(TilefuseError, ValueError):
 
 
 class DataType(enum.Enum):
-    """Element types, as oneDNN names them."""
+    """Element types, as oneDNN names them (f64, u32 and u64, which ONNX models carry, named alike)."""
     undef = "undef"
     f32 = "f32"
+    f64 = "f64"
     f16 = "f16"
     bf16 = "bf16"
     s32 = "s32"
     s64 = "s64"
     s8 = "s8"
     u8 = "u8"
+    u32 = "u32"
+    u64 = "u64"
     boolean = "boolean"
     f8_e4m3 = "f8_e4m3"
     f8_e5m2 = "f8_e5m2"
@@ -35,14 +39,15 @@ class DataType(enum.Enum):
 
     @property
     def numpy(self) -> np.dtype:
-        """The numpy dtype holding this type (bf16 has none: GraphError).
+        """The numpy dtype holding this type (bf16: ml_dtypes' bfloat16; the 8- and 4-bit types
+        have none: GraphError).
 
         Example:
-            >>> DataType.f32.numpy
-            dtype('float32')
+            >>> DataType.f32.numpy, DataType.bf16.numpy
+            (dtype('float32'), dtype(bfloat16))
         """
         try:
-            return np.dtype(_NUMPY[self])
+            return _NUMPY[self]
         except KeyError:
             raise GraphError(f"data type {self.value} has no numpy equivalent") from None
 
@@ -55,8 +60,8 @@ class DataType(enum.Enum):
             2
         """
         if self in _NUMPY:
-            return np.dtype(_NUMPY[self]).itemsize
-        return {DataType.undef: 0, DataType.bf16: 2}.get(self, 1)
+            return _NUMPY[self].itemsize
+        return 0 if self is DataType.undef else 1
 
     @staticmethod
     def of_numpy(dtype) -> "DataType":
@@ -66,15 +71,17 @@ class DataType(enum.Enum):
             >>> DataType.of_numpy("int8")
             <DataType.s8: 's8'>
         """
-        name = np.dtype(dtype).name
+        dtype = np.dtype(dtype)
         for k, v in _NUMPY.items():
-            if v == name:
+            if v == dtype:
                 return k
-        raise GraphError(f"numpy dtype {name} has no oneDNN data type")
+        raise GraphError(f"numpy dtype {dtype.name} has no oneDNN data type")
 
 
-_NUMPY = {DataType.f32: "float32", DataType.f16: "float16", DataType.s32: "int32", DataType.s64: "int64",
-          DataType.s8: "int8", DataType.u8: "uint8", DataType.boolean: "bool"}
+_NUMPY = {k: np.dtype(v) for k, v in {
+    DataType.f32: "float32", DataType.f64: "float64", DataType.f16: "float16", DataType.bf16: ml_dtypes.bfloat16,
+    DataType.s32: "int32", DataType.s64: "int64", DataType.s8: "int8", DataType.u8: "uint8",
+    DataType.u32: "uint32", DataType.u64: "uint64", DataType.boolean: "bool"}.items()}
 
 
 class LayoutType(enum.Enum):

@@ -25,7 +25,8 @@ from .logical_tensor import DataType, LogicalTensor, PropertyType
 from .op import Op
 from .ops import REGISTRY, normalize_op, op_def
 
-COMPILED_DTYPES = {DataType.f32, DataType.s32, DataType.s64, DataType.s8, DataType.u8, DataType.boolean}
+COMPILED_DTYPES = {DataType.f32, DataType.f64, DataType.s32, DataType.s64, DataType.s8, DataType.u8, DataType.u32,
+                   DataType.u64, DataType.boolean}
 
 LOWERED_KINDS: frozenset = frozenset(k for k, d in REGISTRY.items() if d.lower is not None)
 """The op kinds ``lower_op`` builds compute definitions for."""

@@ -49,8 +49,9 @@ from .logical_tensor import DataType
 from .op import OpKind
 from .ops.schema import get_attr
 
-ORT_TYPES = {DataType.f32: "float", DataType.f16: "float16", DataType.s32: "int32", DataType.s64: "int64",
-             DataType.s8: "int8", DataType.u8: "uint8", DataType.boolean: "bool", DataType.bf16: "bfloat16"}
+ORT_TYPES = {DataType.f32: "float", DataType.f64: "double", DataType.f16: "float16", DataType.s32: "int32", DataType.s64: "int64",
+             DataType.s8: "int8", DataType.u8: "uint8", DataType.boolean: "bool", DataType.bf16: "bfloat16",
+             DataType.u32: "uint32", DataType.u64: "uint64"}
 """Data types as onnxruntime spells them (``tensor(float)`` in a NodeArg, ``float`` in a profile)."""
 
 _MULTIPLY_ADDS = {OpKind.MatMul, OpKind.Convolution, OpKind.ConvTranspose}

@@ -36,9 +36,9 @@ from __future__ import annotations
 import enum
 
 from .logical_tensor import GraphError
-from .passes import (DEFAULT, eliminate_common_subexpressions, eliminate_dead_ops, flatten_dense_rows,
-                     fold_batch_norms, fold_constants, fold_into_weights, recognize_norms, simplify_algebra,
-                     split_grouped_convolutions)
+from .passes import (DEFAULT, compute_half_floats_in_f32, eliminate_common_subexpressions, eliminate_dead_ops,
+                     flatten_dense_rows, fold_batch_norms, fold_constants, fold_into_weights, recognize_norms,
+                     simplify_algebra, split_grouped_convolutions)
 
 CPU = "CPUExecutionProvider"
 PROVIDERS = [CPU]
@@ -69,10 +69,11 @@ class GraphOptimizationLevel(enum.IntEnum):
     ORT_ENABLE_ALL = 99
 
 
-_BASIC = (fold_constants, fold_into_weights, fold_batch_norms, simplify_algebra, split_grouped_convolutions,
-          eliminate_common_subexpressions, eliminate_dead_ops)
-_EXTENDED = (fold_constants, recognize_norms, fold_into_weights, fold_batch_norms, simplify_algebra,
-             split_grouped_convolutions, flatten_dense_rows, eliminate_common_subexpressions, eliminate_dead_ops)
+_BASIC = (compute_half_floats_in_f32, fold_constants, fold_into_weights, fold_batch_norms, simplify_algebra,
+          split_grouped_convolutions, eliminate_common_subexpressions, eliminate_dead_ops)
+_EXTENDED = (compute_half_floats_in_f32, fold_constants, recognize_norms, fold_into_weights, fold_batch_norms,
+             simplify_algebra, split_grouped_convolutions, flatten_dense_rows, eliminate_common_subexpressions,
+             eliminate_dead_ops)
 GRAPH_PASSES = {
     GraphOptimizationLevel.ORT_DISABLE_ALL: ("debug", ()),
     GraphOptimizationLevel.ORT_ENABLE_BASIC: ("fusion", _BASIC),

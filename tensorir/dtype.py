@@ -11,9 +11,9 @@ import functools
 import numpy as np
 from .errors import TilefuseError
 
-DTYPES = ("float32", "float64", "int8", "uint8", "int32", "int64", "bool")
+DTYPES = ("float32", "float64", "int8", "uint8", "int32", "int64", "uint32", "uint64", "bool")
 FLOAT_DTYPES = ("float32", "float64")
-INT_DTYPES = ("int8", "uint8", "int32", "int64")
+INT_DTYPES = ("int8", "uint8", "int32", "int64", "uint32", "uint64")
 INDEX_DTYPE = "int64"
 
 
@@ -64,7 +64,7 @@ def is_signed(dtype: str) -> bool:
         >>> is_signed("uint8"), is_signed("int8")
         (False, True)
     """
-    return dtype not in ("uint8", "bool")
+    return dtype not in ("uint8", "uint32", "uint64", "bool")
 
 
 def bits(dtype: str) -> int:

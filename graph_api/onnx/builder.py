@@ -18,8 +18,8 @@ from ..ops.schema import validate_op
 from ..shape_inference import infer_op_shapes
 
 # ONNX TensorProto element types -> our data types
-ONNX_DTYPES = {1: DataType.f32, 10: DataType.f16, 16: DataType.bf16, 6: DataType.s32, 7: DataType.s64,
-               3: DataType.s8, 2: DataType.u8, 9: DataType.boolean}
+ONNX_DTYPES = {1: DataType.f32, 11: DataType.f64, 10: DataType.f16, 16: DataType.bf16, 6: DataType.s32, 7: DataType.s64,
+               3: DataType.s8, 2: DataType.u8, 12: DataType.u32, 13: DataType.u64, 9: DataType.boolean}
 _ONNX_TYPE_NAMES = {1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64", 8: "STRING",
                     9: "BOOL", 10: "FLOAT16", 11: "DOUBLE", 12: "UINT32", 13: "UINT64", 14: "COMPLEX64",
                     15: "COMPLEX128", 16: "BFLOAT16"}

@@ -80,6 +80,7 @@ import numpy as np
 from ..logical_tensor import DataType
 from ..op import OpKind
 from ..ops._window import same_pads
+from ..ops.schema import FP, FP_S32
 from .builder import Builder, Node, OnnxRefused, OnnxUnsupported, data_type
 
 ONNX_OPS: dict[str, Callable] = {}
@@ -192,11 +193,11 @@ def _binary(b, node):
 def _pow(b, node):
     x, y = node.inputs[0], node.inputs[1]
     out_dtype = b.dtype(x)
-    if b.has_value(y) and b.values[y].size == 1 and out_dtype in (DataType.f32, DataType.f16, DataType.bf16):
+    if b.has_value(y) and b.values[y].size == 1 and out_dtype in FP:
         return [b.op(_K.Pow, [b.tensor(x)], {"beta": float(np.asarray(b.values[y]).reshape(-1)[0])})]
     base = b.tensor(x)
     exponent = _legacy_broadcast(b, node, base, b.tensor(y))
-    compute = base.dtype if base.dtype in (DataType.f32,) else DataType.f32
+    compute = base.dtype if base.dtype in (DataType.f32, DataType.f64) else DataType.f32
     if base.dtype is not compute:
         base = _cast_to(b, base, compute)
     if exponent.dtype is not compute:
@@ -274,7 +275,7 @@ def _predicate(b, node):
     x, y = _x(b, node), _x(b, node, 1)
     if swapped:
         x, y = y, x
-    if kind is _K.GreaterEqual and x.dtype not in (DataType.f32, DataType.f16, DataType.bf16, DataType.s32):
+    if kind is _K.GreaterEqual and x.dtype not in FP_S32:
         # oneDNN's kind takes floats and s32; other types: x >= y as the negation of y > x
         return [b.op(_K.LogicalNot, [b.op(_K.Greater, [y, x], dtypes=DataType.boolean)])]
     return [b.op(kind, [x, y], dtypes=DataType.boolean)]

@@ -21,7 +21,7 @@ from ._numpy import (_err, _int, _float, _bool, _choice, _nin, _nout, _f64, _axi
 from ._shapes import _require, _shape_axis, _channels, _same_shapes
 from ._window import check_pads
 from .registry import define
-from .schema import FP, F32_BF16, S32, optional, required, schema, DATA_FORMAT, get_attr
+from .schema import FP, FP_PARAMS, S32, optional, required, schema, DATA_FORMAT, get_attr
 from .conv import CONV_ATTRS, CONVT_ATTRS
 from .eltwise import GELU_MODE, lower_unary
 from .norm import BN_ATTRS
@@ -201,14 +201,14 @@ for _kind in ("BiasAddBackward", "BiasAddBackprop"):
            reference=_ref_bias_add_backward,
            lower=lower_unary(lambda op, x: T.bias_add_backward(x, get_attr(op, "data_format"))))
 define(schema("BatchNormTrainingBackward", "src:T1 diff_dst:T1 mean:T2 variance:T2 gamma:T2",
-              "diff_src:T1 diff_gamma:T2 diff_beta:T2", BN_ATTRS, {"T1": FP, "T2": F32_BF16}, n_in={4, 5},
+              "diff_src:T1 diff_gamma:T2 diff_beta:T2", BN_ATTRS, {"T1": FP, "T2": FP_PARAMS}, n_in={4, 5},
               n_out={1, 2, 3}),
        shape=_shape_batchnorm_backward, reference=_ref_batchnorm_backward, lower=_lower_batch_norm_backward)
 define(schema("LayerNormBackward", "src:T1 diff_dst:T1 mean:T2 variance:T2 gamma:T2 beta:T2",
               "diff_src:T1 diff_gamma:T2 diff_beta:T2",
               {"begin_norm_axis": optional("s64", -1), "use_affine": optional("bool", True),
                "epsilon": optional("f32", 1e-5)},
-              {"T1": FP, "T2": F32_BF16}, n_in={4, 5, 6}, n_out={1, 3}))
+              {"T1": FP, "T2": FP_PARAMS}, n_in={4, 5, 6}, n_out={1, 3}))
 
 # convolution and pooling gradients: schemas only (no shape rule, reference or compute definition)
 define(schema("ConvolutionBackwardData", "diff_dst:T1 weights:T1 dst_shape:T2", "diff_src:T1",

@@ -24,6 +24,9 @@ from .eltwise import lower_unary
 
 # ---- schema rules -----------------------------------------------------------------------------------
 
+_ONEDNN_FP = FP - {DataType.f64}      # oneDNN's TypeCast converts between f32, bf16 and f16 only
+
+
 def _check_typecast(op):
     src, dst = op.inputs[0].dtype, op.outputs[0].dtype
     if src is dst:
@@ -363,7 +366,7 @@ define(schema("Reorder", "src:T", "dst:T"), shape=_identity, reference=_ref_reor
        lower=lower_unary(lambda op, x: T.reorder(x)))
 define(schema("Identity", "src:T", "dst:T", {}, {"T": ALL_TYPES}), shape=_identity, reference=_ref_reorder,
        lower=lower_unary(lambda op, x: T.identity(x)))
-define(schema("TypeCast", "src:T1", "dst:T2", {}, {"T1": FP, "T2": FP}, checks=[_check_typecast]),
+define(schema("TypeCast", "src:T1", "dst:T2", {}, {"T1": _ONEDNN_FP, "T2": _ONEDNN_FP}, checks=[_check_typecast]),
        shape=_identity, reference=_ref_type_cast,
        lower=lower_unary(lambda op, x: T.typecast(x, op.outputs[0].dtype.numpy.name)))
 define(schema("Cast", "src:T1", "dst:T2", {"to": required("string", tuple(d.value for d in sorted(ALL_TYPES, key=str)))},

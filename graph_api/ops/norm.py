@@ -17,7 +17,7 @@ from ._numpy import (_err, _check_broadcasts_to, _int, _float, _bool, _nin, _nou
     _channel_axis, _to_ncx, _from_ncx)
 from ._shapes import _require, _shape_axis, _channels
 from .registry import define
-from .schema import FP, F32_BF16, optional, required, schema, DATA_FORMAT, get_attr
+from .schema import FP, FP_PARAMS, optional, required, schema, DATA_FORMAT, get_attr
 
 
 # ---- schema rules -----------------------------------------------------------------------------------
@@ -202,19 +202,19 @@ _NORM_ATTRS = {"keep_stats": optional("bool", True), "use_affine": optional("boo
                "epsilon": optional("f32", 1e-5)}
 
 define(schema("BatchNormInference", "src:T1 gamma:T2 beta:T2 mean:T2 variance:T2", "dst:T1", BN_ATTRS,
-              {"T1": FP, "T2": F32_BF16}, checks=[_check_epsilon]),
+              {"T1": FP, "T2": FP_PARAMS}, checks=[_check_epsilon]),
        shape=_shape_batchnorm, reference=_ref_batchnorm, lower=_lower_batch_norm)
 define(schema("BatchNormForwardTraining", "src:T1 mean:T2 variance:T2 gamma:T2 beta:T2",
               "dst:T1 running_mean:T2 running_variance:T2 batch_mean:T2 batch_variance:T2",
-              {**BN_ATTRS, "momentum": optional("f32")}, {"T1": FP, "T2": F32_BF16}, n_in={3, 4, 5},
+              {**BN_ATTRS, "momentum": optional("f32")}, {"T1": FP, "T2": FP_PARAMS}, n_in={3, 4, 5},
               checks=[_check_epsilon]),
        shape=_shape_batchnorm)
 define(schema("LayerNorm", "src:T1 gamma:T2 beta:T2", "dst:T1 mean:T2 variance:T2",
-              {**_NORM_ATTRS, "begin_norm_axis": optional("s64", -1)}, {"T1": FP, "T2": F32_BF16}, n_in={1, 3},
+              {**_NORM_ATTRS, "begin_norm_axis": optional("s64", -1)}, {"T1": FP, "T2": FP_PARAMS}, n_in={1, 3},
               n_out={1, 3}, checks=[_check_stats_outputs, _check_epsilon]),
        shape=_shape_layernorm, reference=_ref_layer_norm, lower=_lower_layer_norm)
 define(schema("GroupNorm", "src:T1 gamma:T2 beta:T2", "dst:T1 mean:T2 variance:T2",
-              {**_NORM_ATTRS, "groups": required("s64"), "data_format": DATA_FORMAT}, {"T1": FP, "T2": F32_BF16},
+              {**_NORM_ATTRS, "groups": required("s64"), "data_format": DATA_FORMAT}, {"T1": FP, "T2": FP_PARAMS},
               n_in={1, 3}, n_out={1, 3}, checks=[_check_stats_outputs, _check_epsilon]),
        shape=_shape_groupnorm, reference=_ref_group_norm, lower=_lower_group_norm)
 define(schema("RMSNorm", "src:T1 gamma:T2", "dst:T1", {"begin_norm_axis": optional("s64", -1),

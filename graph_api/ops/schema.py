@@ -233,13 +233,13 @@ def _has_type(t: str, v) -> bool:
 # ---- builders for the families' declarations -------------------------------------------------------
 
 _D = DataType
-FP = frozenset({_D.f32, _D.bf16, _D.f16})
+FP = frozenset({_D.f32, _D.f64, _D.bf16, _D.f16})
 FP_S32 = FP | {_D.s32}
 F32 = frozenset({_D.f32})
-F32_BF16 = frozenset({_D.f32, _D.bf16})
+FP_PARAMS = frozenset({_D.f32, _D.f64, _D.bf16})     # norms' scale and shift
 S32 = frozenset({_D.s32})
 QUANT = frozenset({_D.u8, _D.s8, _D.f8_e5m2, _D.f8_e4m3})
-ALL_TYPES = frozenset({_D.f32, _D.f16, _D.bf16, _D.s32, _D.s64, _D.s8, _D.u8, _D.boolean})
+ALL_TYPES = frozenset({_D.f32, _D.f64, _D.f16, _D.bf16, _D.s32, _D.s64, _D.s8, _D.u8, _D.u32, _D.u64, _D.boolean})
 
 
 def optional(type_, default=None, allowed=(), fold_case=False) -> AttrSpec:

@@ -25,11 +25,12 @@ from .cse import eliminate_common_subexpressions
 from .dead_code import default_outputs, eliminate_dead_ops
 from .dense import flatten_dense_rows
 from .groups import split_grouped_convolutions
+from .half_floats import compute_half_floats_in_f32
 from .layout import plan_layouts
 from .norms import recognize_norms
 from .weights import fold_batch_norms, fold_into_weights
 
-DEFAULT = (fold_constants, recognize_norms, fold_into_weights, fold_batch_norms, simplify_algebra,
+DEFAULT = (compute_half_floats_in_f32, fold_constants, recognize_norms, fold_into_weights, fold_batch_norms, simplify_algebra,
            split_grouped_convolutions, plan_layouts, flatten_dense_rows, eliminate_common_subexpressions,
            eliminate_dead_ops)
 
@@ -48,6 +49,6 @@ def run_passes(graph, passes=DEFAULT, *, trace=None):
     return _trace.run(passes, graph, pipeline="graph", size=len, unit="ops", trace=trace)
 
 
-__all__ = ["DEFAULT", "default_outputs", "eliminate_common_subexpressions", "eliminate_dead_ops",
+__all__ = ["DEFAULT", "compute_half_floats_in_f32", "default_outputs", "eliminate_common_subexpressions", "eliminate_dead_ops",
            "flatten_dense_rows", "fold_batch_norms", "fold_constants", "fold_into_weights", "plan_layouts", "recognize_norms", "run_passes",
            "simplify_algebra", "split_grouped_convolutions"]

@@ -49,7 +49,7 @@ MAX_PATTERN_SPAN = 4     # a read whose lanes span up to this many vectors is a 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 _SCALAR = {"float32": ir.FloatType(), "float64": ir.DoubleType(), "int8": I8, "uint8": I8,
-           "int32": I32, "int64": I64, "bool": I1}
+           "int32": I32, "int64": I64, "uint32": I32, "uint64": I64, "bool": I1}
 
 
 class CodegenError(TilefuseError, RuntimeError):
@@ -849,7 +849,7 @@ class CodeGen(Visitor):
             return b.sext(v, to) if dt.is_signed(src) else b.zext(v, to)
         if dt.bits(dst) < dt.bits(src):
             return b.trunc(v, to)
-        return v  # int8 <-> uint8: same bits
+        return v  # signed <-> unsigned of one width: same bits
 
     def visit_Call(self, e, ctx):
         args = [self.visit(a, ctx) for a in e.args]

@@ -22,7 +22,8 @@ from .target import Target, TargetError, as_target, cached_target_machine, new_t
 from .threadpool import ensure_runtime
 
 _CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int8": ctypes.c_int8,
-           "uint8": ctypes.c_uint8, "int32": ctypes.c_int32, "int64": ctypes.c_int64, "bool": ctypes.c_uint8}
+           "uint8": ctypes.c_uint8, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+           "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64, "bool": ctypes.c_uint8}
 
 
 @dataclass(frozen=True)

@@ -213,3 +213,14 @@ def test_picks_slower_in_the_model_are_all_dropped_with_their_costs_there(tuned_
         dropped = db.pick(task.key, current_target().key)
         assert dropped.config == dict(task.template.default_config().values)
         assert dropped.tuned_cost / dropped.default_cost == pytest.approx(slower)
+
+
+def test_random_feeds_draw_floats_for_every_float_type():
+    import numpy as np
+    ports = [LogicalTensor(k, dtype, (3, 5)) for k, dtype in
+             enumerate((DataType.f32, DataType.f64, DataType.f16, DataType.bf16, DataType.u64, DataType.boolean))]
+    feeds = model_check.random_feeds(ports, seed=2)
+    assert [feeds[t.id].dtype for t in ports] == [t.dtype.numpy for t in ports]
+    assert all(not np.array_equal(feeds[k].astype(np.float64), np.round(feeds[k].astype(np.float64)))
+               for k in range(4))                        # normal draws, not integers
+    assert feeds[4].max() < 4 and feeds[5].dtype == bool

@@ -17,6 +17,7 @@ from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, Prope
 from tilefuse.graph_api.lowering import COMPILED_DTYPES, LOWERED_KINDS
 
 F32, S8, U8, S32, S64, BOOL = DataType.f32, DataType.s8, DataType.u8, DataType.s32, DataType.s64, DataType.boolean
+U32, U64, F64 = DataType.u32, DataType.u64, DataType.f64
 
 # lowered kinds no valid graph can compile: every data type their schema admits is one we do not compile
 UNCOMPILABLE = {OpKind.TypeCast: "oneDNN's TypeCast converts between f32, bf16 and f16 only"}
@@ -508,7 +509,13 @@ cases("Cast", {
     "same-type": lambda m: m.op("Cast", [m.input((7, 37))], to="f32"),
     "s32-to-s64": lambda m: m.op("Cast", [m.input((7, 37), S32)], outputs=(S64,), to="s64"),
     "f32-to-s8": lambda m: m.op("Cast", [m.input((7, 37), low=-100, high=100)], outputs=(S8,), to="s8"),
-    "s32-to-u8": lambda m: m.op("Cast", [m.given(np.arange(0, 250, 7), S32)], outputs=(U8,), to="u8")})
+    "s32-to-u8": lambda m: m.op("Cast", [m.given(np.arange(0, 250, 7), S32)], outputs=(U8,), to="u8"),
+    "f32-to-u32": lambda m: m.op("Cast", [m.input((7, 37), low=0, high=4e9)], outputs=(U32,), to="u32"),
+    "u64-to-f32": lambda m: m.op("Cast", [m.given(m.rng.integers(0, 2 ** 64 - 1, (7, 37), np.uint64), U64)], to="f32"),
+    "f32-to-f64": lambda m: m.op("Cast", [m.input((7, 37))], outputs=(F64,), to="f64"),
+    "f64-to-s32": lambda m: m.op("Cast", [m.input((7, 37), F64, low=-9e4, high=9e4)], outputs=(S32,), to="s32"),
+    "u32-to-u64": lambda m: m.op("Cast", [m.given(np.arange(2 ** 32 - 37, 2 ** 32, dtype=np.uint32), U32)],
+                                 outputs=(U64,), to="u64")})
 cases("Pow", {"binary-broadcast": lambda m: m.op("Pow", [m.positive((7, 13, 37)), m.input((13, 1))]),
               "binary-scalar": lambda m: m.op("Pow", [m.positive((7, 37)), m.input(())])})
 def _constant(m, values, dtype):

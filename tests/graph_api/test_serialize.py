@@ -173,7 +173,7 @@ def test_invalid_op_names_file_and_op():
         r"op 2 \(SoftMax\): attribute 'axis' is declared f32 but oneDNN defines it as s64")
     bad(lambda d: d["graph"][2]["attrs"].update(axis={"type": "s64", "value": "one"}),
         r"op 2 \(SoftMax\): attribute 'axis' of type s64 has a bad value 'one'")
-    bad(lambda d: d["graph"][0]["inputs"][0].update(dtype="f64"), r"op 0 \(ReLU\): logical tensor 0: unknown data type")
+    bad(lambda d: d["graph"][0]["inputs"][0].update(dtype="f128"), r"op 0 \(ReLU\): logical tensor 0: unknown data type")
 
 
 def test_inconsistent_tensors_name_file_and_op():

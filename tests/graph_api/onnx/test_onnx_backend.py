@@ -30,8 +30,9 @@ COVERED_OPS = (
     "ReduceMean ReduceMax ReduceMin ReduceL2 MaxPool AveragePool GlobalAveragePool Transpose Reshape Flatten Squeeze "
     "Unsqueeze Concat Split Slice Gather Expand Pad Cast Identity Dropout Shape ConstantOfShape").split()
 
-# ONNX element types a float32 case may hold besides FLOAT: index, shape and mask types
-_FLOAT, _INDEX_TYPES = 1, {2, 3, 6, 7, 9}
+# ONNX element types a float32 case may hold besides FLOAT: integer (uint32 and uint64 too:
+# Pow's exponents), index, shape and mask types
+_FLOAT, _INDEX_TYPES = 1, {2, 3, 6, 7, 9, 12, 13}
 
 # cases that run (and pass) with a Wildcard: the ONNX feature they test is not in our op set
 WILDCARD_CASES = {

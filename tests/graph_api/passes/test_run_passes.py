@@ -32,9 +32,9 @@ def test_custom_and_empty_pass_lists():
     g = graph(op(0, "ReLU", [x], [a]))
     assert run_passes(g, passes=()) is g
     assert [o.id for o in run_passes(g, passes=[passes.eliminate_dead_ops]).ops] == [0]
-    assert DEFAULT[:4] == (passes.fold_constants, passes.recognize_norms, passes.fold_into_weights,
-                           passes.fold_batch_norms)
-    assert len(DEFAULT) == 10 and passes.plan_layouts in DEFAULT and passes.split_grouped_convolutions in DEFAULT
+    assert DEFAULT[:5] == (passes.compute_half_floats_in_f32, passes.fold_constants, passes.recognize_norms,
+                           passes.fold_into_weights, passes.fold_batch_norms)
+    assert len(DEFAULT) == 11 and passes.plan_layouts in DEFAULT and passes.split_grouped_convolutions in DEFAULT
 
 
 def _trace_lines(err):
