@@ -284,9 +284,9 @@ class InferenceSession:
             raise GraphError(f"run: no output named {unknown}; the outputs are {sorted(known)}")
         arrays = self._checked_feeds(input_feed)
         key = tuple(a.shape for a in arrays)
-        compiled = self._compiled_for(key, self._severity if run_options is None else run_options.log_severity_level)
         if self._file is not None:
-            self._file.check()          # never read a mapped file rewritten in place
+            self._file.check()          # never read a mapped file rewritten in place (a new shape reads its model)
+        compiled = self._compiled_for(key, self._severity if run_options is None else run_options.log_severity_level)
         feeds = [arrays[k] for k in compiled.fed]
         profiler = self._profiler
         with run_threads(self._threads):
@@ -694,22 +694,31 @@ class _OnnxSource:
                                     {p.key: p.value for p in proto.metadata_props})
         return source
 
-    def __getstate__(self):
+    def __reduce_ex__(self, protocol):
+        """The model whole, as one ModelProto's bytes (the weights put back into a copy: the
+        pickle stands alone); out of band with pickle protocol 5, so that a saved session's
+        file holds them as a buffer its loader maps instead of copying and parsing."""
         import onnx
         proto = self.loaded.proto
-        if self.loaded.weights is not None:     # the weights go into a copy: the pickle stands alone
+        if self.loaded.weights is not None:
             proto = onnx.ModelProto()
             proto.CopyFrom(self.loaded.proto)
             self.loaded.weights.fill(proto)
-        return dict(self.__dict__, loaded=(proto.SerializeToString(), self.loaded.where))
+        data = proto.SerializeToString()
+        blob = pickle.PickleBuffer(data) if protocol >= 5 else data
+        return _OnnxSource.__new__, (_OnnxSource,), dict(self.__dict__, loaded=(blob, self.loaded.where))
 
     def __setstate__(self, state):
+        """The model back from its bytes (a mapped buffer of a saved file): its large weights
+        stay in them (``weights.split_weights``), read when a new shape is imported."""
         import onnx
         from .onnx.importer import LoadedModel
-        data, where = state["loaded"]
-        proto = onnx.ModelProto()
-        proto.ParseFromString(data)
-        self.__dict__.update(state, loaded=LoadedModel(proto, where))
+        from .onnx.weights import ModelWeights, split_weights
+        blob, where = state["loaded"]
+        data = memoryview(blob).cast("B")
+        small, stored = split_weights(data)
+        self.__dict__.update(state, loaded=LoadedModel(onnx.load_from_string(small), where,
+                                                       ModelWeights(data, stored) if stored else None))
 
     @property
     def static_shapes(self):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import struct
 from dataclasses import asdict
 
@@ -157,7 +158,7 @@ def read_envelope(data, magic: bytes, version: int, what: str, source: str, erro
     if found != version:
         raise error(f"{source}: {what} format version {found}; this tilefuse reads version {version}")
     body, digest = data[:-_DIGEST], data[-_DIGEST:]
-    if hashlib.sha256(body).digest() != bytes(digest):
+    if _sha256_of(body) != bytes(digest):
         raise error(f"{source}: checksum mismatch (truncated or altered)")
     try:
         header = json.loads(bytes(body[start:start + size]))
@@ -166,6 +167,30 @@ def read_envelope(data, magic: bytes, version: int, what: str, source: str, erro
     if not isinstance(header, dict):
         raise error(f"{source}: corrupt header (not a JSON object)")
     return header, body, start + size
+
+
+HASH_CHUNK = 64 << 20
+"""Bytes of a mapped file hashed at a time, its pages let go after each (a multiple of pages)."""
+
+
+def _sha256_of(view) -> bytes:
+    """The sha256 of ``view``. When it is a mapped file from its start (a loaded session's), its
+    pages are handed back to the kernel chunk by chunk once hashed: checking a 800 MB file then
+    does not keep it all resident, and the pages a run needs come back from the page cache.
+
+    Example:
+        >>> _sha256_of(memoryview(b"abc")) == hashlib.sha256(b"abc").digest()
+        True
+    """
+    mapped = view.obj if isinstance(view, memoryview) and isinstance(view.obj, mmap.mmap) else None
+    if mapped is None or len(mapped) - len(view) > _DIGEST or not hasattr(mmap, "MADV_DONTNEED"):
+        return hashlib.sha256(view).digest()        # not a mapped file's prefix: hashed as it is
+    digest = hashlib.sha256()
+    for at in range(0, len(view), HASH_CHUNK):
+        chunk = view[at:at + HASH_CHUNK]
+        digest.update(chunk)
+        mapped.madvise(mmap.MADV_DONTNEED, at, len(chunk))
+    return digest.digest()
 
 
 def save(kernel, path, meta: dict | None = None) -> None:
