@@ -122,7 +122,9 @@ class ModelCheck:
 
 def random_feeds(ports, seed: int = 0) -> dict:
     """Seeded random arrays for graph input ports (logical tensors): standard normal floats
-    (bfloat16 too), integers in [0, 4), random booleans.
+    (bfloat16 too), integers 0 or 1 (valid ids, token types and masks for any vocabulary:
+    onnxruntime refuses a Gather index past its table, such as token type 3 of 2), random
+    booleans.
 
     Example:
         >>> from tilefuse.graph_api import DataType, LogicalTensor
@@ -139,7 +141,7 @@ def random_feeds(ports, seed: int = 0) -> dict:
         elif dtype.kind == "b":
             feeds[port.id] = rng.integers(0, 2, port.shape).astype(bool)
         else:
-            feeds[port.id] = rng.integers(0, 4, port.shape).astype(dtype)
+            feeds[port.id] = rng.integers(0, 2, port.shape).astype(dtype)
     return feeds
 
 
