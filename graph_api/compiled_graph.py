@@ -58,10 +58,12 @@ class CompiledGraph:
     """
 
     def __init__(self, program, input_ports: list, outputs: list, chosen_configs: dict,
-                 engine: Engine | None = None, strict: bool = False):
+                 engine: Engine | None = None, strict: bool = False, index_limits: dict | None = None):
         """From a ``after_build.Program`` that went through every step after the build, the
-        graph's input ports that are fed (not bound), its output tensors (with their shapes)
-        and the config of each compiled partition by signature."""
+        graph's input ports that are fed (not bound), its output tensors (with their shapes),
+        the config of each compiled partition by signature, and ``index_limits``: {input id:
+        (n, what)} for inputs that index an axis of length n (a Gather's indices fed as they
+        are), each value refused outside [-n, n) as onnxruntime does."""
         self.engine = engine or Engine()
         self.strict = strict
         self.chosen_configs = chosen_configs
@@ -71,6 +73,7 @@ class CompiledGraph:
         self.input_ports = input_ports
         self.constant_ids = program.constant_ids
         self._input_specs = [(t.id, t.shape, t.dtype.numpy) for t in self.input_ports if t.is_known()]
+        self._index_limits = dict(index_limits or {})
         self._input_order = [t.id for t in self.input_ports]      # what feeds by position mean
         self._input_ids = frozenset(self._input_order)
         self.in_place = program.in_place
@@ -245,6 +248,11 @@ class CompiledGraph:
                 raise GraphError(f"no feed for graph input {tid}")
             if array.shape != shape or array.dtype != dtype:
                 raise GraphError(f"graph input {tid} must be {dtype}{list(shape)}, got {array.dtype}{list(array.shape)}")
+        for tid, (n, what) in getattr(self, "_index_limits", {}).items():
+            array = values[tid]
+            if array.size and (array.min() < -n or array.max() >= n):
+                bad = array[(array < -n) | (array >= n)].flat[0]
+                raise GraphError(f"graph input {tid}: index {bad} is out of range [{-n}, {n - 1}] of {what}")
         return values
 
     def _concat_slices(self, values: dict, arena: dict) -> dict:

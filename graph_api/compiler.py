@@ -115,11 +115,42 @@ def _compile_graph(graph, engine, configs, kernel_cache, strict, target, owned, 
     described = ir.tensors                  # with the shapes inferred
     outputs = [described.get(tid) or graph.tensor(tid) for tid in output_ids]
     input_ports = [t for t in graph.get_input_ports() if t.id not in bound]
+    limits = index_limits(graph, {t.id for t in input_ports})
     if owned:       # ours to empty: each weight is dropped once packed, so weights are held about once
         graph.release_constant_values()
     del partitioned, ir, partitions, jobs, built
     program = run_after_build(Program(steps, bound, output_ids, runs_here=engine.target.cannot_run_here() is None))
-    return CompiledGraph(program, input_ports, outputs, chosen_configs, engine, strict)
+    return CompiledGraph(program, input_ports, outputs, chosen_configs, engine, strict, limits)
+
+
+def index_limits(graph, fed: set) -> dict:
+    """{input id: (n, what)} for the fed inputs that a Gather takes as indices along an axis of
+    length n (the embedding lookup of ids, token types and positions): the run refuses a value
+    outside [-n, n), as onnxruntime does, where a kernel would clamp it. Indices a graph
+    computes are not checked.
+
+    Example:
+        >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+        >>> table = LogicalTensor(0, DataType.f32, (2, 4)); ids = LogicalTensor(1, DataType.s64, (3,))
+        >>> g = Graph(); _ = g.add_op(Op(0, OpKind.Gather, [table, ids], [LogicalTensor(2, DataType.f32, (3, 4))],
+        ...                              {"axis": 0}, name="embed")); g.finalize()
+        >>> index_limits(g, {0, 1})
+        {1: (2, "Gather 'embed' (axis 0)")}
+    """
+    limits = {}
+    for op in graph.ops:
+        if op.kind is not OpKind.Gather or len(op.inputs) < 2 or op.inputs[1].id not in fed:
+            continue
+        data = op.inputs[0]
+        if not data.is_known():
+            continue
+        axis = op.attrs.get("axis", 0)
+        axis = axis + len(data.shape) if axis < 0 else axis
+        what = f"Gather {op.name!r} (axis {axis})" if op.name else f"Gather (op {op.id}, axis {axis})"
+        n = int(data.shape[axis])
+        if op.inputs[1].id not in limits or n < limits[op.inputs[1].id][0]:
+            limits[op.inputs[1].id] = (n, what)
+    return limits
 
 
 def view_of(partition, graph_outputs: set):

@@ -396,3 +396,18 @@ def test_a_feed_over_the_size_limit_is_refused_before_any_copy(monkeypatch):
     huge = np.broadcast_to(np.float32(1), (1 << 20, 8))
     with pytest.raises(GraphError, match=r"graph input 0 of shape \(1048576, 8\) needs 32\.0 MiB, over the limit"):
         cg.run({**b.feeds(), 0: huge})
+
+
+def test_a_gather_index_fed_out_of_range_is_refused_as_onnxruntime_does():
+    from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
+    table = LogicalTensor(0, DataType.f32, (3, 5), property_type=PropertyType.constant)
+    ids = LogicalTensor(1, DataType.s64, (4,))
+    g = Graph()
+    g.add_op(Op(0, OpKind.Gather, [table, ids], [LogicalTensor(2, DataType.f32, (4, 5))], {"axis": 0}, name="embed"))
+    g.finalize()
+    g.bind_constant(0, np.arange(15, dtype=np.float32).reshape(3, 5))
+    compiled = compile_graph(g)
+    np.testing.assert_array_equal(compiled.run({1: np.array([0, 2, -1, -3])})[2][:, 0], [0, 10, 10, 0])
+    for bad, value in (([0, 3, 1, 1], 3), ([-4, 0, 0, 0], -4)):
+        with pytest.raises(GraphError, match=rf"index {value} is out of range \[-3, 2\] of Gather 'embed' \(axis 0\)"):
+            compiled.run({1: np.array(bad)})
