@@ -29,6 +29,7 @@ import argparse  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -332,8 +333,10 @@ def bench_model(name: str, args) -> dict:
         compiled = tuned
     rows = timed_interleaved(engines, args.rounds)
     _print_rows(rows)
-    fresh = {engine: measure(mode, path, "-") for engine, mode in
-             (("onnxruntime", "ort"), ("tilefuse", "compile"))}        # each in a process of its own
+    with tempfile.TemporaryDirectory() as tmp:       # each in a process of its own; tilefuse's kernel cache empty
+        np.savez(Path(tmp) / "feeds.npz", **feeds)
+        fresh = {engine: measure(mode, path, Path(tmp) / "saved.tfm", Path(tmp) / "feeds.npz", Path(tmp) / "kernels")
+                 for engine, mode in (("onnxruntime", "onnxruntime"), ("tilefuse", "cold"))}
     rows["peak RSS MB"] = {engine: r["peak_mb"] for engine, r in fresh.items()}
     rows["cold open s"] = {engine: r["open"] for engine, r in fresh.items()}
     print(f"  in fresh processes: peak RSS tilefuse {fresh['tilefuse']['peak_mb']:.0f} MB, onnxruntime "
