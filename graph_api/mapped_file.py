@@ -82,7 +82,7 @@ class SessionFile:
         except BaseException:
             os.close(fd)
             raise
-        return cls(data, where, fd, _stamp(st))
+        return cls(data, where, fd, file_stamp(st))
 
     def check(self) -> None:
         """Raise a GraphError naming the file when a mapped file was rewritten in place since it
@@ -93,7 +93,7 @@ class SessionFile:
         """
         if self._fd is None:
             return
-        now = _stamp(os.fstat(self._fd))
+        now = file_stamp(os.fstat(self._fd))
         if now != self._stamp:
             raise GraphError(f"{self.where} was rewritten in place since this session loaded it (size "
                              f"{self._stamp[0]} -> {now[0]} bytes, modified again); load it again, and replace a "
@@ -105,7 +105,14 @@ class SessionFile:
             self._fd = None
 
 
-def _stamp(st) -> tuple:
+def file_stamp(st) -> tuple:
+    """What changes when an open file is rewritten in place: its size and modification time
+    (of an ``os.stat_result``).
+
+    Example:
+        >>> file_stamp(os.stat(__file__))[0] == os.path.getsize(__file__)
+        True
+    """
     return st.st_size, st.st_mtime_ns
 
 

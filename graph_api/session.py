@@ -711,14 +711,10 @@ class _OnnxSource:
     def __setstate__(self, state):
         """The model back from its bytes (a mapped buffer of a saved file): its large weights
         stay in them (``weights.split_weights``), read when a new shape is imported."""
-        import onnx
-        from .onnx.importer import LoadedModel
-        from .onnx.weights import ModelWeights, split_weights
+        from .onnx.importer import split_model
         blob, where = state["loaded"]
         data = memoryview(blob).cast("B")
-        small, stored = split_weights(data)
-        self.__dict__.update(state, loaded=LoadedModel(onnx.load_from_string(small), where,
-                                                       ModelWeights(data, stored) if stored else None))
+        self.__dict__.update(state, loaded=split_model(data, where, data))
 
     @property
     def static_shapes(self):

@@ -101,38 +101,49 @@ def load_model(model) -> LoadedModel:
     if isinstance(model, (bytes, bytearray)):
         where = f"ONNX model bytes ({len(model)} bytes)"
         data = bytes(model)
-
-        def parse():
-            small, stored = split_weights(data)
-            return LoadedModel(onnx.load_from_string(small), where, ModelWeights(data, stored) if stored else None)
-        return _read(parse, f"{where} is not a readable ONNX model", keep=(OSError, MemoryError))
+        return _read(lambda: split_model(data, where, data), f"{where} is not a readable ONNX model",
+                     keep=(OSError, MemoryError))
     if isinstance(model, onnx.ModelProto):
         return LoadedModel(model, f"ONNX model {model.graph.name or '(unnamed graph)'!r}")
     raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
 
 
+def split_model(data, where: str, source, path: str | None = None) -> LoadedModel:
+    """Serialized model ``data`` (bytes or a buffer) parsed without the data of its large
+    initializers (``weights.split_weights``), which ``source`` keeps (``weights.ModelWeights``:
+    the bytes, or the model file open, named ``path``); ``where`` names it in errors.
+
+    Example:
+        >>> import numpy as np
+        >>> from onnx import helper, numpy_helper
+        >>> w = numpy_helper.from_array(np.ones((64, 128), np.float32), "w")
+        >>> data = helper.make_model(helper.make_graph([], "g", [], [], [w])).SerializeToString()
+        >>> sorted(split_model(data, "m", data).weights.stored)
+        ['w']
+    """
+    import onnx
+    small, stored = split_weights(data)
+    return LoadedModel(onnx.load_from_string(small), where, ModelWeights(source, stored, path) if stored else None)
+
+
 def _load_file(path: str, where: str) -> LoadedModel:
     """The model file at ``path``, scanned through a read-only map (only the pages around the
     fields decoded are read), its large weights left in the file, kept open to read them."""
-    import onnx
     from onnx import external_data_helper
     f = open(path, "rb")
     try:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            small, stored = split_weights(b"")
+        if os.fstat(f.fileno()).st_size == 0:
+            loaded = split_model(b"", where, f, path)
         else:
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                small, stored = split_weights(mapped)
-        proto = onnx.load_from_string(small)
-        external_data_helper.load_external_data_for_model(proto, os.path.dirname(os.path.abspath(path)))
+                loaded = split_model(mapped, where, f, path)
+        external_data_helper.load_external_data_for_model(loaded.proto, os.path.dirname(os.path.abspath(path)))
     except BaseException:
         f.close()
         raise
-    if not stored:
+    if loaded.weights is None:
         f.close()
-        return LoadedModel(proto, where)
-    return LoadedModel(proto, where, ModelWeights(f, stored, path))
+    return loaded
 
 
 def _check(model, where: str, path=None, input_shapes=None) -> None:

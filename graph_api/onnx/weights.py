@@ -39,6 +39,7 @@ import numpy as np
 from tilefuse.tensorir.runtime.aligned import aligned_empty
 
 from ..logical_tensor import GraphError
+from ..mapped_file import file_stamp
 from .skeleton import SKELETON_ELEMENTS
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -99,7 +100,7 @@ class ModelWeights:
             self._file, self._data = None, source
         else:
             self._file, self._data = source, None
-            self._stamp = _stamp(os.fstat(source.fileno()))
+            self._stamp = file_stamp(os.fstat(source.fileno()))
 
     def __contains__(self, name: str) -> bool:
         return name in self.stored
@@ -122,7 +123,7 @@ class ModelWeights:
             target[:] = np.frombuffer(self._data, np.uint8, weight.length, weight.offset)
         else:
             with self._lock:
-                if _stamp(os.fstat(self._file.fileno())) != self._stamp:
+                if file_stamp(os.fstat(self._file.fileno())) != self._stamp:
                     raise GraphError(f"ONNX model file {self.path!r} was changed in place since it was opened; "
                                      f"open the model again")
                 self._file.seek(weight.offset)
@@ -143,10 +144,6 @@ class ModelWeights:
         """Let the model file go."""
         if self._file is not None:
             self._file.close()
-
-
-def _stamp(stat) -> tuple:
-    return stat.st_ino, stat.st_dev, stat.st_size, stat.st_mtime_ns
 
 
 def _graph(view, start: int, end: int, stored: dict) -> bytearray:

@@ -201,28 +201,25 @@ class DiskKernelCache:
 
     def _entry_files(self) -> list:
         """(path, stat) of every entry file (half-written ones, whose names start with a dot, left out)."""
-        found = []
-        for sub in _scandir(self.folder / "kernels"):
-            if not sub.is_dir(follow_symlinks=False):
-                continue
-            for item in _scandir(sub.path):
-                if item.name.endswith(".kernel") and not item.name.startswith("."):
-                    try:
-                        found.append((Path(item.path), item.stat(follow_symlinks=False)))
-                    except FileNotFoundError:      # evicted by another process meanwhile
-                        pass
-        return found
+        return self._files(lambda name: name.endswith(".kernel") and not name.startswith("."))
 
     def _remove_stale_temporaries(self) -> None:
         now = time.time()
+        for path, stat in self._files(lambda name: name.startswith(".") and name.endswith(".tmp")):
+            if now - stat.st_mtime > STALE_TEMPORARY_SECONDS:
+                _unlink(path)
+
+    def _files(self, wanted) -> list:
+        """(path, stat) of the files in the cache's subfolders whose names ``wanted`` takes."""
+        found = []
         for sub in _scandir(self.folder / "kernels"):
             for item in _scandir(sub.path) if sub.is_dir(follow_symlinks=False) else ():
-                if item.name.startswith(".") and item.name.endswith(".tmp"):
+                if wanted(item.name):
                     try:
-                        if now - item.stat(follow_symlinks=False).st_mtime > STALE_TEMPORARY_SECONDS:
-                            _unlink(Path(item.path))
-                    except FileNotFoundError:
+                        found.append((Path(item.path), item.stat(follow_symlinks=False)))
+                    except FileNotFoundError:      # removed by another process meanwhile
                         pass
+        return found
 
     def _record_hit(self, path: Path, key: str) -> None:
         log = self.folder / "hits.log"

@@ -34,6 +34,7 @@ import llvmlite.binding as llvm
 
 from .abi import PARALLEL_FOR
 from .scratch import SCRATCH, callback_address
+from ..settings import positive_setting
 from .jit import jit_ir
 
 __all__ = ["ensure_runtime", "set_num_threads", "get_num_threads", "parallel_for_address", "run_threads"]
@@ -69,13 +70,7 @@ def _default_num_threads() -> int:
     env = os.environ.get("TILEFUSE_NUM_THREADS")
     if env is None or env.strip() == "":
         return os.cpu_count() or 1
-    try:
-        n = int(env)
-    except ValueError:
-        raise ValueError(f"TILEFUSE_NUM_THREADS must be a positive integer, got {env!r}") from None
-    if n < 1:
-        raise ValueError(f"TILEFUSE_NUM_THREADS must be >= 1, got {n}")
-    return n
+    return positive_setting("TILEFUSE_NUM_THREADS", env)
 
 
 def ensure_runtime() -> None:
