@@ -230,11 +230,14 @@ def tune_graph(graph, name: str, trials_per_task: int, db_path: str) -> float:
 
 
 def partition_profile(compiled, feeds: dict) -> list:
-    """(step seconds, kernel seconds, step) for every step ``compiled`` runs, each timed alone
-    on the values of a full run, the slowest step first. The step time is what
-    ``CompiledGraph.run`` pays for the partition (output allocation and the kernel call); the
-    kernel time is the native call alone (nan for a partition run by the reference
-    interpreter).
+    """(step seconds, kernel seconds, step) for every step ``compiled`` runs, each timed on the
+    values a full run gives it, the slowest step first. Each step is timed where the run
+    reaches it: later steps reuse the memory plan's blocks, so the inputs of an early step
+    are gone (or hold another tensor's bits, denormals included) once the run is over. The
+    planned memory is put back after the timing, so a step that writes in place feeds the
+    next step what one run would. The step time is what ``CompiledGraph.run`` pays for the
+    partition (output allocation and the kernel call); the kernel time is the native call
+    alone (nan for a partition run by the reference interpreter).
 
     Example:
         >>> # for step_s, kernel_s, step in partition_profile(compiled, feeds)[:5]: print(step.kind, step_s)
@@ -242,18 +245,20 @@ def partition_profile(compiled, feeds: dict) -> list:
     values = dict(compiled.bound)
     values.update({k: np.asarray(v) for k, v in feeds.items()})
     arena = compiled.memory.arena()
+    blocks = list({id(a.base): a.base for a in arena.values() if a.base is not None}.values())
     slices = compiled._concat_slices(values, arena)
-    steps = compiled._run_steps
-    for step in steps:                           # one run in order gives every step its inputs
-        values.update(step.run(values, slices, arena))
     rows = []
-    for step in steps:
+    for step in compiled._run_steps:
+        kept = [block.copy() for block in blocks]
         step_seconds = median_seconds(lambda: step.run(values, slices, arena), repeat=7, min_seconds=0.1)
         kernel_seconds = math.nan
         if step.kernel is not None:
             outputs = {tid: np.empty(shape, dtype) for tid, shape, dtype in step.outputs}
             args = [outputs[key] if written else values[key] for written, key in step.args]
             kernel_seconds = median_seconds(lambda: step.kernel(*args), repeat=7, min_seconds=0.1)
+        for block, copy in zip(blocks, kept):
+            np.copyto(block, copy)
+        values.update(step.run(values, slices, arena))
         rows.append((step_seconds, kernel_seconds, step))
     return sorted(rows, key=lambda row: -row[0])
 
