@@ -14,7 +14,9 @@ input when the rule for (that group, this op) allows it:
   (``CompiledGraph``); and not a StaticTranspose that moves the last axis (the anchor's tiles
   and a reduction's rows are written along it: they would be tiled across the grain), nor,
   after a complex op, one that moves the rows (the axis before the last: attention's heads
-  merged back would be tiled as products of as many rows as there are heads); and
+  merged back would be tiled as products of as many rows as there are heads), nor one
+  whose output is larger than the complex op's (squeeze-excite's scale times the feature
+  map: the anchor would be computed once per broadcast element); and
   not a Slice after a complex op or a reduction (its tiles or rows would be cut to the slice);
   nor a StaticReshape that changes the last axis after a complex op (its tiles would be cut
   across rows: alone, a reshape is a view, ``CompiledGraph``), nor one that splits the rows
@@ -174,7 +176,8 @@ def _allowed(group: _Group, op, cls: str, rows_of, readers: dict) -> bool:
             return False        # elementwise ops read the reshape's view instead
         if kind != "injective" and getattr(op, "kind", None) is OpKind.Slice:
             return False        # a part of the anchor's output: its tiles or rows would be cut to it
-        if kind == "complex" and (_reshapes_last_axis(op) or _splits_rows(op) or _moves_rows(op)):
+        if kind == "complex" and (_reshapes_last_axis(op) or _splits_rows(op) or _moves_rows(op)
+                                  or _broadcasts_anchor(group, op)):
             return False
         return not _concat_after_anchor(group, op)
     if cls == "reduction":
@@ -185,6 +188,26 @@ def _allowed(group: _Group, op, cls: str, rows_of, readers: dict) -> bool:
                 and not _read_outside(group, op, readers)
         return kind == "reduction" and group.rows is not None and rows_of(op) == group.rows
     return False          # a complex op starts its own group (one per group)
+
+
+def _broadcasts_anchor(group: _Group, op) -> bool:
+    """Whether ``op``'s output has more elements than the group's complex op's: the epilogue
+    broadcasts the anchor's result (squeeze-excite's channel scale times the feature map), and
+    fused, the anchor would be computed once per broadcast element. A complex op starts its
+    group, so it is the group's first op."""
+    anchor_size, size = _elements(group.ops[0].outputs[0]), _elements(op.outputs[0])
+    return anchor_size is not None and size is not None and size > anchor_size
+
+
+def _elements(t):
+    """The element count of a tensor of known shape, else None."""
+    shape = getattr(t, "shape", None)
+    if shape is None or any(not isinstance(d, int) or d < 0 for d in shape):
+        return None
+    count = 1
+    for d in shape:
+        count *= d
+    return count
 
 
 def _reshapes_last_axis(op) -> bool:

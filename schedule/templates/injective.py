@@ -6,8 +6,9 @@ The inner axes are the shortest suffix of at least ``INNER_MIN_ELEMENTS`` elemen
 elements are then neighbours in memory and their index folds back to one affine offset (a
 contiguous load, not a gather), however many dimensions the tensor has. The suffix stops
 short at an axis across which some input is not read in order (a channel shuffle's channels
-over a 14x14 plane: each plane is then a row of its own, read contiguously, where vectors
-spanning two planes would gather).
+over a 14x14 plane, or a per-channel scale broadcast over a 7x7 plane: each plane is then a
+row of its own, read contiguously or as one broadcast value, where vectors spanning two
+planes would gather).
 
 An output that is a concat (or elementwise after one) keeps the concat axis as a loop of its
 own, outside the fused inner axes and parallel: loop partitioning then cuts it at the inputs'
@@ -169,7 +170,10 @@ def _reads_in_order(op, dag, axes, k: int) -> bool:
     """Whether every input ``op`` reads (through the ops inlined into it) is read in order
     across the suffix ``axes[k:]`` fused into one loop: probed on the first few values of
     ``axes[k]`` (the rows after it whole, the axes before it at 0), each step of the fused
-    loop moves each read by 0 or 1 element. False when an index cannot be probed."""
+    loop moves each read by 1 element, or by none (a broadcast read). A read that moves by 0
+    then by 1 repeats each element (squeeze-excite's channel scale over a 7x7 plane): a
+    vector straddling two of its runs would gather, so that is not in order. False when an
+    index cannot be probed."""
     grids = np.meshgrid(*[np.arange(min(a.dom_extent, 3) if d == k else a.dom_extent)
                           for d, a in enumerate(axes[k:], k)], indexing="ij")
     points = grids[0].size
@@ -180,7 +184,8 @@ def _reads_in_order(op, dag, axes, k: int) -> bool:
             _collect_offsets(op.body, env, dag, offsets)
     except _Opaque:
         return False
-    return all(np.isin(np.diff(o), (0, 1)).all() for o in offsets if o.size > 1)
+    steps = [np.unique(np.diff(o)) for o in offsets if o.size > 1]
+    return all(len(step) == 1 and step[0] in (0, 1) for step in steps)
 
 
 def _collect_offsets(node, env: dict, dag, offsets: list) -> None:

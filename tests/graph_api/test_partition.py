@@ -299,3 +299,39 @@ def test_groups_that_would_reach_each_other_through_the_users_ops_are_merged_in_
     assert merged[0] == merged[1] == merged[2] != merged[3]
     assert merged[3] > merged[0]                                  # the merged group comes first
     assert _merge_cycles(g, {0: 2, 1: 1, 2: 0, 3: 0}) == {0: 0, 1: 1, 2: 2, 3: 2}   # renumbered in order
+
+
+def _squeeze_excite(channels=12, size=7, scale_first=True):
+    """x, pooled, squeezed by a 1x1 convolution with ReLU, expanded by another with Sigmoid, and
+    the channel scale times x (MobileNetV3's and EfficientNet's block)."""
+    b = Builder()
+    x = b.input((1, channels, size, size))
+    conv = dict(strides=[1, 1], pads_begin=[0, 0], pads_end=[0, 0], dilations=[1, 1], data_format="NCX",
+                weights_format="OIX")
+    s = b.op("ReduceMean", [x], axes=[2, 3], keep_dims=True)
+    s = b.op("ReLU", [b.op("Convolution", [s, b.input((4, channels, 1, 1), constant=True)], **conv)])
+    s = b.op("Sigmoid", [b.op("Convolution", [s, b.input((channels, 4, 1, 1), constant=True)], **conv)])
+    b.op("Multiply", [s, x] if scale_first else [x, s])
+    return b
+
+
+@pytest.mark.parametrize("scale_first", [True, False])
+def test_a_squeeze_excite_scale_is_not_fused_into_the_convolution_it_broadcasts(scale_first):
+    # fused, the expanding convolution would be computed once per pixel of the feature map
+    b = _squeeze_excite(channels=12, size=7, scale_first=scale_first)
+    g = b.finalize()
+    feeds = _bound(b, g, seed=2)
+    kinds = summary(g)
+    assert ("complex", ["Convolution", "Sigmoid"]) in kinds and ("injective", ["Multiply"]) in kinds
+    values = _execute_one_by_one(g, feeds)
+    (out,) = g.get_output_ports()
+    np.testing.assert_allclose(values[out.id], reference.run(g, feeds)[out.id], rtol=1e-4, atol=1e-5)
+
+
+def test_an_epilogue_of_the_anchors_size_still_fuses_with_a_broadcast_operand():
+    # a per-channel scale broadcast into the convolution's output keeps its size: fused
+    b = Builder()
+    y = b.op("Convolution", [b.input((1, 5, 9, 9)), b.input((8, 5, 3, 3), constant=True)], strides=[1, 1],
+             pads_begin=[1, 1], pads_end=[1, 1], dilations=[1, 1], data_format="NCX", weights_format="OIX")
+    b.op("Multiply", [b.input((1, 8, 1, 1), constant=True), b.op("ReLU", [y])])
+    assert summary(b.finalize()) == [("complex", ["Convolution", "ReLU", "Multiply"])]
