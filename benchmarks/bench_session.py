@@ -17,6 +17,7 @@ type with symbolic dims bound to ``--batch``.
 """
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -78,8 +79,11 @@ def measure(mode: str, model: Path, saved: Path, feeds: Path, cache: Path) -> di
     Example:
         >>> # measure("warm", Path("resnet50.onnx"), Path("/tmp/r.tfm"), Path("/tmp/f.npz"), Path("/tmp/c"))["open"]
     """
+    # Python's bytecode cache on, as for an installed package (pip compiles it at install; an
+    # editable checkout's first process writes it), where a sandbox may have turned it off
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     done = subprocess.run([sys.executable, "-c", CHILD, mode, str(model), str(saved), str(feeds), str(cache)],
-                          capture_output=True, text=True, check=True, cwd=REPO)
+                          capture_output=True, text=True, check=True, cwd=REPO, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

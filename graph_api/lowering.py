@@ -72,7 +72,9 @@ def placeholder_for(t: LogicalTensor):
 
 
 def op_class(op: Op) -> str:
-    """The operator class of a graph op, from the compute bodies it lowers to.
+    """The operator class of a graph op, from the compute bodies it lowers to. Ops alike in
+    kind, attributes and tensor shapes, types and properties lower alike, so each such
+    signature is lowered once a process (a transformer's layers repeat theirs).
 
     Example:
         >>> from tilefuse.graph_api import LogicalTensor, OpKind
@@ -81,6 +83,27 @@ def op_class(op: Op) -> str:
         >>> op_class(Op(0, OpKind.MatMul, [a, b], [c]))
         'complex'
     """
+    try:
+        signature = (op.kind, repr(sorted(op.attrs.items())),
+                     tuple((t.shape, t.dtype, t.property_type) for t in op.inputs),
+                     tuple((t.shape, t.dtype) for t in op.outputs))
+        hash(signature)
+    except TypeError:          # an unhashable shape: classify it alone
+        return _lowered_class(op)
+    found = _CLASSES.get(signature)
+    if found is None:
+        found = _CLASSES[signature] = _lowered_class(op)
+        if len(_CLASSES) > _CLASSES_KEPT:
+            del _CLASSES[next(iter(_CLASSES))]
+    return found
+
+
+_CLASSES: dict = {}       # op signature -> class, the oldest first
+_CLASSES_KEPT = 4096
+
+
+def _lowered_class(op: Op) -> str:
+    """``op_class`` computed: the op lowered onto placeholders."""
     from tilefuse.schedule.templates import op_class as compute_class
     if any(t.dtype not in COMPILED_DTYPES for t in op.outputs):
         return "opaque"      # its lowering could not name the output's element type

@@ -1,7 +1,8 @@
 """Algebraic simplification of data-movement ops.
 
-Rules (applied one at a time until none applies; dead ops are dropped after each step, keeping
-every output port of the input graph with the same tensor id):
+Rules (applied in rounds until none applies, each op at most once a round and never next to
+an op rewritten in the same round; dead ops are dropped after each round, keeping every output
+port of the input graph with the same tensor id):
 
 * StaticTranspose of StaticTranspose -> one StaticTranspose with the composed order; when the
   composed order (or a lone transpose's order) is the identity the transpose disappears and its
@@ -160,20 +161,32 @@ _RULES = {OpKind.StaticTranspose: _transpose_rule, OpKind.StaticReshape: _reshap
           **{kind: _neutral_rule for kind in _NEUTRAL}}
 
 
-def _rewrite_once(graph: GraphIR, outs: set) -> GraphIR | None:
+def _rewrite_round(graph: GraphIR, outs: set) -> GraphIR | None:
+    """One scan of ``graph`` applying every rule that finds a rewrite, None when none does. A
+    rule reads its op, the producers of its inputs and the readers of its inputs, so a rewrite
+    marks its op's tensors and those of the producers it reads as touched, and an op with a
+    touched tensor waits for the next round, when the graph shows the rewrites before it."""
+    repl, subst, touched = {}, {}, set()
     for op in graph.topological_ops():
         rule = _RULES.get(op.kind)
-        found = rule(graph, op, outs) if rule is not None else None
+        if rule is None or any(t.id in touched for t in (*op.inputs, *op.outputs)):
+            continue
+        found = rule(graph, op, outs)
         if found is None:
             continue
-        repl, subst = found
-        ops = []
-        for old in graph.ops:
-            new = repl.get(old.id, old)
-            if new is not None:
-                ops.append(substitute(graph, new, subst))
-        return eliminate_dead_ops(graph.with_ops(ops), outputs=outs)
-    return None
+        repl.update(found[0])
+        subst.update(found[1])
+        for read in [op] + [graph.producer(t.id) for t in op.inputs]:
+            if read is not None:
+                touched.update(t.id for t in (*read.inputs, *read.outputs))
+    if not repl:
+        return None
+    ops = []
+    for old in graph.ops:
+        new = repl.get(old.id, old)
+        if new is not None:
+            ops.append(substitute(graph, new, subst))
+    return eliminate_dead_ops(graph.with_ops(ops), outputs=outs)
 
 
 def simplify_algebra(graph: GraphIR, max_steps: int = 10_000) -> GraphIR:
@@ -196,7 +209,7 @@ def simplify_algebra(graph: GraphIR, max_steps: int = 10_000) -> GraphIR:
     outs = set(output_ids(graph))
     current = eliminate_dead_ops(graph, outputs=outs)
     for _ in range(max_steps):
-        nxt = _rewrite_once(current, outs)
+        nxt = _rewrite_round(current, outs)
         if nxt is None:
             return current
         current = nxt
