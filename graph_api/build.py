@@ -42,6 +42,7 @@ from tilefuse.tensorir.runtime.kernel_cache import KernelCache, LRUCache, cache_
 from tilefuse.tensorir.runtime.target import as_target
 
 from .ir_partition import lower_partition
+from .progress import kernel_progress
 
 MEMORY_CACHE_SIZE = 1024
 """Built kernels kept in process (a model's distinct partitions fit many times over)."""
@@ -192,11 +193,14 @@ def build_all(jobs: list, kernel_caches: list = (), workers: int | None = None) 
             _built.put(job.key, built)
             results[k] = built
     firsts = [jobs[indices[0]] for indices in missing.values()]
-    for job, built, indices in zip(firsts, _build_in_workers(firsts, workers), missing.values()):
-        built = built or job.build()
-        _built.put(job.key, built)
-        for k in indices:
-            results[k] = built
+    with kernel_progress(len(firsts)) as bar:
+        for job, built, indices in zip(firsts, _build_in_workers(firsts, workers, bar), missing.values()):
+            if built is None:
+                built = job.build()
+                bar.update()
+            _built.put(job.key, built)
+            for k in indices:
+                results[k] = built
     for job, built in zip(jobs, results):   # the caches get what they lacked
         for cache in lacking.pop(job.key, ()):
             cache.cache_kernel(job.cache_key, _freeze(built))
@@ -225,9 +229,10 @@ def _from_caches(job: KernelJob, caches, lacking: list) -> Built | None:
     return None
 
 
-def _build_in_workers(jobs: list, workers: int | None) -> list:
-    """Each job built in a forked worker process (None where one could not build it or died),
-    or all None with fewer than two jobs or workers, or when other threads run in this process:
+def _build_in_workers(jobs: list, workers: int | None, bar) -> list:
+    """Each job built in a forked worker process (None where one could not build it or died;
+    ``bar`` advanced per kernel built), or all None with fewer than two jobs or workers, or
+    when other threads run in this process:
     a fork copies only the calling thread, and a lock another thread held at that moment (the
     allocator's, LLVM's, the import system's) stays held in the child forever."""
     workers = min(len(os.sched_getaffinity(0)) if workers is None else workers, len(jobs))
@@ -236,7 +241,11 @@ def _build_in_workers(jobs: list, workers: int | None) -> list:
     try:   # a forked worker inherits the jobs (initargs are not pickled with fork)
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
                                                     initializer=_take_jobs, initargs=(jobs,)) as pool:
-            return [_thaw(blob) for blob in pool.map(_build_job, range(len(jobs)))]
+            built = []
+            for blob in pool.map(_build_job, range(len(jobs))):
+                built.append(_thaw(blob))
+                bar.update(built[-1] is not None)
+            return built
     except concurrent.futures.process.BrokenProcessPool:
         return [None] * len(jobs)       # a worker died: what is missing is built here
 

@@ -30,7 +30,7 @@ PROGRAM = textwrap.dedent("""
         built.append(job.signature)
         return real(job)
     build.KernelJob.build = counting
-    build._build_in_workers = lambda jobs, workers: [None] * len(jobs)
+    build._build_in_workers = lambda jobs, workers, bar: [None] * len(jobs)
     sess = InferenceSession(sys.argv[1])
     x = sess.get_inputs()[0]
     (y,) = sess.run(None, {x.name: np.linspace(-1, 1, int(np.prod(x.shape)), dtype="float32").reshape(x.shape)})
