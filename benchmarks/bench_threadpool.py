@@ -20,11 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import llvmlite.binding as llvm  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tilefuse.tensorir.runtime import threadpool  # noqa: E402
-from tilefuse.tensorir.runtime.target import new_target_machine, optimize_module  # noqa: E402
+from tilefuse.tensorir.runtime.jit import jit_ir  # noqa: E402
 
 BENCH_IR = r"""
 declare void @tilefuse_parallel_for(ptr, ptr, i64)
@@ -87,16 +86,10 @@ define void @fma(ptr %c, i64 %n) {
 
 def compile_bench():
     threadpool.ensure_runtime()
-    tm = new_target_machine()
-    module = llvm.parse_assembly(BENCH_IR)
-    module.triple = tm.triple
-    module.verify()
-    optimize_module(module)
-    engine = llvm.create_mcjit_compiler(module, tm)
-    engine.finalize_object()
+    engine = jit_ir(BENCH_IR, "bench_threadpool")     # loaded as kernels are: the pool resolves by name
     i64 = ctypes.c_int64
-    launch_many = ctypes.CFUNCTYPE(None, i64, i64)(engine.get_function_address("launch_many"))
-    fma = ctypes.CFUNCTYPE(None, ctypes.c_void_p, i64)(engine.get_function_address("fma"))
+    launch_many = ctypes.CFUNCTYPE(None, i64, i64)(engine.address("launch_many"))
+    fma = ctypes.CFUNCTYPE(None, ctypes.c_void_p, i64)(engine.address("fma"))
     return engine, launch_many, fma
 
 

@@ -84,7 +84,7 @@ def _compiled():
             intrinsic = "clflushopt" if "+clflushopt" in features else "sse2.clflush"
             engine = jit_ir(_IR.format(intrinsic=intrinsic, line=LINE_BYTES), "tilefuse_cache_lines")
             function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)(
-                engine.get_function_address("tilefuse_flush_lines"))
+                engine.address("tilefuse_flush_lines"))
             _flush_lines.extend([engine, function])
     return _flush_lines[1]
 

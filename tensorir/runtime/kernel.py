@@ -11,14 +11,15 @@ import ctypes
 import hashlib
 from dataclasses import dataclass
 
-import llvmlite.binding as llvm
+from .llvm_binding import llvm
 import numpy as np
 
 from .. import dtype as dt
 from .abi import ARRAY_ENTRY_SUFFIX, PARAM_ALIGN, STATUS_NO_MEMORY
 from .aligned import array_layout_is_known
 from .lru import LRUCache
-from .target import Target, TargetError, as_target, cached_target_machine, new_target_machine, optimize_module
+from .target import Target, TargetError, as_target, cached_target_machine, optimize_module
+from .jit import load_native
 from .threadpool import ensure_runtime
 
 _CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int8": ctypes.c_int8,
@@ -70,15 +71,13 @@ class Kernel:
         if self._cannot_run:
             return                      # never mapped: its code may hold instructions this CPU lacks
         ensure_runtime()
-        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine())
-        self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
-        self._engine.finalize_object()
-        address = self._engine.get_function_address(name)
+        self._engine = load_native(object_code)
+        address = self._engine.address(name)
         if not address:
             raise ValueError(f"object code has no function named {name!r}")
         argtypes = [ctypes.c_void_p if a.is_buffer else _CTYPES[a.dtype] for a in args]
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)(address)
-        array_address = self._engine.get_function_address(name + ARRAY_ENTRY_SUFFIX)
+        array_address = self._engine.address(name + ARRAY_ENTRY_SUFFIX)
         if array_address and array_layout_is_known():
             array_types = [ctypes.py_object if a.is_buffer else _CTYPES[a.dtype] for a in args]
             self._fast = ctypes.CFUNCTYPE(ctypes.c_int32, *array_types)(array_address)

@@ -30,12 +30,16 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import json
+import platform
 from dataclasses import dataclass, field
 
-import llvmlite.binding as llvm
+import llvmlite
 
 from ..dtype import itemsize
 from ..errors import TilefuseError
+from .disk_cache import default_kernel_cache
+from .llvm_binding import llvm
 
 KEY_LENGTH = 16  # hex digits of sha256 kept in Target.key
 _VECTOR_BITS = (("avx512f", 512), ("avx", 256), ("sse", 128), ("neon", 128), ("sve", 128), ("altivec", 128))
@@ -190,8 +194,49 @@ def initialize_llvm() -> None:
 
 @functools.lru_cache(maxsize=None)
 def _process_triple() -> str:
+    return _host_facts()[2]
+
+
+HOST_RECORD = "host facts 1"        # the version of the disk cache's record of the host
+
+
+@functools.lru_cache(maxsize=None)
+def _host_facts() -> tuple:
+    """(LLVM's name of the host CPU, its feature string, the process triple). LLVM's host
+    detection defines them, but loading LLVM costs a running process 40 MB: the first process
+    on a machine asks it and records the answer in the disk cache under a key of what the
+    operating system says of the CPU (``/proc/cpuinfo``: vendor, family, model, stepping,
+    microcode, flags) and llvmlite's version; later processes read the record."""
+    key = _cpu_fingerprint()
+    cache = default_kernel_cache() if key is not None else None
+    if cache is not None:
+        try:
+            facts = json.loads(cache.cached_kernel(key) or b"null")
+        except ValueError:
+            facts = None
+        if isinstance(facts, list) and len(facts) == 3 and all(isinstance(f, str) and f for f in facts[::2]):
+            return tuple(facts)
     initialize_llvm()
-    return llvm.get_process_triple()
+    facts = (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(), llvm.get_process_triple())
+    if cache is not None:
+        cache.cache_kernel(key, json.dumps(facts).encode())
+    return facts
+
+
+def _cpu_fingerprint() -> str | None:
+    """A key of the first CPU's description in ``/proc/cpuinfo`` (None where there is none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            first = f.read().split("\n\n")[0]
+    except OSError:
+        return None
+    kept = sorted(line.strip() for line in first.splitlines()
+                  if line.split(":")[0].strip() in ("vendor_id", "cpu family", "model", "model name", "stepping",
+                                                    "microcode", "flags", "Features", "CPU implementer", "CPU part"))
+    if not kept:
+        return None
+    text = repr((HOST_RECORD, platform.machine(), llvmlite.__version__, kept))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,15 +343,16 @@ class Target:
     @staticmethod
     @functools.lru_cache(maxsize=None)
     def host() -> "Target":
-        """The host CPU with all its features (asks LLVM once per process).
+        """The host CPU with all its features (LLVM's host detection, recorded once per machine:
+        ``_host_facts``).
 
         Example:
             >>> t = Target.host()
             >>> t.key == Target.of(t.cpu, t.features).key and t.triple == llvm.get_process_triple()
             True
         """
-        initialize_llvm()
-        return Target.of(llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+        cpu, features, triple = _host_facts()
+        return Target.of(cpu, features, triple)
 
     def __str__(self) -> str:
         """The spelling ``Target.parse`` reads back: the CPU and, for a CPU of ``CPU_FEATURES``,

@@ -16,11 +16,10 @@ or, while runs are inside ``run_threads(n)``, theirs. Runs asking for the same c
 share the pool at once; a run asking for another count waits until they are done, so a
 session's runs always launch with its own count, whatever other sessions ask for.
 
-:func:`ensure_runtime` compiles the IR once per process in its own MCJIT engine
-and registers ``tilefuse_parallel_for`` (and ``tilefuse_scratch``, ``scratch.py``) with
-``llvm.add_symbol``, so modules
-JIT-compiled afterwards (in any MCJIT engine) resolve it by name.  Call it
-before finalizing any module that references the symbol.
+:func:`ensure_runtime` loads the pool's code once per process (``jit.jit_ir``) and
+registers ``tilefuse_parallel_for`` (and ``tilefuse_scratch``, ``scratch.py``) with
+``object_loader.register_symbol``, so kernels loaded afterwards resolve them by name.
+Call it before loading any kernel that references them.
 """
 from __future__ import annotations
 
@@ -30,12 +29,11 @@ import os
 import threading
 from pathlib import Path
 
-import llvmlite.binding as llvm
-
 from .abi import PARALLEL_FOR
 from .scratch import SCRATCH, callback_address
 from ..settings import positive_setting
 from .jit import jit_ir
+from .object_loader import register_symbol
 
 __all__ = ["ensure_runtime", "set_num_threads", "get_num_threads", "parallel_for_address", "run_threads"]
 
@@ -43,7 +41,7 @@ _IR_PATH = Path(__file__).with_name("threadpool.ll")
 _EXPORTED = (PARALLEL_FOR,)
 
 _lock = threading.Lock()
-_engine: llvm.ExecutionEngine | None = None   # kept alive (and leaked) for the process lifetime
+_engine = None                                # the pool's loaded code: kept alive (and leaked) for the process lifetime
 _parallel_for_addr: int | None = None
 _native_set_num_threads = None                # ctypes function, once compiled
 _native_num_workers = None                    # ctypes function, once compiled
@@ -97,17 +95,16 @@ def ensure_runtime() -> None:
         # never be freed -- not even by module teardown at interpreter shutdown.
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(engine))
         for name in _EXPORTED:
-            llvm.add_symbol(name, engine.get_function_address(name))
-        llvm.add_symbol(SCRATCH, callback_address())
-        setter = ctypes.CFUNCTYPE(None, ctypes.c_int32)(
-            engine.get_function_address("tilefuse_set_num_threads"))
+            register_symbol(name, engine.address(name))
+        register_symbol(SCRATCH, callback_address())
+        setter = ctypes.CFUNCTYPE(None, ctypes.c_int32)(engine.address("tilefuse_set_num_threads"))
         with _runs:
             setter(_running_threads if _running else nthreads)
         _engine = engine
         _native_set_num_threads = setter
         _native_num_workers = ctypes.CFUNCTYPE(ctypes.c_int32)(
-            engine.get_function_address("tilefuse_pool_num_workers"))
-        _parallel_for_addr = engine.get_function_address(PARALLEL_FOR)
+            engine.address("tilefuse_pool_num_workers"))
+        _parallel_for_addr = engine.address(PARALLEL_FOR)
 
 
 def _get_num_threads_locked() -> int:

@@ -1,8 +1,8 @@
 """Tests of the native parallel-for runtime (tensorir/runtime/threadpool.{ll,py}).
 
-The kernels below are written in textual LLVM IR, JIT-compiled in their own MCJIT
-engine (so ``tilefuse_parallel_for`` is resolved through ``llvm.add_symbol``) and
-called through ctypes, which releases the GIL.
+The kernels below are written in textual LLVM IR, compiled to object code and loaded as
+kernels are (``jit.jit_ir``: ``tilefuse_parallel_for`` is resolved through the loader's
+registered symbols) and called through ctypes, which releases the GIL.
 """
 from __future__ import annotations
 
@@ -11,13 +11,12 @@ import multiprocessing
 import threading
 import time
 
-import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from tilefuse.tensorir.runtime import threadpool
-from tilefuse.tensorir.runtime.target import new_target_machine
+from tilefuse.tensorir.runtime.jit import jit_ir
 from threads_testing import run_on_threads
 
 KERNELS_IR = r"""
@@ -153,17 +152,12 @@ define void @nested(ptr %c, i64 %n) {
 """
 
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
-_engines = []   # JIT engines of this test module stay alive for the whole session
+_engines = []   # loaded code of this test module stays alive for the whole session
 
 
-def _jit(ir_text: str) -> llvm.ExecutionEngine:
+def _jit(ir_text: str):
     threadpool.ensure_runtime()
-    tm = new_target_machine()
-    module = llvm.parse_assembly(ir_text)
-    module.triple = tm.triple
-    module.verify()
-    engine = llvm.create_mcjit_compiler(module, tm)
-    engine.finalize_object()
+    engine = jit_ir(ir_text, "threadpool_test_kernels")
     _engines.append(engine)
     return engine
 
@@ -171,9 +165,9 @@ def _jit(ir_text: str) -> llvm.ExecutionEngine:
 class Kernels:
     def __init__(self):
         engine = _jit(KERNELS_IR)
-        self.mark_fn = KERNEL(engine.get_function_address("mark"))
-        self.tids_fn = KERNEL(engine.get_function_address("tids"))
-        self.nested_fn = KERNEL(engine.get_function_address("nested"))
+        self.mark_fn = KERNEL(engine.address("mark"))
+        self.tids_fn = KERNEL(engine.address("tids"))
+        self.nested_fn = KERNEL(engine.address("nested"))
 
     def mark(self, n: int):
         """counts, begins, ends per index of [0, n)."""
