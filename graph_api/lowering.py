@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from tilefuse.tensorir import placeholder
 from tilefuse.tensorir.errors import Unsupported
+from tilefuse.tensorir.runtime.lru import LRUCache
 from tilefuse.tensorir.tensor import ComputeOp, post_order
 
 from .fusion import dominant_class
@@ -92,14 +93,12 @@ def op_class(op: Op) -> str:
         return _lowered_class(op)
     found = _CLASSES.get(signature)
     if found is None:
-        found = _CLASSES[signature] = _lowered_class(op)
-        if len(_CLASSES) > _CLASSES_KEPT:
-            del _CLASSES[next(iter(_CLASSES))]
+        found = _lowered_class(op)
+        _CLASSES.put(signature, found)
     return found
 
 
-_CLASSES: dict = {}       # op signature -> class, the oldest first
-_CLASSES_KEPT = 4096
+_CLASSES = LRUCache(4096)     # op signature -> class (sessions may compile in threads)
 
 
 def _lowered_class(op: Op) -> str:
