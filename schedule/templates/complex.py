@@ -25,12 +25,16 @@ A grouped NCHW convolution (RegNet's and ResNeXt's 3x3 ones: 8 to 64 groups of 8
 channels) accumulates in ``(N, G, O/G, *X)`` under an output in ``(N, O, *X)``: the template
 tiles the output as if its channel axis were split there (``dims``), so the channels layout's
 register tile spans pixels by a group's channels (only tiles that divide the group are
-searched: the weights' panels never cross groups), the group a parallel leading axis. Each
-output row copies the padded input rows it reads (a group's few input channels) into a
-buffer of its own, in L1, instead of a padded copy of the whole input before the
-convolution: 320 channels of 14x14 in 20 groups ran in 110 us on one AVX-512 core against
-270 us in rows of pixels of one channel, 144 channels of 56x56 at stride 2 in 9 groups
-265 us against 1000 us.
+searched: the weights' panels never cross groups), the group a parallel leading axis. In
+the rows layout the tile holds all the channels of a group up to ``WHOLE_GROUP_CHANNELS``
+wide (``whole_groups``): rows of pixels by the group's channels, so each input vector
+serves them all; the default for groups narrower than a vector at stride 1 (ResNeXt's 4
+and 8). Each row of tiles copies the padded input rows it reads (a group's few input
+channels) into a buffer of its own, in L1, instead of a padded copy of the whole input
+before the convolution. On one AVX-512 core, against the rows of pixels of one channel a
+tile before: 320 channels of 14x14 in 20 groups 270 -> 110 us, 144 channels of 56x56 at
+stride 2 in 9 groups 1000 -> 265 us, 128 channels of 56x56 in 32 groups (4 a group) 490 ->
+265 us, 256 of 28x28 in 32 groups 340 -> 215 us.
 
 When j does not divide into tiles, the last tile's accumulator runs past the end of j into the
 packed panels' zero padding (a round-up tail, ``compute_at(..., round_up=...)``), so its
@@ -91,6 +95,7 @@ WEIGHTS_IN_L2 = 256 * 1024   # packed weights up to this size stay in L2 (half o
 PACKED_DATA_ROWS = 16        # data is packed (a pass per call) only for at least this many output rows
 SET_ALIASING_BYTES = 2048    # a tile's input rows this far apart (or a multiple) share few L1 sets
 CACHE_LINE_BYTES = 64
+WHOLE_GROUP_CHANNELS = 16   # a grouped convolution's rows layout keeps groups up to this wide in its tile
 GROUP_TILE_J = TILE_J[0]     # a grouped convolution's channels layout tiles within groups: a multiple of this wide
 
 
@@ -142,6 +147,24 @@ class ComplexTemplate(Template):
             return axes
         d, per_group = self.groups
         return axes[:d] + list(stage.split(axes[d], factor=per_group)) + axes[d + 1:]
+
+    def whole_groups(self, layout: str) -> bool:
+        """Whether the register tile of ``layout`` holds all the channels of a group: the rows
+        layout of a grouped convolution in groups of at most ``WHOLE_GROUP_CHANNELS`` (its
+        rows of pixels share each input vector among the group's channels, where one channel
+        a tile loads as many vectors as it multiplies)."""
+        return layout == "rows" and self.groups is not None and self.groups[1] <= WHOLE_GROUP_CHANNELS
+
+    def _pixel_stride(self):
+        """How far apart the input pixels are that neighbouring outputs along the last axis
+        read (a convolution's stride), or None when no data input is read along it."""
+        last = self.anchor.axis[-1]
+        for load in walk(self.anchor.body):
+            if isinstance(load, TensorLoad) and not _is_constant(load.tensor) and load.indices:
+                step = Linear.of(simplify(load.indices[-1])).terms.get(last)
+                if step:
+                    return step
+        return None
 
     def _channel_index(self, index, axis) -> bool:
         """Whether ``index`` reads exactly ``axis``, or, in a grouped convolution, the channel
@@ -348,11 +371,14 @@ class ComplexTemplate(Template):
         lanes = self.target.lanes(self.out.dtype)
         channels = self._extents("channels")[1] if "channels" in self.layouts else 0
         # a convolution's whole vectors of channels, or enough of them that a partial one is rare
-        # (a grouped one's whatever the group's width: each of its rows would hold one channel);
-        # a product with constant rows (weights @ data) keeps its rows: the data's contiguous
-        # rows make the vectors, the weights are broadcast, and the output is stored whole
+        # (a grouped one's whatever the group's width, but for groups narrower than a vector at
+        # stride 1, whose rows of pixels hold a whole group); a product with constant rows
+        # (weights @ data) keeps its rows: the data's contiguous rows make the vectors, the
+        # weights are broadcast, and the output is stored whole
         wide = channels >= lanes and (channels % lanes == 0 or channels >= 4 * lanes)
-        layout = "channels" if self.anchor.tag in CONVOLUTION_TAGS and (wide or self.groups and channels) else "rows"
+        grouped = self.groups is not None and channels and not (
+            self.whole_groups("rows") and channels < lanes and self._pixel_stride() == 1)
+        layout = "channels" if self.anchor.tag in CONVOLUTION_TAGS and (wide or grouped) else "rows"
         return self.default_for(layout)
 
     def default_for(self, layout: str) -> dict:
@@ -379,7 +405,9 @@ class ComplexTemplate(Template):
           a grouped convolution's rows as tall as those 16 accumulators allow (14 for a 14- or
           28-pixel row of one 16-channel vector: with only a group's few input channels to sum,
           the tile's fixed costs weigh more; 7x7 pixels x 16 channels, 1.2-1.4x slower) and
-          its channel tiles the widest that divide a group (8: a half vector);
+          its channel tiles the widest that divide a group (8: a half vector); with a whole
+          group in a rows tile (``whole_groups``), as many rows of one vector of pixels (two
+          for groups of 4) as keep the group's accumulators to 16 (8 with 16 registers);
         * order: "ij" (each row tile meets every weight panel while its inputs are in L1) when
           the packed weights fit in ``WEIGHTS_IN_L2`` bytes, else "ji" (each panel read from
           memory once, for every row of the output); for data, the matrix of one product in a
@@ -463,6 +491,11 @@ class ComplexTemplate(Template):
                 tile_i = rows
             if wide:                 # the accumulators in half the registers: the rest hold weights
                 tile_j = max((t for t in whole if t <= tile_j and tile_i * (t // lanes) <= 16), default=lanes)
+        if self.whole_groups(layout):       # the group's channels by rows of pixels: 16 accumulators
+            per_group, budget = self.groups[1], 16 if wide else 8
+            vectors = 2 if 4 * per_group <= budget and j_extent > lanes else 1
+            tile_j = vectors * lanes if vectors * lanes in TILE_J else 16
+            tile_i = max([t for t in candidates if t * per_group * vectors <= budget] or [1])
         order = "ij" if swept is not None and swept <= WEIGHTS_IN_L2 else "ji"
         # weights too large for L2 that serve few output rows stream from memory: fetched ahead
         streamed = pack and order == "ji" and extent(self.out.output(0).shape) // j_extent <= STREAMED_ROWS
@@ -504,7 +537,7 @@ class ComplexTemplate(Template):
             size = extent(op.output(0).shape)
             schedule_elementwise(s[op], dag, self.target.lanes(op.output(0).dtype), 4, size >= PARALLEL_MIN_ELEMENTS)
         layout = cfg["layout"] if len(self.layouts) > 1 else "rows"
-        at_tile = self.groups is not None and layout == "channels" and not cfg.values.get("winograd")
+        at_tile = self.groups is not None and not cfg.values.get("winograd")
         copies = [op for op in dag.upstream(self.anchor) if dag.classes[id(op)] == "injective"
                   and not _is_constant(op.output(0)) and not dag.is_output(op)]
         for op in copies if not at_tile else ():     # a padded copy of the input: rows in parallel, vectors
@@ -538,6 +571,8 @@ class ComplexTemplate(Template):
             s[packed].parallel(packed.op.axis[0])
         jo, ji = out.split(j_axis, factor=tj)
         lead = [a for d, a in enumerate(axes) if d not in (i_dim, j_dim)]
+        group = [axes[self.groups[0] + 1]] if self.whole_groups(layout) else []    # in the tile, not a loop
+        lead = [a for a in lead if not any(a is c for c in group)]
         if i_axis is not None:
             io, ii = out.split(i_axis, factor=ti)
             tiles = [("i", io), ("j", jo)] if cfg["order"] == "ij" else [("j", jo), ("i", io)]
@@ -552,11 +587,12 @@ class ComplexTemplate(Template):
         # "ji": the weight panels outermost, so each is read from memory once and reused by
         # every row (the leading axes' too: an image's rows); "ij": a row tile meets every panel
         outers = blocks[:1] + lead + blocks[1:] if cfg["order"] == "ji" else lead + blocks
-        # a grouped convolution copies the padded input rows an output row reads at each row,
-        # whose row tiles then run in turn
-        row_tiles = [blocks[[name for name, _ in tiles].index("i")]] if at_tile and i_axis is not None else []
+        # a grouped convolution copies the padded input rows a row of tiles reads at each such
+        # row, whose tiles along the image's width then run in turn
+        along = "i" if layout == "channels" else "j"
+        row_tiles = [loop for (name, _), loop in zip(tiles, blocks) if at_tile and name == along]
         outers = [loop for loop in outers if not any(loop is r for r in row_tiles)]
-        out.reorder(*outers, *row_tiles, *in_block, *([ii] if ii is not None else []), ji)
+        out.reorder(*outers, *row_tiles, *in_block, *group, *([ii] if ii is not None else []), ji)
         outer = fuse_all(out, outers)
         out.parallel(outer)
         vectorize_by_registers(out, ji, tj, lanes)
@@ -576,8 +612,11 @@ class ComplexTemplate(Template):
             at = len(at) - 1 - at[::-1].index(True)
             reduce_axes[at:at + 1] = local.split(reduce_axes[at], factor=cfg["unroll_k"])
             unrolled = reduce_axes[at + 1]
-        data_lead = [a for a in local.axis if a is not li and a is not lj]
-        local.reorder(*data_lead, *reduce_axes, *([li] if li is not None else []), lj)
+        channel = [local.axis[self.groups[0] + 1]] if group else []
+        data_lead = [a for a in local.axis if a is not li and a is not lj and not any(a is c for c in channel)]
+        local.reorder(*data_lead, *reduce_axes, *channel, *([li] if li is not None else []), lj)
+        for c in channel:
+            local.unroll(c)
         if "prefetch" in self.space.knobs and cfg["prefetch"] and cfg["pack"] and packable is not None:
             fetch_panel_ahead(local, packed, tj, cfg["prefetch"])
         if unrolled is not None:

@@ -351,21 +351,24 @@ def grouped_reference(x, w, b, groups, stride, pads, epilogue):
 @pytest.mark.parametrize("channels, size, groups, stride, pads, epilogue, width", [
     (320, 14, 20, 1, (1, 1), "relu", None),       # RegNetY-800MF: 16 channels a group
     (144, 13, 9, 2, (1, 1), None, 11),            # odd sizes at stride 2
-    (96, 9, 12, 1, (0, 1), "silu", 7),            # 8 a group (a half vector), uneven pads
+    (96, 9, 12, 1, (0, 1), "silu", 7),            # 8 a group, uneven pads
+    (96, 9, 12, 2, (1, 1), "relu", 13),           # 8 a group at stride 2 (a half vector of channels)
     (96, 7, 4, 2, (1, 0), "relu", None),          # 24 a group: tiles of 8
     (128, 5, 4, 1, (1, 1), "silu", 9),            # 32 a group: two vectors
     (48, 11, 4, 1, (1, 1), "relu", None),         # 12 a group: no tile divides it, rows of pixels
+    (64, 13, 16, 1, (1, 1), "relu", 17),          # 4 a group (ResNeXt's first stage)
 ])
 def test_grouped_convolutions_tile_pixels_by_a_groups_channels_and_match_numpy(channels, size, groups, stride,
                                                                               pads, epilogue, width):
     Y = grouped_conv(channels, size, groups, stride, pads, epilogue, width)
     t = template_for(Y)
-    per_group = channels // groups
+    per_group, lanes = channels // groups, t.target.lanes("float32")
     cfg = t.default_config()
-    if per_group % 8:
-        assert "channels" not in t.layouts and cfg.values.get("layout", "rows") == "rows"
-    else:
+    assert ("channels" in t.layouts) == (per_group % 8 == 0)
+    if per_group % 8 == 0 and not (per_group < lanes and stride == 1):
         assert cfg["layout"] == "channels" and per_group % cfg["tile_j"] == 0 and cfg["pack"]
+    else:                       # rows of pixels by all of a group's channels
+        assert cfg.values.get("layout", "rows") == "rows" and t.whole_groups("rows")
     rng = np.random.default_rng(per_group)
     x, w, b = (rng.standard_normal(p.shape).astype(np.float32) for p in t.args[:-1])
     want = grouped_reference(x, w, b, groups, stride, pads, epilogue)
@@ -386,6 +389,19 @@ def test_a_grouped_convolution_copies_the_padded_rows_of_each_output_row_and_til
     assert t.space.searchable(t.space.index_of(cfg))
     wider = Config({**cfg.values, "tile_j": 32, "tile_i": 7})    # a tile over two groups: kept from the search
     assert not t.space.searchable(t.space.index_of(wider))
+
+
+def test_narrow_groups_at_stride_1_keep_a_whole_group_in_a_tile_of_rows_of_pixels():
+    t = template_for(grouped_conv(128, 56, 32, epilogue="relu"), AVX512)      # ResNeXt-50: 4 channels a group
+    cfg = t.default_config()
+    assert "layout" not in cfg.values and (cfg["tile_i"], cfg["tile_j"]) == (2, 32)   # 4 x 2 x 2 vectors
+    shapes = {n.buffer.name: n.buffer.shape for n in walk(lower(t.apply(cfg), t.args).body) if isinstance(n, Allocate)}
+    assert shapes["conv_acc"] == (1, 1, 4, 2, 32)        # the group's 4 channels, 2 rows, 32 pixels
+    assert shapes["conv_pad"] == (1, 4, 4, 58)           # the rows those read, copied at each row of tiles
+    narrow = template_for(grouped_conv(256, 28, 32), AVX512).default_config()     # 8 a group
+    assert (narrow["layout"], narrow["tile_i"], narrow["tile_j"]) == ("rows", 2, 16)
+    assert template_for(grouped_conv(256, 28, 32, stride=2), AVX512).default_config()["layout"] == "channels"
+    assert template_for(grouped_conv(256, 28, 32), AVX2).default_config()["layout"] == "channels"   # 8 lanes
 
 
 def test_a_grouped_convolution_in_channels_last_keeps_its_tiles():
