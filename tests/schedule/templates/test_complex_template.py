@@ -338,7 +338,8 @@ def grouped_reference(x, w, b, groups, stride, pads, epilogue):
     for g in range(groups):
         for dy in range(3):
             for dx in range(3):
-                taps = p[:, g * icg:(g + 1) * icg, dy:dy + stride * (oh - 1) + 1:stride, dx:dx + stride * (ow - 1) + 1:stride]
+                taps = p[:, g * icg:(g + 1) * icg, dy:dy + stride * (oh - 1) + 1:stride,
+                         dx:dx + stride * (ow - 1) + 1:stride]
                 out[:, g * ocg:(g + 1) * ocg] += np.einsum("nchw,fc->nfhw", taps, w[g * ocg:(g + 1) * ocg, :, dy, dx])
     out += b[:, None, None]
     if epilogue == "relu":
@@ -404,8 +405,24 @@ def test_narrow_groups_at_stride_1_keep_a_whole_group_in_a_tile_of_rows_of_pixel
     assert template_for(grouped_conv(256, 28, 32), AVX2).default_config()["layout"] == "channels"   # 8 lanes
 
 
-def test_a_grouped_convolution_in_channels_last_keeps_its_tiles():
-    X, W = placeholder((1, 14, 14, 320), name="X"), placeholder((3, 3, 16, 320), name="W", constant=True)
-    Y = window.conv(X, W, [1, 1], [1, 1], [1, 1], [1, 1], groups=20)
-    t = template_for(Y, AVX512)
-    assert t.groups is None and "channels" not in t.layouts
+@pytest.mark.parametrize("size, groups, stride", [(14, 20, 1), (13, 40, 2)])
+def test_a_channels_last_grouped_convolution_tiles_pixels_by_a_groups_contiguous_channels(size, groups, stride):
+    X, W = placeholder((1, size, size, 320), name="X"), placeholder((3, 3, 320 // groups, 320), name="W", constant=True)
+    Y = window.conv(X, W, [stride, stride], [1, 1], [1, 1], [1, 1], groups=groups)
+    t = template_for(Y)
+    per_group = 320 // groups
+    cfg = t.default_config()
+    assert t.groups == (3, per_group) and "channels" not in t.layouts and per_group % cfg["tile_j"] == 0
+    text = lower(t.apply(cfg), t.args)
+    shapes = {n.buffer.name: n.buffer.shape for n in walk(text.body) if isinstance(n, Allocate)}
+    assert shapes["conv_acc"] == (1, 1, cfg["tile_i"], 1, cfg["tile_j"])      # pixels by a group's channels
+    rng = np.random.default_rng(groups)
+    x, w = rng.standard_normal(X.shape).astype(np.float32), rng.standard_normal(W.shape).astype(np.float32)
+    out = np.full(Y.shape, np.nan, np.float32)
+    t.build(cfg)(x, w, out)
+    want = grouped_reference(x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1), np.zeros(320), groups, stride,
+                             (1, 1), None)
+    np.testing.assert_allclose(out, want.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
+    narrow = template_for(window.conv(X, placeholder((3, 3, 4, 320), name="W4", constant=True), [1, 1], [1, 1],
+                                      [1, 1], [1, 1], groups=80))
+    assert narrow.groups is None           # 4 a group: no tile of whole vectors within it
