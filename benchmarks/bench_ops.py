@@ -143,6 +143,14 @@ def case_conv1x1():
     return mb.model([_conv(mb, x, 256, 64, 1, bias=False)])
 
 
+def case_grouped(c, size, groups, stride=1):
+    """A grouped 3x3 convolution (RegNetY's and ResNeXt's) with bias and ReLU."""
+    def make():
+        mb = ModelBuilder(); x = mb.input("x", (1, c, size, size))
+        return mb.model([mb.node("Relu", [_conv(mb, x, c, c, 3, stride=stride, groups=groups)])])
+    return make
+
+
 def case_depthwise3x3():
     mb = ModelBuilder(); x = mb.input("x", (1, 96, 112, 112))
     return mb.model([_conv(mb, x, 96, 96, 3, groups=96)])
@@ -254,6 +262,9 @@ CASES = {
     "layernorm": ("LayerNormalization 128x768", case_layernorm),
     "conv3x3": ("conv 3x3 64->64 56x56 +bias+relu", case_conv3x3),
     "conv1x1": ("conv 1x1 256->64 56x56", case_conv1x1),
+    "grouped3x3": ("grouped 3x3 320ch 14x14 g20 +bias+relu", case_grouped(320, 14, 20)),
+    "grouped_stride2": ("grouped 3x3/2 144ch 56x56 g9 +bias+relu", case_grouped(144, 56, 9, stride=2)),
+    "grouped_resnext": ("grouped 3x3 256ch 28x28 g32 +bias+relu", case_grouped(256, 28, 32)),
     "depthwise3x3": ("depthwise 3x3 96ch 112x112", case_depthwise3x3),
     "conv_stride2": ("conv 3x3 stride 2, 128->256 56x56", case_conv_stride2),
     "stem": ("stem conv 7x7 stride 2, 3->64 224x224", case_stem),

@@ -4,9 +4,12 @@ import numpy as np
 import pytest
 
 from tilefuse.schedule import lower, template_for
+from tilefuse.schedule.space import Config
 from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum
 from tilefuse.tensorir.ops import window
 from tilefuse.tensorir.runtime.target import Target
+from tilefuse.tensorir.stmt import Allocate
+from tilefuse.tensorir.walk import walk
 
 AVX2 = Target.of("znver3", "+avx,+avx2,+fma")
 AVX512 = Target.of("znver4", "+avx,+avx2,+avx512f,+fma")
@@ -307,3 +310,119 @@ def test_packed_data_on_shapes_the_tiles_do_not_divide_matches_numpy(shape):
     out = np.full((*batch, n, m), np.nan, np.float32)
     t.build(cfg)(a, b, out)
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def grouped_conv(channels, size, groups, stride=1, pads=(1, 1), epilogue=None, width=None):
+    """A grouped NCHW 3x3 convolution with bias, and ``epilogue`` after it (numpy's answer too)."""
+    from tilefuse.tensorir.ops import elementwise
+    width = width or size
+    X = placeholder((1, channels, size, width), name="X")
+    W = placeholder((channels, channels // groups, 3, 3), name="W", constant=True)
+    B = placeholder((channels,), name="B", constant=True)
+    Y = window.conv(X, W, [stride, stride], list(pads), list(pads[::-1]), [1, 1], groups=groups,
+                    data_format="NCX", weights_format="OIX", bias=B)
+    if epilogue == "relu":
+        return elementwise.relu(Y)
+    if epilogue == "silu":
+        return elementwise.multiply(Y, elementwise.sigmoid(Y))
+    return Y
+
+
+def grouped_reference(x, w, b, groups, stride, pads, epilogue):
+    """numpy's grouped convolution (pads before, pads reversed after) with bias and epilogue."""
+    c, icg = x.shape[1], w.shape[1]
+    ocg = w.shape[0] // groups
+    p = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[1]), (pads[1], pads[0])))
+    oh, ow = (p.shape[2] - 3) // stride + 1, (p.shape[3] - 3) // stride + 1
+    out = np.zeros((1, w.shape[0], oh, ow))
+    for g in range(groups):
+        for dy in range(3):
+            for dx in range(3):
+                taps = p[:, g * icg:(g + 1) * icg, dy:dy + stride * (oh - 1) + 1:stride,
+                         dx:dx + stride * (ow - 1) + 1:stride]
+                out[:, g * ocg:(g + 1) * ocg] += np.einsum("nchw,fc->nfhw", taps, w[g * ocg:(g + 1) * ocg, :, dy, dx])
+    out += b[:, None, None]
+    if epilogue == "relu":
+        return np.maximum(out, 0)
+    if epilogue == "silu":
+        return out / (1 + np.exp(-out))
+    return out
+
+
+@pytest.mark.parametrize("channels, size, groups, stride, pads, epilogue, width", [
+    (320, 14, 20, 1, (1, 1), "relu", None),       # RegNetY-800MF: 16 channels a group
+    (144, 13, 9, 2, (1, 1), None, 11),            # odd sizes at stride 2
+    (96, 9, 12, 1, (0, 1), "silu", 7),            # 8 a group, uneven pads
+    (96, 9, 12, 2, (1, 1), "relu", 13),           # 8 a group at stride 2 (a half vector of channels)
+    (96, 7, 4, 2, (1, 0), "relu", None),          # 24 a group: tiles of 8
+    (128, 5, 4, 1, (1, 1), "silu", 9),            # 32 a group: two vectors
+    (48, 11, 4, 1, (1, 1), "relu", None),         # 12 a group: no tile divides it, rows of pixels
+    (64, 13, 16, 1, (1, 1), "relu", 17),          # 4 a group (ResNeXt's first stage)
+])
+def test_grouped_convolutions_tile_pixels_by_a_groups_channels_and_match_numpy(channels, size, groups, stride,
+                                                                              pads, epilogue, width):
+    Y = grouped_conv(channels, size, groups, stride, pads, epilogue, width)
+    t = template_for(Y)
+    per_group, lanes = channels // groups, t.target.lanes("float32")
+    cfg = t.default_config()
+    assert ("channels" in t.layouts) == (per_group % 8 == 0)
+    if per_group % 8 == 0 and not (per_group < lanes and stride == 1):
+        assert cfg["layout"] == "channels" and per_group % cfg["tile_j"] == 0 and cfg["pack"]
+    else:                       # rows of pixels by all of a group's channels
+        assert cfg.values.get("layout", "rows") == "rows" and t.whole_groups("rows")
+    rng = np.random.default_rng(per_group)
+    x, w, b = (rng.standard_normal(p.shape).astype(np.float32) for p in t.args[:-1])
+    want = grouped_reference(x, w, b, groups, stride, pads, epilogue)
+    for config in [cfg] + ([Config(t.default_for("rows"))] if "channels" in t.layouts else []):
+        out = np.full(Y.shape, np.nan, np.float32)
+        t.build(config)(x, w, b, out)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(config))
+
+
+def test_a_grouped_convolution_copies_the_padded_rows_of_each_output_row_and_tiles_within_a_group():
+    t = template_for(grouped_conv(320, 14, 20, epilogue="relu"), AVX512)
+    cfg = t.default_config()
+    assert (cfg["layout"], cfg["tile_i"], cfg["tile_j"]) == ("channels", 14, 16)   # one row: 14 pixels x 16 channels
+    shapes = {n.buffer.name: n.buffer.shape for n in walk(lower(t.apply(cfg), t.args).body) if isinstance(n, Allocate)}
+    assert shapes["conv_pad"] == (1, 16, 3, 16)          # a group's 16 channels, 3 rows of the padded width
+    assert shapes["conv_acc.local"] == (1, 1, 1, 14, 16)
+    assert shapes["W.packed"] == (20, 16, 3, 3, 16)      # one panel a group
+    assert t.space.searchable(t.space.index_of(cfg))
+    wider = Config({**cfg.values, "tile_j": 32, "tile_i": 7})    # a tile over two groups: kept from the search
+    assert not t.space.searchable(t.space.index_of(wider))
+
+
+def test_narrow_groups_at_stride_1_keep_a_whole_group_in_a_tile_of_rows_of_pixels():
+    t = template_for(grouped_conv(128, 56, 32, epilogue="relu"), AVX512)      # ResNeXt-50: 4 channels a group
+    cfg = t.default_config()
+    assert "layout" not in cfg.values and (cfg["tile_i"], cfg["tile_j"]) == (2, 32)   # 4 x 2 x 2 vectors
+    shapes = {n.buffer.name: n.buffer.shape for n in walk(lower(t.apply(cfg), t.args).body) if isinstance(n, Allocate)}
+    assert shapes["conv_acc"] == (1, 1, 4, 2, 32)        # the group's 4 channels, 2 rows, 32 pixels
+    assert shapes["conv_pad"] == (1, 4, 4, 58)           # the rows those read, copied at each row of tiles
+    narrow = template_for(grouped_conv(256, 28, 32), AVX512).default_config()     # 8 a group
+    assert (narrow["layout"], narrow["tile_i"], narrow["tile_j"]) == ("rows", 2, 16)
+    assert template_for(grouped_conv(256, 28, 32, stride=2), AVX512).default_config()["layout"] == "channels"
+    assert template_for(grouped_conv(256, 28, 32), AVX2).default_config()["layout"] == "channels"   # 8 lanes
+
+
+@pytest.mark.parametrize("size, groups, stride", [(14, 20, 1), (13, 40, 2)])
+def test_a_channels_last_grouped_convolution_tiles_pixels_by_a_groups_contiguous_channels(size, groups, stride):
+    X, W = placeholder((1, size, size, 320), name="X"), placeholder((3, 3, 320 // groups, 320), name="W", constant=True)
+    Y = window.conv(X, W, [stride, stride], [1, 1], [1, 1], [1, 1], groups=groups)
+    t = template_for(Y)
+    per_group = 320 // groups
+    cfg = t.default_config()
+    assert t.groups == (3, per_group) and "channels" not in t.layouts and per_group % cfg["tile_j"] == 0
+    text = lower(t.apply(cfg), t.args)
+    shapes = {n.buffer.name: n.buffer.shape for n in walk(text.body) if isinstance(n, Allocate)}
+    assert shapes["conv_acc"] == (1, 1, cfg["tile_i"], 1, cfg["tile_j"])      # pixels by a group's channels
+    rng = np.random.default_rng(groups)
+    x, w = rng.standard_normal(X.shape).astype(np.float32), rng.standard_normal(W.shape).astype(np.float32)
+    out = np.full(Y.shape, np.nan, np.float32)
+    t.build(cfg)(x, w, out)
+    want = grouped_reference(x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1), np.zeros(320), groups, stride,
+                             (1, 1), None)
+    np.testing.assert_allclose(out, want.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
+    narrow = template_for(window.conv(X, placeholder((3, 3, 4, 320), name="W4", constant=True), [1, 1], [1, 1],
+                                      [1, 1], [1, 1], groups=80))
+    assert narrow.groups is None           # 4 a group: no tile of whole vectors within it

@@ -211,6 +211,42 @@ def test_complex_conv2d_with_padding(part):
     check_all_configs(O, conv, "complex", rtol=1e-4, atol=1e-4, part=part, parts=PARTS)
 
 
+@in_parts
+@pytest.mark.parametrize("groups, c, stride, fmt", [(3, 48, 2, "NCX"), (5, 20, 1, "NCX"), (2, 32, 1, "NXC")])
+def test_complex_grouped_conv_with_bias_and_silu(part, groups, c, stride, fmt):
+    # 3 groups of 16 channels (a group is a whole vector of 16 lanes, two of 8) over an odd
+    # image at stride 2: every layout, tile and block of the grouped channels' space; 5 groups
+    # of 4 at stride 1: rows of pixels by a whole group; channels-last, 2 groups of 16
+    from tilefuse.tensorir.ops import elementwise, window
+    h, w = 9, 7
+    nxc = fmt == "NXC"
+    X = placeholder((1, h, w, c) if nxc else (1, c, h, w), name="X")
+    W = placeholder((c, c // groups, 3, 3), name="W", constant=True)
+    B = placeholder((c,), name="B", constant=True)
+    Y = window.conv(X, W, [stride, stride], [1, 0], [0, 1], [1, 1], groups=groups, data_format=fmt,
+                    weights_format="OIX", bias=B)
+    S = elementwise.multiply(Y, elementwise.sigmoid(Y))
+
+    def silu(x, wt, b):
+        x = x.transpose(0, 3, 1, 2) if nxc else x
+        p = np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 1)))
+        oh, ow = (h + 1 - 3) // stride + 1, (w + 1 - 3) // stride + 1
+        out = np.zeros((1, c, oh, ow), "float32")
+        k = c // groups
+        for g in range(groups):
+            for dy in range(3):
+                for dx in range(3):
+                    taps = p[:, g * k:(g + 1) * k, dy:dy + stride * (oh - 1) + 1:stride,
+                             dx:dx + stride * (ow - 1) + 1:stride]
+                    out[:, g * k:(g + 1) * k] += np.einsum("nchw,fc->nfhw", taps, wt[g * k:(g + 1) * k, :, dy, dx])
+        out += b[:, None, None]
+        out = out / (1 + np.exp(-out))
+        return out.transpose(0, 2, 3, 1) if nxc else out
+    t = check_all_configs(S, silu, "complex", rtol=1e-4, atol=1e-4, part=part, parts=PARTS)
+    assert t.groups is not None
+    assert t.default_config().values.get("layout", "rows") == ("channels" if c // groups == 16 and not nxc else "rows")
+
+
 def test_opaque_default_is_correct():
     A = placeholder((8, 9), name="A")
     r = reduce_axis((0, 9), name="r")
