@@ -3,7 +3,8 @@
 A convolution in NCHW reads its input one pixel at a time across channel planes and writes
 each tile of its channels-last accumulator back with a scatter. Channels-last (NHWC) gives
 it contiguous pixels and a contiguous store. This pass rewrites every 2-D ``Convolution``
-in ``NCX`` without groups to ``NXC`` and carries the channels-last tensors through the ops that do not
+in ``NCX`` without groups, or in groups of at least ``CHANNELS_LAST_GROUP_WIDTH`` channels, to
+``NXC`` and carries the channels-last tensors through the ops that do not
 care about the order of their axes, so that a chain of convolutions converts once at its
 start and once where something needs NCHW again (TVM's layout alteration, oneDNN's
 channels-last tags). Carried through, when their activation input is channels-last:
@@ -54,6 +55,7 @@ TO_CHANNELS_LAST = [0, 2, 3, 1]      # NCHW -> NHWC
 FLIP_MIN_ELEMENTS = 4096             # a transpose of fewer elements (a pooled vector) costs next to nothing
 FLIPS_PER_CONVOLUTION = 4            # a plan with a flip for every 4 convolutions or fewer is dropped
 TO_CHANNELS_FIRST = [0, 3, 1, 2]     # NHWC -> NCHW
+CHANNELS_LAST_GROUP_WIDTH = 8        # grouped convolutions with groups this wide run channels-last
 LAYOUT_TRANSPOSE = "(layout transpose)"   # the name of the transposes the plan adds: no op of the model
 
 _UNARY = frozenset(OpKind.parse(k) for k in (
@@ -89,12 +91,19 @@ def plan_layouts(graph) -> GraphIR:
 
 
 def _is_nchw_conv(op: Op) -> bool:
-    """A 2-D NCHW convolution without groups (grouped and depthwise ones have no fast
-    channels-last schedule)."""
+    """A 2-D NCHW convolution without groups, or in groups of at least
+    ``CHANNELS_LAST_GROUP_WIDTH`` input and output channels each (RegNet's, ResNeXt's later
+    stages): the complex template tiles a group's channels in channels-last. Depthwise and
+    narrower groups have no fast channels-last schedule."""
     if op.kind is not OpKind.Convolution or get_attr(op, "data_format") != "NCX" or \
             not (_is_4d(op.inputs[0]) and _is_4d(op.outputs[0])):
         return False
-    return get_attr(op, "groups") == 1
+    groups = get_attr(op, "groups")
+    if groups == 1:
+        return True
+    weights = op.inputs[1]
+    return weights.is_known() and weights.shape[1] >= CHANNELS_LAST_GROUP_WIDTH and \
+        op.outputs[0].shape[1] // groups >= CHANNELS_LAST_GROUP_WIDTH
 
 
 def _is_4d(t: LogicalTensor) -> bool:

@@ -130,6 +130,21 @@ def test_a_graph_of_mostly_grouped_convolutions_is_left_alone():
     assert not transposes(plan_layouts(g))
 
 
+@pytest.mark.parametrize("width", [8, 12])
+def test_convolutions_in_groups_of_eight_channels_or_more_run_channels_last(width):
+    # RegNet's and ResNeXt's grouped 3x3 convolutions: the template tiles a group's channels
+    values = {}
+    x = lt(0, (1, 3 * width, 9, 9))
+    c1, y1 = conv(0, x, 1, 3 * width, 3 * width, 2, 9, values)
+    c2, y2 = conv(1, y1, 3, 3 * width, 3 * width, 4, 9, values, groups=3)
+    c3, _ = conv(2, y2, 5, 3 * width, 2 * width, 6, 9, values)
+    g = graph(c1, c2, c3, values=values)
+    planned = plan_layouts(g)
+    assert [o.attrs["data_format"] for o in planned.ops if o.kind is OpKind.Convolution] == ["NXC"] * 3
+    assert len(transposes(planned)) == 2                  # in once, out once
+    check_compiled(g, planned)
+
+
 def test_graphs_without_nchw_convolutions_are_returned_as_they_are():
     g = graph(op(0, "ReLU", [lt(0, (1, 2, 3, 3))], [lt(1, (1, 2, 3, 3))]))
     assert plan_layouts(g) is g.ir() or kinds(plan_layouts(g)) == [OpKind.ReLU]
