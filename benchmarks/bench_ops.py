@@ -238,6 +238,22 @@ def case_depthwise_stride21():
     return mb.model([_conv(mb, x, 128, 128, 3, stride=(2, 1), groups=128)])
 
 
+def case_pointwise(cin, cout, size, epilogue):
+    """A 1x1 NCHW convolution (MobileNetV3's, EfficientNet's) and its epilogue: "add" a
+    residual input of the output's shape, "relu", "silu" (x * sigmoid(x)), or none."""
+    def make():
+        mb = ModelBuilder(); x = mb.input("x", (1, cin, size, size))
+        y = _conv(mb, x, cin, cout, 1)
+        if epilogue == "add":
+            y = mb.node("Add", [y, mb.input("residual", (1, cout, size, size))])
+        elif epilogue == "relu":
+            y = mb.node("Relu", [y])
+        elif epilogue == "silu":
+            y = mb.node("Mul", [y, mb.node("Sigmoid", [y])])
+        return mb.model([y])
+    return make
+
+
 def _matmul_numpy(feeds, model):
     return np.matmul(feeds["a"], feeds["b"])
 
@@ -265,6 +281,10 @@ CASES = {
     "grouped3x3": ("grouped 3x3 320ch 14x14 g20 +bias+relu", case_grouped(320, 14, 20)),
     "grouped_stride2": ("grouped 3x3/2 144ch 56x56 g9 +bias+relu", case_grouped(144, 56, 9, stride=2)),
     "grouped_resnext": ("grouped 3x3 256ch 28x28 g32 +bias+relu", case_grouped(256, 28, 32)),
+    "pw_project": ("conv 1x1 144->24 56x56 +bias+residual", case_pointwise(144, 24, 56, "add")),
+    "pw_project28": ("conv 1x1 240->40 28x28 +bias+residual", case_pointwise(240, 40, 28, "add")),
+    "pw_expand_relu": ("conv 1x1 16->96 112x112 +bias+relu", case_pointwise(16, 96, 112, "relu")),
+    "pw_expand_silu": ("conv 1x1 16->96 112x112 +bias+silu", case_pointwise(16, 96, 112, "silu")),
     "depthwise3x3": ("depthwise 3x3 96ch 112x112", case_depthwise3x3),
     "conv_stride2": ("conv 3x3 stride 2, 128->256 56x56", case_conv_stride2),
     "stem": ("stem conv 7x7 stride 2, 3->64 224x224", case_stem),
@@ -284,6 +304,11 @@ CASES = {
 }
 
 
+# the cases compiled without the channels-last layout plan: a model's 1x1 convolutions run
+# in NCHW where its depthwise convolutions keep it so (MobileNetV3, EfficientNet)
+NCHW_CASES = {"pw_project", "pw_project28", "pw_expand_relu", "pw_expand_silu"}
+
+
 # ---------------------------------------------------------------------------- timing
 
 def bench_case(key: str, rounds: int) -> tuple[float, float, float | None, str]:
@@ -292,6 +317,7 @@ def bench_case(key: str, rounds: int) -> tuple[float, float, float | None, str]:
     import onnxruntime
     from tilefuse import graph_api
     from tilefuse.graph_api.onnx.importer import import_onnx
+    from tilefuse.graph_api.passes import DEFAULT, plan_layouts
     _, make, *numpy_of = CASES[key]
     model = make()
     mb_feeds = _feeds(model)
@@ -303,7 +329,8 @@ def bench_case(key: str, rounds: int) -> tuple[float, float, float | None, str]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         imported = import_onnx(model)
-        compiled = graph_api.compile_graph(imported.graph)
+        passes = tuple(p for p in DEFAULT if p is not plan_layouts) if key in NCHW_CASES else DEFAULT
+        compiled = graph_api.compile_graph(imported.graph, passes=passes)
     compile_seconds = time.monotonic() - started
     feeds = {tid: mb_feeds[name] for name, tid in imported.inputs if tid is not None}
     out_id = imported.outputs[0][1]
@@ -311,6 +338,7 @@ def bench_case(key: str, rounds: int) -> tuple[float, float, float | None, str]:
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
     kinds = step_kinds(compiled)
     notes = f"{len(kinds)} partition(s): {', '.join(kinds)}; compile {compile_seconds:.1f} s"
+    notes += "; NCHW" if key in NCHW_CASES else ""
     if any("reference" in str(w.message) or "Wildcard" in str(w.message) for w in caught):
         notes += "; NUMPY FALLBACK"
     engines = {"ort": lambda: session.run(None, mb_feeds), "ours": lambda: compiled.run(feeds)}

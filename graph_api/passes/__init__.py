@@ -28,11 +28,12 @@ from .groups import split_grouped_convolutions
 from .half_floats import compute_half_floats_in_f32
 from .layout import plan_layouts
 from .norms import recognize_norms
+from .pointwise import flatten_pointwise_convolutions
 from .weights import fold_batch_norms, fold_into_weights
 
 DEFAULT = (compute_half_floats_in_f32, fold_constants, recognize_norms, fold_into_weights, fold_batch_norms, simplify_algebra,
-           split_grouped_convolutions, plan_layouts, flatten_dense_rows, eliminate_common_subexpressions,
-           eliminate_dead_ops)
+           split_grouped_convolutions, plan_layouts, flatten_pointwise_convolutions, flatten_dense_rows,
+           eliminate_common_subexpressions, eliminate_dead_ops)
 
 
 def run_passes(graph, passes=DEFAULT, *, trace=None):
@@ -50,5 +51,6 @@ def run_passes(graph, passes=DEFAULT, *, trace=None):
 
 
 __all__ = ["DEFAULT", "compute_half_floats_in_f32", "default_outputs", "eliminate_common_subexpressions", "eliminate_dead_ops",
-           "flatten_dense_rows", "fold_batch_norms", "fold_constants", "fold_into_weights", "plan_layouts", "recognize_norms", "run_passes",
+           "flatten_dense_rows", "flatten_pointwise_convolutions", "fold_batch_norms", "fold_constants", "fold_into_weights",
+           "plan_layouts", "recognize_norms", "run_passes",
            "simplify_algebra", "split_grouped_convolutions"]

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..ir import GraphIR
 from ..logical_tensor import GraphError, LogicalTensor, PropertyType
-from ..op import Op
+from ..op import Op, OpKind
 
 
 def copy_attrs(attrs: dict) -> dict:
@@ -71,6 +71,37 @@ class FreshIds:
     def op_id(self) -> int:
         self._op += 1
         return self._op - 1
+
+
+def reshape(fresh: FreshIds, t: LogicalTensor, out: LogicalTensor, name: str) -> Op:
+    """A StaticReshape of ``t`` into ``out`` (its shape), named ``name``: a view when its
+    partition holds nothing else.
+
+    Example:
+        >>> from tilefuse.graph_api import DataType, GraphIR
+        >>> x, y = LogicalTensor(0, DataType.f32, (2, 6)), LogicalTensor(1, DataType.f32, (12,))
+        >>> reshape(FreshIds(GraphIR([])), x, y, "flat").attrs
+        {'shape': [12], 'special_zero': False}
+    """
+    return Op(fresh.op_id(), OpKind.StaticReshape, [t], [out], {"shape": list(out.shape), "special_zero": False},
+              name=name)
+
+
+def view_before(fresh: FreshIds, replaced: dict, t: LogicalTensor, shape, into: Op) -> LogicalTensor:
+    """A new tensor, ``t`` reshaped to ``shape``, its StaticReshape put in ``replaced`` (op id ->
+    the ops that stand in its place) before op ``into`` and named after it.
+
+    Example:
+        >>> from tilefuse.graph_api import DataType, GraphIR
+        >>> x, replaced = LogicalTensor(0, DataType.f32, (2, 6)), {}
+        >>> view_before(FreshIds(GraphIR([])), replaced, x, (12,), Op(7, OpKind.ReLU, name="relu")).shape
+        (12,)
+        >>> [(op.kind.value, op.name) for op in replaced[7]]
+        [('StaticReshape', 'relu')]
+    """
+    view = fresh.variable(t, shape)
+    replaced.setdefault(into.id, []).append(reshape(fresh, t, view, into.name))
+    return view
 
 
 def frozen(array: np.ndarray) -> np.ndarray:

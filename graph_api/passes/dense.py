@@ -34,7 +34,7 @@ import math
 from ..ir import GraphIR
 from ..op import Op, OpKind
 from ..ops.schema import get_attr
-from ._util import FreshIds, as_ir, clone_op
+from ._util import FreshIds, as_ir, clone_op, reshape, view_before
 from .layout import ELEMENTWISE as _ELEMENTWISE
 
 FEW_ROWS = 8     # row blocks shorter than a register tile's height (up to 8 rows) are flattened
@@ -108,12 +108,7 @@ def flatten_dense_rows(graph) -> GraphIR:
     replaced = {}
 
     def reshaped(t, shape, into):
-        """A view of ``t`` in ``shape``, its StaticReshape added before op ``into`` (named after it)."""
-        view = fresh.variable(t, shape)
-        replaced.setdefault(into.id, []).append(
-            Op(fresh.op_id(), OpKind.StaticReshape, [t], [view], {"shape": list(shape), "special_zero": False},
-               name=into.name))
-        return view
+        return view_before(fresh, replaced, t, shape, into)
 
     def rows(t) -> tuple:
         return (math.prod(t.shape[:-1]), t.shape[-1])
@@ -138,8 +133,6 @@ def flatten_dense_rows(graph) -> GraphIR:
             replaced.setdefault(nxt.id, []).append(clone_op(nxt, inputs=inputs, outputs=[flat_next]))
             last, current = nxt, flat_next
         final = graph.tensor(last.outputs[0].id)
-        reshape_back = Op(fresh.op_id(), OpKind.StaticReshape, [current], [final],
-                          {"shape": list(final.shape), "special_zero": False}, name=last.name)
-        replaced.setdefault(last.id, []).append(reshape_back)
+        replaced.setdefault(last.id, []).append(reshape(fresh, current, final, last.name))
     ops = [new for op in graph.ops for new in replaced.get(op.id, [op])]
     return graph.with_ops(ops)
