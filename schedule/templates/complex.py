@@ -97,6 +97,7 @@ DEFAULT_UNROLL_K = 4           # the default's copies of the register tile, at m
 CONVOLUTION_TAGS = ("conv", "conv_transpose")   # anchors whose channels layout is the default one
 WEIGHTS_IN_L2 = 256 * 1024   # packed weights up to this size stay in L2 (half of the smallest L2 we run on)
 PACKED_DATA_ROWS = 16        # data is packed (a pass per call) only for at least this many output rows
+PACKED_DATA_DEPTH = 192      # nor for a reduction this short: its panel stays in L1 unpacked (48 KiB with AVX-512)
 SET_ALIASING_BYTES = 2048    # a tile's input rows this far apart (or a multiple) share few L1 sets
 CACHE_LINE_BYTES = 64
 WHOLE_GROUP_CHANNELS = 16   # a grouped convolution's rows layout keeps groups up to this wide in its tile
@@ -277,6 +278,19 @@ class ComplexTemplate(Template):
                 return load.tensor.op, d, pitch
         return None
 
+    def _panel_rows_alias(self, tensor) -> bool:
+        """Whether the anchor reads ``tensor``'s rows along its innermost looping reduce axis
+        ``SET_ALIASING_BYTES`` or a multiple apart: an unpacked panel's rows then share a few
+        L1 sets and evict one another (a 2048-wide matrix: 8 KiB apart)."""
+        inner = self._unrolled_reduce_axis()
+        for load in walk(self.anchor.body):
+            if inner is None or not isinstance(load, TensorLoad) or load.tensor.op is not tensor.op:
+                continue
+            for d, index in enumerate(load.indices):
+                if isinstance(index, IterVar) and index.uid == inner.uid:
+                    return extent(tensor.shape[d + 1:]) * itemsize(tensor.dtype) % SET_ALIASING_BYTES == 0
+        return False
+
     def packable(self, layout: str = "rows"):
         """(tensor, dim) of an input the anchor reads with index exactly the layout's j axis
         in dimension dim: repacking it into j-panels makes its reads contiguous; or None."""
@@ -446,8 +460,14 @@ class ComplexTemplate(Template):
           128x768x3072 8.0 -> 2.4 ms (0.30x -> 1.01x), 512^3 1.00 -> 0.86 ms, 1000^3 9.5 ->
           6.0 ms; smaller matrices lose to the pass (attention's 12 heads of 128x64x128 and
           128x128x64 10-40%, 4 groups of 34x34x784 5%), and so do few rows (12 rows of a
-          1024x1024 matrix 1.45x; 16 rows, 0.91-1.16x over runs). A partial last tile rounds up into the
-          panels' padding only when packed.
+          1024x1024 matrix 1.45x; 16 rows, 0.91-1.16x over runs), and so do reductions of at most
+          ``PACKED_DATA_DEPTH`` steps, whose panel (the reduction's rows by 4 vectors: 48 KiB
+          with AVX-512) stays in L1 unpacked while the row tiles read it in turn (a pointwise
+          convolution's weights by its pixels: 24x144 by 144x3136 191 -> 253 us on one core
+          packed, 16x32 by 32x12544 54 -> 77 us on two; 64x256 by 256x3136, a 64 KiB panel,
+          1056 -> 840 us), unless its rows lie a multiple of ``SET_ALIASING_BYTES`` apart and
+          share L1 sets (2048x64 by 64x2048: 4.9 -> 4.0 ms packed). A partial last tile rounds
+          up into the panels' padding only when packed.
 
         Example:
             >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
@@ -475,7 +495,9 @@ class ComplexTemplate(Template):
             swept = extent(packable[0].shape) * itemsize(packable[0].dtype)
         elif packable is not None:      # data: packed on every call, where the pass pays
             swept, readers = self._slice_and_rows(layout)
-            pack = swept > WEIGHTS_IN_L2 and readers >= PACKED_DATA_ROWS
+            depth = extent([r.dom_extent for r in self.anchor.reduce_axis])
+            pack = swept > WEIGHTS_IN_L2 and readers >= PACKED_DATA_ROWS and (
+                depth > PACKED_DATA_DEPTH or self._panel_rows_alias(packable[0]))
         if pack and self.rounds_up(layout):     # a last partial tile costs its padding: at most 1/8 more work,
             padded = {t: -(-j_extent // t) * t for t in whole}          # else the least padding
             dividing = [t for t in whole if padded[t] <= j_extent * 9 // 8] or \

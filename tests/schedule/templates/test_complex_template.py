@@ -295,6 +295,17 @@ def test_data_is_packed_where_its_matrix_outgrows_l2_and_enough_rows_share_the_p
     # one matrix of 512 KiB for 4 x 8 rows, against 4 of their own for 8 rows each
     assert packs(batch_matmul(4, 8, 512, 256, shared_b=True)) and not packs(batch_matmul(4, 8, 512, 256))
     assert packs(matmul(12, 1024, 1024))                            # constant weights: always packed
+    # a pointwise convolution's pixels (data B): 144 rows of a 64-wide panel stay in L1 unpacked
+    assert not packs(weights_by_data(24, 144, 3136)) and not packs(weights_by_data(96, 16, 12544))
+    assert packs(weights_by_data(64, 256, 3136))                    # a 64 KiB panel: packed
+    assert packs(matmul(2048, 64, 2048, constant=False))            # rows 8 KiB apart share L1 sets: packed
+
+
+def weights_by_data(n, k, m):
+    """Constant weights A times data B (a 1x1 NCHW convolution's pixels)."""
+    A, B = placeholder((n, k), name="A", constant=True), placeholder((k, m), name="B")
+    r = reduce_axis((0, k), name="r")
+    return compute((n, m), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
 
 
 @pytest.mark.parametrize("shape", [(200, 300, 260), (2, 50, 300, 260)])
