@@ -97,7 +97,8 @@ DEFAULT_UNROLL_K = 4           # the default's copies of the register tile, at m
 CONVOLUTION_TAGS = ("conv", "conv_transpose")   # anchors whose channels layout is the default one
 WEIGHTS_IN_L2 = 256 * 1024   # packed weights up to this size stay in L2 (half of the smallest L2 we run on)
 PACKED_DATA_ROWS = 16        # data is packed (a pass per call) only for at least this many output rows
-PACKED_DATA_DEPTH = 192      # nor for a reduction this short: its panel stays in L1 unpacked (48 KiB with AVX-512)
+PACKED_DATA_DEPTH = 192      # nor for a reduction this short: its panel stays in L1 unpacked (48 KiB with AVX-512),
+PANEL_PAGE_ROWS = 256        # unless this many output rows read it (each row tile reads a page per panel row)
 SET_ALIASING_BYTES = 2048    # a tile's input rows this far apart (or a multiple) share few L1 sets
 CACHE_LINE_BYTES = 64
 WHOLE_GROUP_CHANNELS = 16   # a grouped convolution's rows layout keeps groups up to this wide in its tile
@@ -466,8 +467,10 @@ class ComplexTemplate(Template):
           convolution's weights by its pixels: 24x144 by 144x3136 191 -> 253 us on one core
           packed, 16x32 by 32x12544 54 -> 77 us on two; 64x256 by 256x3136, a 64 KiB panel,
           1056 -> 840 us), unless its rows lie a multiple of ``SET_ALIASING_BYTES`` apart and
-          share L1 sets (2048x64 by 64x2048: 4.9 -> 4.0 ms packed). A partial last tile rounds
-          up into the panels' padding only when packed.
+          share L1 sets (2048x64 by 64x2048: 4.9 -> 4.0 ms packed) or ``PANEL_PAGE_ROWS`` rows
+          read it, each row tile reading a page per row of the panel unpacked (1500x64 by
+          64x1500 0.94 -> 0.84 ms, 256x96 by 96x3000 0.48 -> 0.44 ms packed). A partial last
+          tile rounds up into the panels' padding only when packed.
 
         Example:
             >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
@@ -497,7 +500,7 @@ class ComplexTemplate(Template):
             swept, readers = self._slice_and_rows(layout)
             depth = extent([r.dom_extent for r in self.anchor.reduce_axis])
             pack = swept > WEIGHTS_IN_L2 and readers >= PACKED_DATA_ROWS and (
-                depth > PACKED_DATA_DEPTH or self._panel_rows_alias(packable[0]))
+                depth > PACKED_DATA_DEPTH or readers >= PANEL_PAGE_ROWS or self._panel_rows_alias(packable[0]))
         if pack and self.rounds_up(layout):     # a last partial tile costs its padding: at most 1/8 more work,
             padded = {t: -(-j_extent // t) * t for t in whole}          # else the least padding
             dividing = [t for t in whole if padded[t] <= j_extent * 9 // 8] or \

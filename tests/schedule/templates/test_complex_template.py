@@ -299,6 +299,8 @@ def test_data_is_packed_where_its_matrix_outgrows_l2_and_enough_rows_share_the_p
     assert not packs(weights_by_data(24, 144, 3136)) and not packs(weights_by_data(96, 16, 12544))
     assert packs(weights_by_data(64, 256, 3136))                    # a 64 KiB panel: packed
     assert packs(matmul(2048, 64, 2048, constant=False))            # rows 8 KiB apart share L1 sets: packed
+    assert packs(matmul(1500, 64, 1500, constant=False))            # 1500 rows repay the pass
+    assert not packs(matmul(255, 64, 1500, constant=False))
 
 
 def weights_by_data(n, k, m):
