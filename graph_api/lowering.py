@@ -74,8 +74,8 @@ def placeholder_for(t: LogicalTensor):
 
 def op_class(op: Op) -> str:
     """The operator class of a graph op, from the compute bodies it lowers to. Ops alike in
-    kind, attributes and tensor shapes, types and properties lower alike, so each such
-    signature is lowered once a process (a transformer's layers repeat theirs).
+    kind, lowering, attributes and tensor shapes, types and properties lower alike, so each
+    such signature is lowered once a process (a transformer's layers repeat theirs).
 
     Example:
         >>> from tilefuse.graph_api import LogicalTensor, OpKind
@@ -85,7 +85,7 @@ def op_class(op: Op) -> str:
         'complex'
     """
     try:
-        signature = (op.kind, repr(sorted(op.attrs.items())),
+        signature = (op.kind, op_def(op.kind).lower, repr(sorted(op.attrs.items())),
                      tuple((t.shape, t.dtype, t.property_type) for t in op.inputs),
                      tuple((t.shape, t.dtype) for t in op.outputs))
         hash(signature)

@@ -25,11 +25,10 @@ def kernel_progress(total: int) -> tqdm:
     ``update()`` per kernel built; it draws nothing where standard error is not a terminal.
 
     Example:
-        >>> with kernel_progress(3) as bar:
-        ...     for _ in range(3):
-        ...         _ = bar.update()
-        >>> bar.n
-        3
+        >>> with kernel_progress(68) as bar:      # here standard error is no terminal
+        ...     _ = bar.update()
+        >>> bar.total, bar.disable
+        (68, True)
     """
     return _Bar(total=total, desc="tilefuse: compiling kernels", unit="kernel", delay=SHOW_AFTER_SECONDS,
                 leave=False, file=sys.stderr, disable=not _terminal(sys.stderr), dynamic_ncols=True)

@@ -78,7 +78,8 @@ def reshape(fresh: FreshIds, t: LogicalTensor, out: LogicalTensor, name: str) ->
     partition holds nothing else.
 
     Example:
-        >>> from tilefuse.graph_api import DataType, GraphIR
+        >>> from tilefuse.graph_api import DataType
+        >>> from tilefuse.graph_api.ir import GraphIR
         >>> x, y = LogicalTensor(0, DataType.f32, (2, 6)), LogicalTensor(1, DataType.f32, (12,))
         >>> reshape(FreshIds(GraphIR([])), x, y, "flat").attrs
         {'shape': [12], 'special_zero': False}
@@ -92,7 +93,8 @@ def view_before(fresh: FreshIds, replaced: dict, t: LogicalTensor, shape, into: 
     the ops that stand in its place) before op ``into`` and named after it.
 
     Example:
-        >>> from tilefuse.graph_api import DataType, GraphIR
+        >>> from tilefuse.graph_api import DataType
+        >>> from tilefuse.graph_api.ir import GraphIR
         >>> x, replaced = LogicalTensor(0, DataType.f32, (2, 6)), {}
         >>> view_before(FreshIds(GraphIR([])), replaced, x, (12,), Op(7, OpKind.ReLU, name="relu")).shape
         (12,)
