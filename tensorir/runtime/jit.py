@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 
 import llvmlite
-from .llvm_binding import llvm
+from .llvm_binding import llvm, outside_this_process
 
 from .disk_cache import default_kernel_cache
 from .object_loader import ObjectFormatError, load_object, registered_symbols
@@ -73,7 +73,7 @@ class _EngineObject:
 
 def runtime_object(text: str, name: str) -> bytes:
     """The host's object code of runtime IR ``text`` (module ``name``): from the disk cache,
-    else compiled and kept there.
+    else compiled (``outside_this_process``) and kept there.
 
     Example:
         >>> runtime_object("define void @nothing() { ret void }", "example")[:4]
@@ -84,14 +84,19 @@ def runtime_object(text: str, name: str) -> bytes:
     cache = default_kernel_cache()
     code = None if cache is None else cache.cached_kernel(key.hexdigest())
     if code is None:
-        tm = host_target_machine()
-        module = llvm.parse_assembly(text)
-        module.triple = tm.triple
-        module.data_layout = str(tm.target_data)
-        module.name = name
-        module.verify()
-        optimize_module(module)
-        code = tm.emit_object(module)
+        code = outside_this_process(_compiled_object, text, name)
         if cache is not None:
             cache.cache_kernel(key.hexdigest(), code)
     return code
+
+
+def _compiled_object(text: str, name: str) -> bytes:
+    """Runtime IR ``text`` parsed, checked, optimised and compiled for the host."""
+    tm = host_target_machine()
+    module = llvm.parse_assembly(text)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    module.name = name
+    module.verify()
+    optimize_module(module)
+    return tm.emit_object(module)

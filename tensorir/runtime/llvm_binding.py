@@ -13,10 +13,14 @@ Example:
 """
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
+import multiprocessing
+import os
 import sys
+import threading
 
-__all__ = ["llvm", "is_loaded"]
+__all__ = ["llvm", "is_loaded", "outside_this_process"]
 
 _NAME = "llvmlite.binding"
 
@@ -43,6 +47,25 @@ def is_loaded() -> bool:
     """
     module = sys.modules.get(_NAME)
     return module is not None and type(module) is type(sys)
+
+
+def outside_this_process(function, *args):
+    """``function(*args)`` computed in a forked child process, where LLVM's work maps LLVM
+    into the child alone, when this process has not loaded LLVM yet; here otherwise, and also
+    when another thread runs (a fork copies only the calling thread: a lock another held would
+    stay held in the child) or the child dies. The result must pickle.
+
+    Example:
+        >>> outside_this_process(pow, 2, 10)
+        1024
+    """
+    if is_loaded() or threading.active_count() > 1 or not hasattr(os, "fork"):
+        return function(*args)
+    try:
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+            return pool.submit(function, *args).result()
+    except concurrent.futures.process.BrokenProcessPool:
+        return function(*args)
 
 
 llvm = _lazy_module(_NAME)

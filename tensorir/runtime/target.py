@@ -39,7 +39,7 @@ import llvmlite
 from ..dtype import itemsize
 from ..errors import TilefuseError
 from .disk_cache import default_kernel_cache
-from .llvm_binding import llvm
+from .llvm_binding import llvm, outside_this_process
 
 KEY_LENGTH = 16  # hex digits of sha256 kept in Target.key
 _VECTOR_BITS = (("avx512f", 512), ("avx", 256), ("sse", 128), ("neon", 128), ("sve", 128), ("altivec", 128))
@@ -206,7 +206,8 @@ def _host_facts() -> tuple:
     detection defines them, but loading LLVM costs a running process 40 MB: the first process
     on a machine asks it and records the answer in the disk cache under a key of what the
     operating system says of the CPU (``/proc/cpuinfo``: vendor, family, model, stepping,
-    microcode, flags) and llvmlite's version; later processes read the record."""
+    microcode, flags) and llvmlite's version (asking it in a forked child:
+    ``outside_this_process``); later processes read the record."""
     key = _cpu_fingerprint()
     cache = default_kernel_cache() if key is not None else None
     if cache is not None:
@@ -216,11 +217,16 @@ def _host_facts() -> tuple:
             facts = None
         if isinstance(facts, list) and len(facts) == 3 and all(isinstance(f, str) and f for f in facts[::2]):
             return tuple(facts)
-    initialize_llvm()
-    facts = (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(), llvm.get_process_triple())
+    facts = outside_this_process(_detected_host) if cache is not None else _detected_host()
     if cache is not None:
         cache.cache_kernel(key, json.dumps(facts).encode())
     return facts
+
+
+def _detected_host() -> tuple:
+    """LLVM's (host CPU name, feature string, process triple)."""
+    initialize_llvm()
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(), llvm.get_process_triple()
 
 
 def _cpu_fingerprint() -> str | None:
