@@ -84,6 +84,7 @@ def measure(mode: str, model: Path, saved: Path, feeds: Path, cache: Path) -> di
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     done = subprocess.run([sys.executable, "-c", CHILD, mode, str(model), str(saved), str(feeds), str(cache)],
                           capture_output=True, text=True, check=True, cwd=REPO, env=env)
+    os.sync()      # a file the process wrote (a saved session: 0.7 GB for ViT) is on disk before the next one starts
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
