@@ -374,7 +374,7 @@ class InferenceSession:
                 if isinstance(dim, int) and dim != n:
                     raise GraphError(f"input {arg.name!r} dim {k} must be {dim} (shape {arg.shape}), got shape "
                                      f"{list(array.shape)}")
-                if isinstance(dim, str) and bound.setdefault(dim, n) != n:
+                if isinstance(dim, str) and dim != ANONYMOUS_DIM and bound.setdefault(dim, n) != n:
                     raise GraphError(f"input {arg.name!r} dim {k} ({dim!r}) is {n}, but {dim!r} is {bound[dim]} in "
                                      f"another input of this run")
             arrays.append(array)
@@ -756,6 +756,9 @@ class _Saved:
 
     def saved(self):
         return self
+
+
+ANONYMOUS_DIM = "?"     # paddle2onnx names every unknown dim so (PaddleOCR's H and W): not one symbol
 
 
 def _node_arg(vi, where: str) -> NodeArg:

@@ -104,6 +104,9 @@ def load_model(model) -> LoadedModel:
         return _read(lambda: split_model(data, where, data), f"{where} is not a readable ONNX model",
                      keep=(OSError, MemoryError))
     if isinstance(model, onnx.ModelProto):
+        if _negative_dims(model):        # the caller's proto is left as it is
+            model = onnx.ModelProto.FromString(model.SerializeToString())
+            _unknown_negative_dims(model)
         return LoadedModel(model, f"ONNX model {model.graph.name or '(unnamed graph)'!r}")
     raise TypeError(f"from_onnx takes a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
 
@@ -123,7 +126,28 @@ def split_model(data, where: str, source, path: str | None = None) -> LoadedMode
     """
     import onnx
     small, stored = split_weights(data)
-    return LoadedModel(onnx.load_from_string(small), where, ModelWeights(source, stored, path) if stored else None)
+    proto = onnx.load_from_string(small)
+    _unknown_negative_dims(proto)
+    return LoadedModel(proto, where, ModelWeights(source, stored, path) if stored else None)
+
+
+def _declared_dims(proto):
+    """Every dim the graph's inputs, outputs and value infos declare."""
+    for vi in (*proto.graph.input, *proto.graph.output, *proto.graph.value_info):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            yield from vi.type.tensor_type.shape.dim
+
+
+def _negative_dims(proto) -> bool:
+    return any(d.HasField("dim_value") and d.dim_value < 0 for d in _declared_dims(proto))
+
+
+def _unknown_negative_dims(proto) -> None:
+    """A declared dim of -1 (paddle2onnx's spelling of a dynamic dim: PaddleOCR's models) made
+    an unknown dim, as onnxruntime reads it, in ``proto`` itself."""
+    for d in _declared_dims(proto):
+        if d.HasField("dim_value") and d.dim_value < 0:
+            d.Clear()
 
 
 def _load_file(path: str, where: str) -> LoadedModel:

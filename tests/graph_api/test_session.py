@@ -237,3 +237,26 @@ def test_a_broadcast_feed_over_the_size_limit_is_refused_before_any_copy(monkeyp
         session.run(None, {"x": huge})
     (y, p) = session.run(None, {"x": np.broadcast_to(np.ones((1, 13), "float32"), (3, 13))})    # small: fine
     assert y.shape == p.shape == (3, 5)
+
+
+def _paddle_style_model():
+    """Input dims as paddle2onnx writes them (PaddleOCR): -1 for the batch, '?' for both H and W."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3, "?", "?"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 3, "?", "?"])
+    scale = numpy_helper.from_array(np.array([0.5, 1.5, -2.0], "float32").reshape(1, 3, 1, 1), "scale")
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "scale"], ["y"])], "paddle", [x], [y], [scale])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("given", ["proto", "bytes"])
+def test_a_dim_of_minus_one_and_dims_named_question_mark_are_unknown_as_onnxruntime_reads_them(given):
+    model = _paddle_style_model()
+    before = model.SerializeToString()
+    ours = InferenceSession(model if given == "proto" else before)
+    theirs = ort_session(model)
+    assert [i.shape for i in ours.get_inputs()] == [i.shape for i in theirs.get_inputs()] == [[None, 3, "?", "?"]]
+    x = RNG.standard_normal((2, 3, 48, 192)).astype("float32")       # H and W differ: '?' is no one symbol
+    np.testing.assert_allclose(ours.run(None, {"x": x})[0], theirs.run(None, {"x": x})[0], rtol=1e-6)
+    assert model.SerializeToString() == before                        # the caller's proto is not touched
+    with pytest.raises(GraphError, match="dim 1 must be 3"):
+        ours.run(None, {"x": np.ones((1, 4, 5, 5), "float32")})
