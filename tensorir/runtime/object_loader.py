@@ -127,9 +127,9 @@ class LoadedObject:
         return self._exports.get(name)
 
     def __del__(self):
-        if self._base:
-            _libc.munmap(self._base, self._size)
-            self._base = 0
+        base, self._base = self._base, 0
+        if base and _libc is not None:       # at interpreter exit the module may be torn down first
+            _libc.munmap(base, self._size)
 
 
 def load_object(code: bytes) -> LoadedObject:
@@ -228,9 +228,11 @@ def _link(code, sections, symbols, loaded, offsets, externals, stubs, got, commo
                 _store(place, "<Q", (symbol_address(sym) + addend) & 0xFFFFFFFFFFFFFFFF)
             elif kind == _R_PC64:
                 _store(place, "<q", symbol_address(sym) + addend - place)
-            elif kind in (_R_PC32, _R_PLT32):
+            elif kind == _R_PLT32:            # a call: an external one goes through its stub
                 address = stub_of[sym["name"]] if external else symbol_address(sym)
                 _store32(place, address + addend - place, signed=True, kind=kind)
+            elif kind == _R_PC32:             # data or code, by its own address (in reach or refused)
+                _store32(place, symbol_address(sym) + addend - place, signed=True, kind=kind)
             elif kind in (_R_GOTPCREL, _R_GOTPCRELX, _R_REX_GOTPCRELX):
                 if not external:
                     raise ObjectFormatError(f"GOT relocation against local symbol {sym['name']!r}")
