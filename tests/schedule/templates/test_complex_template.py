@@ -10,6 +10,7 @@ from tilefuse.tensorir.ops import window
 from tilefuse.tensorir.runtime.target import Target
 from tilefuse.tensorir.stmt import Allocate
 from tilefuse.tensorir.walk import walk
+from conv_reference import grouped_reference
 
 AVX2 = Target.of("znver3", "+avx,+avx2,+fma")
 AVX512 = Target.of("znver4", "+avx,+avx2,+avx512f,+fma")
@@ -339,27 +340,6 @@ def grouped_conv(channels, size, groups, stride=1, pads=(1, 1), epilogue=None, w
     if epilogue == "silu":
         return elementwise.multiply(Y, elementwise.sigmoid(Y))
     return Y
-
-
-def grouped_reference(x, w, b, groups, stride, pads, epilogue):
-    """numpy's grouped convolution (pads before, pads reversed after) with bias and epilogue."""
-    c, icg = x.shape[1], w.shape[1]
-    ocg = w.shape[0] // groups
-    p = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[1]), (pads[1], pads[0])))
-    oh, ow = (p.shape[2] - 3) // stride + 1, (p.shape[3] - 3) // stride + 1
-    out = np.zeros((1, w.shape[0], oh, ow))
-    for g in range(groups):
-        for dy in range(3):
-            for dx in range(3):
-                taps = p[:, g * icg:(g + 1) * icg, dy:dy + stride * (oh - 1) + 1:stride,
-                         dx:dx + stride * (ow - 1) + 1:stride]
-                out[:, g * ocg:(g + 1) * ocg] += np.einsum("nchw,fc->nfhw", taps, w[g * ocg:(g + 1) * ocg, :, dy, dx])
-    out += b[:, None, None]
-    if epilogue == "relu":
-        return np.maximum(out, 0)
-    if epilogue == "silu":
-        return out / (1 + np.exp(-out))
-    return out
 
 
 @pytest.mark.parametrize("channels, size, groups, stride, pads, epilogue, width", [

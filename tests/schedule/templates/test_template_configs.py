@@ -16,6 +16,7 @@ from tilefuse.tensorir import compute, exp, if_then_else, placeholder, reduce_ax
 from tilefuse.tensorir.expr import Const, Max
 from tilefuse.tensorir import max as rmax
 from host_vectors import HOST, LANES
+from conv_reference import grouped_reference
 
 RNG = np.random.default_rng(3)
 SAMPLE = 200
@@ -229,18 +230,7 @@ def test_complex_grouped_conv_with_bias_and_silu(part, groups, c, stride, fmt):
 
     def silu(x, wt, b):
         x = x.transpose(0, 3, 1, 2) if nxc else x
-        p = np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 1)))
-        oh, ow = (h + 1 - 3) // stride + 1, (w + 1 - 3) // stride + 1
-        out = np.zeros((1, c, oh, ow), "float32")
-        k = c // groups
-        for g in range(groups):
-            for dy in range(3):
-                for dx in range(3):
-                    taps = p[:, g * k:(g + 1) * k, dy:dy + stride * (oh - 1) + 1:stride,
-                             dx:dx + stride * (ow - 1) + 1:stride]
-                    out[:, g * k:(g + 1) * k] += np.einsum("nchw,fc->nfhw", taps, wt[g * k:(g + 1) * k, :, dy, dx])
-        out += b[:, None, None]
-        out = out / (1 + np.exp(-out))
+        out = grouped_reference(x, wt, b, groups, stride, (1, 0), "silu").astype("float32")
         return out.transpose(0, 2, 3, 1) if nxc else out
     t = check_all_configs(S, silu, "complex", rtol=1e-4, atol=1e-4, part=part, parts=PARTS)
     assert t.groups is not None
