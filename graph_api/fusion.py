@@ -42,6 +42,7 @@ input when the rule for (that group, this op) allows it:
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from .op import OpKind
@@ -195,19 +196,8 @@ def _broadcasts_anchor(group: _Group, op) -> bool:
     broadcasts the anchor's result (squeeze-excite's channel scale times the feature map), and
     fused, the anchor would be computed once per broadcast element. A complex op starts its
     group, so it is the group's first op."""
-    anchor_size, size = _elements(group.ops[0].outputs[0]), _elements(op.outputs[0])
-    return anchor_size is not None and size is not None and size > anchor_size
-
-
-def _elements(t):
-    """The element count of a tensor of known shape, else None."""
-    shape = getattr(t, "shape", None)
-    if shape is None or any(not isinstance(d, int) or d < 0 for d in shape):
-        return None
-    count = 1
-    for d in shape:
-        count *= d
-    return count
+    anchor, out = group.ops[0].outputs[0], op.outputs[0]
+    return anchor.is_known() and out.is_known() and math.prod(out.shape) > math.prod(anchor.shape)
 
 
 def _reshapes_last_axis(op) -> bool:
