@@ -16,7 +16,8 @@ input when the rule for (that group, this op) allows it:
   after a complex op, one that moves the rows (the axis before the last: attention's heads
   merged back would be tiled as products of as many rows as there are heads), nor one
   whose output is larger than the complex op's (squeeze-excite's scale times the feature
-  map: the anchor would be computed once per broadcast element); and
+  map: the anchor would be computed once per broadcast element), nor, after an attention,
+  one of another shape (its template stores its blocks through elementwise ops only); and
   not a Slice after a complex op or a reduction (its tiles or rows would be cut to the slice);
   nor a StaticReshape that changes the last axis after a complex op (its tiles would be cut
   across rows: alone, a reshape is a view, ``CompiledGraph``), nor one that splits the rows
@@ -178,7 +179,7 @@ def _allowed(group: _Group, op, cls: str, rows_of, readers: dict) -> bool:
         if kind != "injective" and getattr(op, "kind", None) is OpKind.Slice:
             return False        # a part of the anchor's output: its tiles or rows would be cut to it
         if kind == "complex" and (_reshapes_last_axis(op) or _splits_rows(op) or _moves_rows(op)
-                                  or _broadcasts_anchor(group, op)):
+                                  or _broadcasts_anchor(group, op) or _reshapes_attention(group, op)):
             return False
         return not _concat_after_anchor(group, op)
     if cls == "reduction":
@@ -198,6 +199,15 @@ def _broadcasts_anchor(group: _Group, op) -> bool:
     group, so it is the group's first op."""
     anchor, out = group.ops[0].outputs[0], op.outputs[0]
     return anchor.is_known() and out.is_known() and math.prod(out.shape) > math.prod(anchor.shape)
+
+
+def _reshapes_attention(group: _Group, op) -> bool:
+    """Whether ``op`` gives an attention's result (the group's first op) another shape: its
+    template computes blocks of the attention's own rows and stores them through an
+    elementwise epilogue only."""
+    anchor = group.ops[0]
+    return getattr(anchor, "kind", None) is OpKind.ScaledDotProductAttention and \
+        tuple(op.outputs[0].shape or ()) != tuple(anchor.outputs[0].shape or ())
 
 
 def _reshapes_last_axis(op) -> bool:

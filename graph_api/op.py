@@ -28,6 +28,8 @@ class OpKind(enum.Enum):
       constant (with ``value``), reflect, edge or wrap.
     * ``Resize``: ONNX's resampling of any axes to ``sizes``, nearest or linear, with its
       coordinate transformations and nearest rounding modes (oneDNN's Interpolate has two).
+    * ``ScaledDotProductAttention``: ``softmax(query @ K^T * scale + mask) @ value`` over the
+      last axis (``graph_api.passes.fuse_attention`` makes it of the ops that spell it out).
     * ``Slice``: ``src[start:end:step]`` along ``axes`` (Python/ONNX clamping rules).
 
     Each has a schema, a shape rule, a reference implementation and a compute definition.
@@ -119,6 +121,7 @@ class OpKind(enum.Enum):
     Reorder = "Reorder"
     RMSNorm = "RMSNorm"
     Round = "Round"
+    ScaledDotProductAttention = "ScaledDotProductAttention"
     Select = "Select"
     Sigmoid = "Sigmoid"
     SigmoidBackward = "SigmoidBackward"

@@ -13,6 +13,7 @@ conv           Convolution, ConvTranspose
 pool           MaxPool, AvgPool
 norm           BatchNormInference, LayerNorm, GroupNorm, RMSNorm
 softmax        SoftMax, LogSoftmax
+attention      ScaledDotProductAttention
 reduce         Reduce*
 movement       Reorder, Identity, TypeCast, Cast, reshape, transpose, Concat, Gather, Slice, Pad,
                Expand, GenIndex, Dropout
@@ -29,7 +30,7 @@ Example:
 """
 from __future__ import annotations
 
-from . import eltwise, matmul, conv, pool, norm, softmax, reduce, movement, resample, quantize  # noqa: F401
+from . import eltwise, matmul, conv, pool, norm, softmax, attention, reduce, movement, resample, quantize  # noqa: F401
 from . import backward, plumbing  # noqa: F401
 from .normalize import normalize_op
 from .registry import REGISTRY, OpDef, RuleError, define, op_def

@@ -14,6 +14,7 @@ Example:
 """
 from __future__ import annotations
 
+from .attention import AttentionTemplate
 from .base import TEMPLATES, Template, template_for
 from .complex import ComplexTemplate
 from .dag import Dag, op_class
@@ -22,5 +23,5 @@ from .opaque import OpaqueTemplate
 from .reduction import ReductionTemplate
 from .window import WindowTemplate
 
-__all__ = ["template_for", "Template", "Dag", "op_class", "ComplexTemplate", "InjectiveTemplate",
+__all__ = ["template_for", "Template", "Dag", "op_class", "AttentionTemplate", "ComplexTemplate", "InjectiveTemplate",
            "OpaqueTemplate", "ReductionTemplate", "WindowTemplate", "TEMPLATES"]

@@ -174,6 +174,37 @@ class Dag:
             return None
         return anchor
 
+    def attention(self):
+        """(scores, row max, row sum, context) ops of a scaled dot-product attention, the
+        DAG ``tensorir.ops.scaled_dot_product_attention`` builds (with an elementwise epilogue
+        after it, if any): two complex ops, the second downstream of the first; between them
+        exactly two row reductions (a max, then a sum) over the first's last axis, every other
+        op injective, one output downstream of the second; else None.
+
+        Example:
+            >>> from tilefuse.tensorir import placeholder
+            >>> from tilefuse.tensorir.ops import scaled_dot_product_attention
+            >>> q, k, v = placeholder((8, 4)), placeholder((4, 8)), placeholder((8, 4))
+            >>> [op.name for op in Dag.of([scaled_dot_product_attention(q, k, v, key_transposed=True)]).attention()]
+            ['attention_scores', 'attention_max', 'attention_sum', 'attention_context']
+        """
+        complex_ops, reductions = self.of_class("complex"), self.of_class("reduction")
+        if len(self.outputs) != 1 or len(complex_ops) != 2 or len(reductions) != 2 or self.of_class("opaque"):
+            return None
+        scores, context = complex_ops
+        combiners = {op.body.combiner: op for op in reductions}
+        row_max, row_sum = combiners.get("max_skip_nan", combiners.get("max")), combiners.get("sum")
+        out = self.outputs[0].op
+        rows = tuple(scores.output(0).shape[:-1])
+        if row_max is None or row_sum is None or \
+                any(tuple(op.output(0).shape) != rows or len(op.reduce_axis) != 1 for op in reductions):
+            return None
+        after, before = self.downstream(scores), self.upstream(context)
+        if context not in after or row_max not in after or row_max not in before or row_sum not in after or \
+                row_sum in self.downstream(context) or (out is not context and out not in self.downstream(context)):
+            return None
+        return scores, row_max, row_sum, context
+
     def kind(self) -> str:
         """The operator class of the whole DAG, as the partitioner would group it.
 
@@ -187,6 +218,8 @@ class Dag:
             return "opaque"
         if self.window_anchor() is not None:
             return "window"
+        if self.attention() is not None:
+            return "attention"
         complex_ops, reductions = self.of_class("complex"), self.of_class("reduction")
         if not complex_ops and not reductions:
             return "injective"

@@ -18,7 +18,10 @@
 * A ``ParallelFor`` (``passes.outline_parallel_loops``) becomes ``void body(i64 begin, i64 end,
   ptr closure)``, run by ``tilefuse_parallel_for`` on the native thread pool, over the closure
   the node names. The body calls an always-inline helper whose buffer parameters are
-  ``noalias`` again, so alias facts survive outlining.
+  ``noalias`` again, so alias facts survive outlining. Its buffers too large for the stack
+  are allocated once per call of the body (a thread's chunk of iterations), not once per
+  iteration: each is one ``aligned_alloc`` and ``free`` a thread, where one per iteration
+  (attention's blocks of scores) let glibc hand the memory back and fault it in again.
 * Float arithmetic carries the ``contract`` flag (FMA formation) by default, all fast-math
   flags only when the caller asks for them.
 """
@@ -143,6 +146,7 @@ class CodeGen(Visitor):
         self.module.data_layout = data_layout
         self._outlined = itertools.count()
         self._alloca_builders: dict[str, ir.IRBuilder] = {}
+        self._task_heap: dict[str, list] = {}       # a parallel loop's body -> its large buffers
         self._flat_index = IdentityMemo(flat_index)     # accesses repeat (unrolled copies)
         self._var_uids = IdentityMemo(var_uids)
         self._linear_coefficient = IdentityMemo(linear_coefficient)
@@ -346,21 +350,19 @@ class CodeGen(Visitor):
         buf = s.buffer
         nbytes = buf.size * dt.itemsize(buf.dtype)
         inner = ctx.child()
-        heap = None
         if nbytes <= STACK_LIMIT:
             ptr = self._entry_alloca(ctx.func, ir.ArrayType(memory_type(buf.dtype), max(buf.size, 1)), buf.name,
                                      ALLOC_ALIGN)
         elif ctx.func.name == self.prim.name:         # not per task of a parallel loop: in the scratch block
             ptr = self._scratch_buffer(ctx, nbytes, buf.name)
-        else:
+        else:       # in a parallel loop's body: once per task (a thread's chunk of iterations)
             alloc = self._declare("aligned_alloc", PTR, [I64, I64])
             rounded = (max(nbytes, 1) + ALLOC_ALIGN - 1) // ALLOC_ALIGN * ALLOC_ALIGN
-            ptr = heap = ctx.builder.call(alloc, [constant(I64, ALLOC_ALIGN), constant(I64, rounded)],
-                                          name=buf.name)
+            ptr = self._alloca_builders[ctx.func.name].call(
+                alloc, [constant(I64, ALLOC_ALIGN), constant(I64, rounded)], name=buf.name)
+            self._task_heap[ctx.func.name].append(ptr)
         inner.buffers = {**ctx.buffers, buf.uid: ptr}
         self.visit(s.body, inner)
-        if heap is not None:
-            inner.builder.call(self._declare("free", ir.VoidType(), [PTR]), [heap])
         ctx.builder = inner.builder
 
     def visit_For(self, s, ctx):
@@ -419,7 +421,10 @@ class CodeGen(Visitor):
             env[v.uid] = arg
         start, begin, end = impl.args[-3], impl.args[-2], impl.args[-1]
         ictx = _Ctx(impl, ib, env, buffers)
+        self._task_heap[impl.name] = []
         self._serial_loop(s.var, ib.add(start, begin), ib.add(start, end), body, ictx)
+        for ptr in self._task_heap.pop(impl.name):
+            ictx.builder.call(self._declare("free", ir.VoidType(), [PTR]), [ptr])
         ictx.builder.ret_void()
         self._end_function(impl)
         # task(i64 begin, i64 end, ptr closure): unpack the closure and call impl

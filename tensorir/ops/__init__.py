@@ -9,7 +9,7 @@ schedule templates classify stages by their bodies. Bad attributes raise ValueEr
 op and the attribute; mismatched dtypes raise TypeError.
 
 Modules: ``elementwise`` (activations, binary arithmetic, Select, BiasAdd, PReLU, TypeCast),
-``nn`` (MatMul, norms, softmax, Reduce*), ``window`` (Convolution, ConvTranspose, pooling),
+``nn`` (MatMul, norms, softmax, Reduce*), ``attention`` (scaled dot-product attention), ``window`` (Convolution, ConvTranspose, pooling),
 ``transform`` (reshape, transpose, concat, GenIndex, Dropout, Gather, Slice, Pad, Expand), ``resample`` (Interpolate, Resize),
 ``quantize`` (Quantize, Dequantize) and ``backward`` (gradient ops).
 
@@ -22,6 +22,7 @@ Example:
     >>> y.shape, y.op.tag
     ((7, 37), 'softmax')
 """
+from .attention import scaled_dot_product_attention
 from .backward import (abs_backward, batch_norm_backward, bias_add_backward, clamp_backward, elu_backward,
                        gelu_backward, hardsigmoid_backward, hardswish_backward, log_softmax_backward, mish_backward,
                        relu_backward, sigmoid_backward, softmax_backward, softplus_backward, sqrt_backward,
@@ -45,8 +46,8 @@ __all__ = [
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "squared_difference", "greater_equal",
     "greater", "equal", "logical_and", "logical_or", "logical_xor", "logical_not", "is_nan",
     "select", "bias_add", "prelu", "typecast",
-    # nn
-    "matmul", "batch_norm_inference", "layer_norm", "group_norm", "rms_norm", "softmax", "log_softmax", "reduce",
+    # nn, attention
+    "matmul", "scaled_dot_product_attention", "batch_norm_inference", "layer_norm", "group_norm", "rms_norm", "softmax", "log_softmax", "reduce",
     "REDUCE_KINDS",
     # window
     "conv", "conv_transpose", "pool", "max_pool", "max_pool_indices", "avg_pool",

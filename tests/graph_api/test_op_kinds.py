@@ -494,6 +494,14 @@ for _kind in ("BiasAddBackward", "BiasAddBackprop"):
                   for fmt in ("NCX", "NXC")})
 
 
+cases("ScaledDotProductAttention", {
+    "key-transposed-mask": lambda m: m.op("ScaledDotProductAttention", [
+        m.input((2, 3, 13, 8)), m.input((2, 3, 8, 37)), m.input((2, 3, 37, 7)), m.input((2, 1, 1, 37), low=-9, high=0)],
+        scale=0.35, key_transposed=True),
+    "key-no-mask": lambda m: m.op("ScaledDotProductAttention", [m.input((3, 13, 8)), m.input((37, 8)), m.input((37, 5))],
+                                  key_transposed=False)})
+
+
 # ---------------------------------------------------------------------------- our own kinds (the ONNX front end)
 
 cases("Neg", {"f32": lambda m: m.op("Neg", [m.input((7, 13, 37))]),

@@ -121,7 +121,11 @@ def test_a_large_buffer_inside_a_parallel_loop_is_allocated_per_task():
     s[C].parallel(C.op.axis[0])
     s[B].compute_at(s[C], C.op.axis[0])             # one N x N buffer per parallel iteration
     f = build(s, [A, C])
-    assert SCRATCH not in f.source("llvm") and "aligned_alloc" in f.source("llvm")
+    text = f.source("llvm")
+    assert SCRATCH not in text and "aligned_alloc" in text
+    task = text[text.index("@main.parallel0("):].split("\nentry:")[1]
+    entry = task[:task.index(":")]           # the task's entry block, up to the first loop's label
+    assert entry.count("@aligned_alloc(") == 1, "allocated once per task (a thread's chunk), not per iteration"
     a = np.random.default_rng(0).standard_normal((4, N, N)).astype("float32")
     c = np.full_like(a, np.nan)
     f(a, c)

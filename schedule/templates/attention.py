@@ -1,0 +1,179 @@
+"""Scaled dot-product attention (``tensorir.ops.scaled_dot_product_attention``, with an
+elementwise epilogue, if any): the scores of a block of query rows never leave the cache.
+
+The output's rows (its leading axes and blocks of ``block`` query rows) run in parallel. Each
+block computes, in buffers of its own that stay in L2 (every stage computed at the block's
+loop shares the block's rows, the last block shifted back inside the rows):
+
+* the scaled and masked scores of its rows by all keys, register-tiled (``tile_i`` rows by
+  ``tile_j`` keys, the keys vectorized, the head dim the reduction outside the tile), the key
+  tiles outermost so that a panel of K^T stays in L1 while the block's row tiles read it.
+  K^T is read as it is (``pack`` off: its rows are contiguous along the keys) or from panels
+  ``tile_j`` keys wide (``pack``: the default for a key not transposed, whose keys lie a head
+  dim apart; the last panel's zero padding lets the last tile run past the keys);
+* the row max and the row sum, each into four registers (four independent chains), and the
+  exponentials between them;
+* the product of the exponentials by the values, register-tiled (``tile_o`` rows by the
+  value's width, the keys outside, ``unroll_k`` of them per trip), then divided by the row
+  sum as the output is stored.
+
+Default block: the largest multiple of the default ``tile_o`` up to ``MAX_BLOCK`` rows (or the
+query rows themselves, when fewer) whose scores fit ``BLOCK_BYTES`` and whose blocks pad the
+rows by at most 1/25 (else the one that pads them least): 24 rows of Whisper's 1500 keys
+(2 x 141 KB with the exponentials), 66 of BERT's 128 rows, 66 of ViT's 197, 49 of Swin's.
+"""
+from __future__ import annotations
+
+from tilefuse.tensorir.errors import Unsupported
+from tilefuse.tensorir.expr import IterVar, TensorLoad
+from tilefuse.tensorir.tensor import PlaceholderOp
+from tilefuse.tensorir.walk import walk
+
+from .base import Template, fuse_all, vectorize_by_registers
+from .injective import extent, schedule_elementwise
+
+MAX_BLOCK = 96                   # query rows a block holds at most
+BLOCK_BYTES = 160 * 1024        # a block's scores at most (its exponentials take as much again)
+TILE_I = [1, 2, 4, 6, 8]
+TILE_J = [16, 32, 48, 64]
+TILE_O = [1, 2, 4, 6, 8]
+UNROLL_K = [1, 2, 4]
+
+
+class AttentionTemplate(Template):
+    name = "attention"
+
+    def __init__(self, dag, target=None):
+        self.scores, self.row_max, self.row_sum, self.context = dag.attention()
+        self.out = dag.outputs[0].op
+        if tuple(self.out.output(0).shape) != tuple(self.context.output(0).shape):
+            raise Unsupported("the attention's epilogue changes its output's shape")
+        self.queries, self.keys = self.scores.output(0).shape[-2:]
+        self.key, self.key_dim = _key_read(self.scores)
+        super().__init__(dag, target)
+
+    def _tile(self) -> int:
+        return 6 if self.target.vector_registers >= 32 else 4
+
+    def define(self, space):
+        tile = self._tile()
+        blocks = {b for b in range(tile, MAX_BLOCK + 1, tile)} | ({self.queries} if self.queries <= MAX_BLOCK else set())
+        space.define_knob("block", sorted(blocks))
+        space.define_knob("tile_i", TILE_I)
+        space.define_knob("tile_j", TILE_J)
+        space.define_knob("tile_o", TILE_O)
+        space.define_knob("unroll_k", UNROLL_K)
+        space.define_knob("pack", [False, True] if self.key is not None else [False])
+
+    def default(self):
+        lanes = self.target.lanes(self.out.dtype)
+        tile, row_bytes = self._tile(), self.keys * 4
+        fitting = [b for b in self.space.knobs["block"].candidates if b * row_bytes <= BLOCK_BYTES] or [tile]
+        padded = {b: -(-self.queries // b) * b for b in fitting}
+        snug = [b for b in fitting if (padded[b] - self.queries) * 25 <= self.queries]
+        block = max(snug) if snug else min(fitting, key=lambda b: (padded[b], -b))
+        widest = 4 * lanes if self.target.vector_registers >= 32 else 2 * lanes
+        tile_j = max((t for t in TILE_J if t <= widest and t <= -(-self.keys // lanes) * lanes), default=TILE_J[0])
+        return {"block": block, "tile_i": tile, "tile_j": tile_j, "tile_o": tile, "unroll_k": 4,
+                "pack": self.key is not None and self.key_dim != self.key.ndim - 1}
+
+    def schedule(self, s, cfg):
+        dag, lanes = self.dag, self.target.lanes(self.out.dtype)
+        exp = next(t.op for t in self.context.input_tensors if t.op in dag.ops)
+        logits = next(t.op for t in exp.input_tensors if t.op is not self.row_max and t.op in dag.ops)
+        local = s.cache_write(self.scores.output(0), "local")
+        if logits is not self.scores:
+            s[self.scores].compute_inline()
+        for op in dag.ops:
+            if dag.classes[id(op)] == "injective" and op not in (exp, logits, self.out):
+                s[op].compute_inline()
+        ctx_local = s.cache_write(self.context.output(0), "local")
+        out = s[self.out]
+        *lead, rows, cols = out.op.axis
+        block, _ = out.split(rows, factor=cfg["block"])
+        outer = fuse_all(out, [*lead, block])
+        out.parallel(outer)
+        _vectorize(out, cols, lanes)
+        self._schedule_scores(s, cfg, s[logits], s[local], out, outer)
+        for op in (self.row_max, self.row_sum):
+            _row_reduction(s, op, out, outer, lanes)
+        ex = s[exp]
+        ex.compute_at(out, outer)
+        _, vector = ex.split(exp.axis[-1], factor=lanes)
+        ex.vectorize(vector)
+        # the context at the block's loop, its register tiles (rows by the value's width)
+        # accumulated with the keys outside
+        ctx = s[self.context]
+        ctx.compute_at(out, outer)
+        *_, ctx_rows, ctx_cols = self.context.axis
+        tile, in_tile = ctx.split(ctx_rows, factor=cfg["tile_o"])
+        ctx.unroll(in_tile)
+        _vectorize(ctx, ctx_cols, lanes)
+        acc = s[ctx_local]
+        acc.compute_at(ctx, tile)
+        _register_tile(acc, cfg["unroll_k"], lanes)
+
+    def _schedule_scores(self, s, cfg, lg, local, out, outer):
+        """The block's logits: key tiles outermost, the block's row tiles inside, each a
+        register tile accumulated over the head dim."""
+        lanes = self.target.lanes(self.out.dtype)
+        lg.compute_at(out, outer)
+        *lg_lead, lg_rows, lg_cols = lg.op.axis
+        jo, ji = lg.split(lg_cols, factor=cfg["tile_j"])
+        io, ii = lg.split(lg_rows, factor=cfg["tile_i"])
+        lg.reorder(*lg_lead, jo, io, ii, ji)
+        lg.unroll(ii)
+        vectorize_by_registers(lg, ji, cfg["tile_j"], lanes)
+        rounded = ()
+        if cfg["pack"]:
+            packed = s.pack(self.key, axis=self.key_dim, block=cfg["tile_j"], readers=[local])
+            schedule_elementwise(s[packed], self.dag, lanes, 1, extent(packed.shape) >= 1 << 15)
+            rounded = (local.op.axis[-1],)     # the last panel's zeros: the last tile runs past the keys
+        local.compute_at(lg, io, round_up=rounded)
+        _register_tile(local, cfg["unroll_k"], lanes)
+
+
+def _register_tile(stage, unroll: int, lanes: int) -> None:
+    """A product's accumulator: its one reduce axis outermost (``unroll`` trips as copies of the
+    tile), the rows unrolled, the columns vectorized."""
+    (reduce_axis,) = stage.op.reduce_axis
+    *lead, rows, cols = stage.op.axis
+    outer, inner = stage.split(reduce_axis, factor=unroll)
+    stage.reorder(*lead, outer, inner, rows, cols)
+    stage.unroll(inner)
+    stage.unroll(rows)
+    _vectorize(stage, cols, lanes)
+
+
+def _row_reduction(s, op, out, outer, lanes: int) -> None:
+    """A row max or sum of the block at the block's loop: four vector registers of partial
+    results (four independent chains of max or add), then those reduced."""
+    stage = s[op]
+    _, vector = stage.split(op.reduce_axis[0], factor=4 * lanes)
+    rf = s.rfactor(op.output(0), vector)
+    rf_stage = s[rf]
+    rf_stage.reorder(*[a for a in rf_stage.leaf_iter_vars if a.kind == "reduce"], rf.op.axis[-1])
+    rf_stage.vectorize(rf.op.axis[-1])
+    rf_stage.compute_at(out, outer)
+    stage.compute_at(out, outer)
+
+
+def _vectorize(stage, axis, lanes: int) -> None:
+    """Vectorize ``axis`` (whole vector registers when it holds a whole number of them)."""
+    width = axis.dom_extent
+    if width % lanes == 0:
+        vectorize_by_registers(stage, axis, width, lanes)
+    else:
+        stage.vectorize(axis)
+
+
+def _key_read(scores):
+    """(input, dim) of the scores' second operand (an input of the kernel) where its dim
+    ``dim`` is read with the scores' last axis (the keys), or (None, None)."""
+    keys = scores.axis[-1]
+    for load in walk(scores.body):
+        if isinstance(load, TensorLoad) and isinstance(load.tensor.op, PlaceholderOp):
+            for d, index in enumerate(load.indices):
+                if isinstance(index, IterVar) and index.uid == keys.uid:
+                    return load.tensor, d
+    return None, None

@@ -1,0 +1,110 @@
+"""The attention template: which DAGs it takes, its defaults, and every knob's kernels against
+numpy on shapes no tile divides (with masks, epilogues, keys transposed or not, packed or not)."""
+import numpy as np
+import pytest
+
+from tilefuse.schedule.space import Config
+from tilefuse.schedule.templates import Dag, template_for
+from tilefuse.schedule.templates.attention import AttentionTemplate
+from tilefuse.tensorir import compute, ops, placeholder
+from tilefuse.tensorir.ops import scaled_dot_product_attention
+from tilefuse.tensorir.runtime.target import Target
+
+RNG = np.random.default_rng(40)
+AVX512 = Target.of("skylake-avx512", "+avx512f,+fma")
+
+
+def numpy_attention(q, k, v, mask, scale, key_transposed):
+    kt = k if key_transposed else np.swapaxes(k, -1, -2)
+    x = np.matmul(q.astype(np.float64), kt) * scale + (0 if mask is None else mask)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return np.matmul(e / e.sum(-1, keepdims=True), v)
+
+
+def attention(batch, heads, rows, keys, depth, width, mask_shape=None, key_transposed=True):
+    q = placeholder((batch, heads, rows, depth), name="q")
+    k = placeholder((batch, heads, depth, keys) if key_transposed else (batch, heads, keys, depth), name="k")
+    v = placeholder((batch, heads, keys, width), name="v")
+    args = [q, k, v] + ([placeholder(mask_shape, name="mask")] if mask_shape else [])
+    values = [RNG.standard_normal(a.shape).astype("float32") for a in args]
+    if mask_shape:
+        values[3] = np.where(values[3] > 1.0, -1e4, 0.0).astype("float32")
+    out = scaled_dot_product_attention(*args[:3], args[3] if mask_shape else None, scale=0.125,
+                                       key_transposed=key_transposed)
+    expected = numpy_attention(*values[:3], values[3] if mask_shape else None, 0.125, key_transposed)
+    return out, dict(zip(args, values)), expected
+
+
+def run(out, feeds: dict, config=None):
+    """``out`` built by its template with ``config``, run on ``feeds`` (placeholder -> array)."""
+    t = template_for(out)
+    assert t.name == "attention"
+    by_tensor = {id(k): v for k, v in feeds.items()}
+    got = np.full(t.outputs[0].shape, np.nan, "float32")
+    t.build(config)(*[by_tensor[id(a)] for a in t.args[:-1]], got)
+    return got
+
+
+def test_an_attention_dag_takes_the_attention_template_and_others_do_not():
+    out, _, _ = attention(1, 2, 9, 11, 8, 8)
+    assert template_for(out).name == "attention"
+    epilogue = compute(out.shape, lambda *i: out[i] * 2.0, name="twice")
+    assert template_for(epilogue).name == "attention"
+    x = placeholder((4, 9), name="x")
+    assert Dag.of([ops.softmax(ops.matmul(x, placeholder((9, 5))), axis=-1)]).attention() is None
+    two_products = ops.matmul(ops.matmul(x, placeholder((9, 5))), placeholder((5, 3)))
+    assert Dag.of([two_products]).attention() is None and template_for(two_products).name == "opaque"
+
+
+def test_an_epilogue_that_changes_the_shape_gives_way_to_the_opaque_template():
+    out, _, _ = attention(1, 2, 9, 11, 8, 8)
+    flat = compute((2, 9, 8), lambda h, i, j: out[0, h, i, j], name="flat")
+    assert Dag.of([flat]).attention() is not None and template_for(flat).name == "opaque"
+
+
+@pytest.mark.parametrize("rows, keys, expected_block", [(1500, 1500, 24), (128, 128, 66), (197, 197, 66),
+                                                        (49, 49, 49), (4096, 64, 96)])
+def test_default_blocks_keep_the_scores_in_l2_and_pad_the_rows_little(rows, keys, expected_block):
+    q, k = placeholder((1, 2, rows, 64)), placeholder((1, 2, 64, keys))
+    t = template_for(scaled_dot_product_attention(q, k, placeholder((1, 2, keys, 64)), key_transposed=True), AVX512)
+    config = t.default_config()
+    assert config["block"] == expected_block
+    assert (config["tile_i"], config["tile_o"], config["unroll_k"], config["pack"]) == (6, 6, 4, False)
+    assert config["tile_j"] == (64 if keys >= 64 else 64 if keys > 48 else 48)
+
+
+def test_keys_read_across_the_head_dim_are_packed_by_default():
+    out, _, _ = attention(1, 2, 9, 11, 8, 8, key_transposed=False)
+    assert template_for(out).default_config()["pack"] is True
+
+
+@pytest.mark.parametrize("case", [
+    dict(batch=2, heads=3, rows=50, keys=37, depth=16, width=24, mask_shape=(2, 1, 1, 37)),
+    dict(batch=1, heads=2, rows=37, keys=150, depth=24, width=16, mask_shape=(37, 150), key_transposed=False),
+    dict(batch=1, heads=1, rows=7, keys=5, depth=3, width=5),
+], ids=["bert-mask", "rows-by-keys-mask-untransposed", "tiny"])
+@pytest.mark.parametrize("overrides", [{}, {"block": 12, "tile_i": 4, "tile_j": 32, "tile_o": 4, "unroll_k": 2},
+                                       {"pack": True, "tile_j": 48, "tile_i": 8, "tile_o": 1, "unroll_k": 1}],
+                         ids=["default", "smaller", "packed"])
+def test_kernels_match_numpy(case, overrides):
+    out, feeds, expected = attention(**case)
+    t = template_for(out)
+    config = Config({**t.default_config().values, **overrides})
+    if "pack" in overrides and t.space.knobs["pack"].candidates == [False]:
+        config = Config({**config.values, "pack": False})
+    np.testing.assert_allclose(run(out, feeds, config), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_an_elementwise_epilogue_is_applied_as_the_output_is_stored():
+    out, feeds, expected = attention(1, 2, 30, 40, 8, 16)
+    bias = placeholder((16,), name="bias")
+    y = compute(out.shape, lambda *i: out[i] + bias[i[-1]], name="biased")
+    b = RNG.standard_normal(16).astype("float32")
+    np.testing.assert_allclose(run(y, {**feeds, bias: b}), expected + b, rtol=1e-4, atol=1e-5)
+
+
+def test_every_knob_is_in_the_space_and_the_template_is_registered():
+    out, _, _ = attention(1, 2, 9, 11, 8, 8)
+    t = template_for(out)
+    assert isinstance(t, AttentionTemplate)
+    assert set(t.space.knobs) == {"block", "tile_i", "tile_j", "tile_o", "unroll_k", "pack"}
