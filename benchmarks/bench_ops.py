@@ -125,6 +125,25 @@ def case_dense_data_weights():
     return mb.model([mb.node("Relu", [mb.node("Add", [y, mb.weight("b", (3072,), scale=0.1)])])])
 
 
+def case_attention(heads, sequence, depth):
+    """Scaled dot-product attention as exporters write it: MatMul(Q, K^T), Mul by 1/sqrt(depth),
+    Softmax over the keys, MatMul by V (one fused op and kernel in tilefuse)."""
+    def make():
+        mb = ModelBuilder()
+        q, kt = mb.input("q", (1, heads, sequence, depth)), mb.input("k", (1, heads, depth, sequence))
+        scale = mb.weight("scale", (), value=np.float32(1 / math.sqrt(depth)))
+        scores = mb.node("Mul", [mb.node("MatMul", [q, kt]), scale])
+        probabilities = mb.node("Softmax", [scores], axis=-1)
+        return mb.model([mb.node("MatMul", [probabilities, mb.input("v", (1, heads, sequence, depth))])])
+    return make
+
+
+def _attention_numpy(feeds, model):
+    scores = feeds["q"] @ feeds["k"] * np.float32(1 / math.sqrt(feeds["q"].shape[-1]))
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)) @ feeds["v"]
+
+
 def case_eltwise():
     mb = ModelBuilder(); a, b, c = (mb.input(n, (4 * 1024 * 1024,)) for n in "abc")
     return mb.model([mb.node("Add", [mb.node("Mul", [mb.node("Exp", [a]), b]), c])])
@@ -277,6 +296,8 @@ CASES = {
                      _matmul_numpy),
     "attention_pv": ("attention P V, 12 heads of 128x128x64", case_matmul_data((12, 128, 128), (12, 128, 64)),
                      _matmul_numpy),
+    "attention128": ("attention, 12 heads of 128x64 (BERT)", case_attention(12, 128, 64), _attention_numpy),
+    "attention1500": ("attention, 6 heads of 1500x64 (Whisper-tiny)", case_attention(6, 1500, 64), _attention_numpy),
     "eltwise": ("exp(a)*b+c 4M", case_eltwise),
     "layernorm": ("LayerNormalization 128x768", case_layernorm),
     "conv3x3": ("conv 3x3 64->64 56x56 +bias+relu", case_conv3x3),
