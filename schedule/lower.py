@@ -465,15 +465,15 @@ def _window(shape: tuple, reads: list, ranges: dict, round_up=None):
             continue
         lo, hi = min(p[1] for p in parts), max(p[2] for p in parts)
         ext = hi - lo + 1
+        if round_up and round_up[d]:       # past the end too: a tile wider than the axis stays whole
+            mins.append(simplify(base + lo, ranges))
+            exts.append(ext)
+            continue
         if ext >= n:
             mins.append(E.Const(0, "int64"))
             exts.append(n)
             continue
         start = simplify(base + lo, ranges)
-        if round_up and round_up[d]:
-            mins.append(start)
-            exts.append(ext)
-            continue
         # shift the window inside the tensor, so it never reaches past either end
         start = simplify(E.Max(E.Min(start, E.Const(n - ext, "int64"), "int64"), E.Const(0, "int64"), "int64"),
                          ranges)

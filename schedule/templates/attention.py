@@ -10,7 +10,9 @@ loop shares the block's rows, the last block shifted back inside the rows):
   tiles outermost so that a panel of K^T stays in L1 while the block's row tiles read it.
   K^T is read as it is (``pack`` off: its rows are contiguous along the keys) or from panels
   ``tile_j`` keys wide (``pack``: the default for a key not transposed, whose keys lie a head
-  dim apart; the last panel's zero padding lets the last tile run past the keys);
+  dim apart, and for fewer keys than a tile that are not whole vectors: the last panel's zero
+  padding lets the last tile run past the keys, its accumulators whole vectors in registers;
+  Swin's 49 keys by 32, 0.39 -> 0.25 ms for 64 windows of 3 heads);
 * the row max and the row sum, each into four registers (four independent chains), and the
   exponentials between them;
 * the product of the exponentials by the values, register-tiled (``tile_o`` rows by the
@@ -74,8 +76,12 @@ class AttentionTemplate(Template):
         block = max(snug) if snug else min(fitting, key=lambda b: (padded[b], -b))
         widest = 4 * lanes if self.target.vector_registers >= 32 else 2 * lanes
         tile_j = max((t for t in TILE_J if t <= widest and t <= -(-self.keys // lanes) * lanes), default=TILE_J[0])
+        # packed: keys a head dim apart, or fewer keys than a tile and not whole vectors (the
+        # tile then runs whole over the panel's zeros, its accumulators in registers)
+        across = self.key_dim != self.key.ndim - 1 if self.key is not None else False
+        short = self.keys < tile_j and self.keys % lanes != 0
         return {"block": block, "tile_i": tile, "tile_j": tile_j, "tile_o": tile, "unroll_k": 4,
-                "pack": self.key is not None and self.key_dim != self.key.ndim - 1}
+                "pack": self.key is not None and (across or short)}
 
     def schedule(self, s, cfg):
         dag, lanes = self.dag, self.target.lanes(self.out.dtype)
@@ -111,7 +117,7 @@ class AttentionTemplate(Template):
         _vectorize(ctx, ctx_cols, lanes)
         acc = s[ctx_local]
         acc.compute_at(ctx, tile)
-        _register_tile(acc, cfg["unroll_k"], lanes)
+        _register_tile(acc, cfg["unroll_k"], lanes, ctx_cols.dom_extent)
 
     def _schedule_scores(self, s, cfg, lg, local, out, outer):
         """The block's logits: key tiles outermost, the block's row tiles inside, each a
@@ -130,19 +136,19 @@ class AttentionTemplate(Template):
             schedule_elementwise(s[packed], self.dag, lanes, 1, extent(packed.shape) >= 1 << 15)
             rounded = (local.op.axis[-1],)     # the last panel's zeros: the last tile runs past the keys
         local.compute_at(lg, io, round_up=rounded)
-        _register_tile(local, cfg["unroll_k"], lanes)
+        _register_tile(local, cfg["unroll_k"], lanes, min(cfg["tile_j"], self.keys))
 
 
-def _register_tile(stage, unroll: int, lanes: int) -> None:
+def _register_tile(stage, unroll: int, lanes: int, width: int) -> None:
     """A product's accumulator: its one reduce axis outermost (``unroll`` trips as copies of the
-    tile), the rows unrolled, the columns vectorized."""
+    tile), the rows unrolled, the columns (``width`` of them) vectorized."""
     (reduce_axis,) = stage.op.reduce_axis
     *lead, rows, cols = stage.op.axis
     outer, inner = stage.split(reduce_axis, factor=unroll)
     stage.reorder(*lead, outer, inner, rows, cols)
     stage.unroll(inner)
     stage.unroll(rows)
-    _vectorize(stage, cols, lanes)
+    _vectorize(stage, cols, lanes, width)
 
 
 def _row_reduction(s, op, out, outer, lanes: int) -> None:
@@ -158,11 +164,17 @@ def _row_reduction(s, op, out, outer, lanes: int) -> None:
     stage.compute_at(out, outer)
 
 
-def _vectorize(stage, axis, lanes: int) -> None:
-    """Vectorize ``axis`` (whole vector registers when it holds a whole number of them)."""
-    width = axis.dom_extent
+def _vectorize(stage, axis, lanes: int, width: int | None = None) -> None:
+    """Vectorize ``axis``, a loop of ``width`` (default: its extent) at lowering: whole vector
+    registers when it holds a whole number of them, else unrolled vectors of ``lanes``, the
+    last one masked (a 49-lane vector would be split by LLVM into odd pieces)."""
+    width = axis.dom_extent if width is None else width
     if width % lanes == 0:
         vectorize_by_registers(stage, axis, width, lanes)
+    elif width > lanes:
+        outer, inner = stage.split(axis, factor=lanes)
+        stage.unroll(outer)
+        stage.vectorize(inner)
     else:
         stage.vectorize(axis)
 

@@ -80,6 +80,20 @@ def test_a_round_up_axis_keeps_its_window_aligned_and_runs_past_the_end():
         np.testing.assert_allclose(run(s, [P, C], [a], (3, 10)), a[:, :10] * 2.0 + 1.0, rtol=1e-6)
 
 
+def test_a_round_up_tile_wider_than_its_axis_stays_whole():
+    # 10 columns in one tile of 16: the window keeps the tile's 16 columns (P's padding), where
+    # clipped to 10 the last vector of each row would be a partial one
+    P = placeholder((3, 16), name="P")
+    B = compute((3, 10), lambda i, j: P[i, j] * 2.0, name="B")
+    C = compute((3, 10), lambda i, j: B[i, j] + 1.0, name="C")
+    s = create_schedule(C)
+    jo, _ = s[C].split(C.op.axis[1], factor=16)
+    s[B].compute_at(s[C], jo, round_up=[B.op.axis[1]])
+    assert "allocate B[1, 16]" in str(lower(s, [P, C]))         # a row of it: 16 columns, not 10
+    a = rand((3, 16))
+    np.testing.assert_allclose(run(s, [P, C], [a], (3, 10)), a[:, :10] * 2.0 + 1.0, rtol=1e-6)
+
+
 def test_compute_at_inner_loop_and_chain_of_three():
     A = placeholder((20, 30), name="A")
     B = compute((20, 30), lambda i, j: A[i, j] * 2.0, name="B")
