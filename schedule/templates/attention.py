@@ -26,6 +26,7 @@ rows by at most 1/25 (else the one that pads them least): 24 rows of Whisper's 1
 """
 from __future__ import annotations
 
+from tilefuse.tensorir.dtype import itemsize
 from tilefuse.tensorir.errors import Unsupported
 from tilefuse.tensorir.expr import IterVar, TensorLoad
 from tilefuse.tensorir.tensor import PlaceholderOp
@@ -69,7 +70,7 @@ class AttentionTemplate(Template):
 
     def default(self):
         lanes = self.target.lanes(self.out.dtype)
-        tile, row_bytes = self._tile(), self.keys * 4
+        tile, row_bytes = self._tile(), self.keys * itemsize(self.out.dtype)
         fitting = [b for b in self.space.knobs["block"].candidates if b * row_bytes <= BLOCK_BYTES] or [tile]
         padded = {b: -(-self.queries // b) * b for b in fitting}
         snug = [b for b in fitting if (padded[b] - self.queries) * 25 <= self.queries]

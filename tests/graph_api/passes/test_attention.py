@@ -14,9 +14,9 @@ RNG = np.random.default_rng(40)
 
 
 def chain(scale="multiply", mask=(B, 1, 1, K), transpose_b=False, axis=-1, extra_reader=None, mask_first=False,
-          softmax_outputs=1, value_transposed=False):
+          softmax_outputs=1, value_transposed=False, returned=None):
     """Q @ K^T [* or / scale] [+ mask] -> SoftMax -> @ V -> ReLU; ``extra_reader`` (a tensor id)
-    gets an Exp too."""
+    gets an Exp too, ``returned`` (a tensor id) is a graph output too (an End op)."""
     kt = lt(1, (B, H, K, D) if transpose_b else KT)
     v = lt(2, (B, H, D, K) if value_transposed else V)
     values, ops, last = {}, [op(0, "MatMul", [lt(0, Q), kt], [lt(10, SCORES)], transpose_b=transpose_b)], 10
@@ -36,6 +36,8 @@ def chain(scale="multiply", mask=(B, 1, 1, K), transpose_b=False, axis=-1, extra
     ops.append(op(5, "ReLU", [lt(15, OUT)], [lt(16, OUT)]))
     if extra_reader is not None:
         ops.append(op(6, "Exp", [lt(extra_reader, SCORES)], [lt(17, SCORES)]))
+    if returned is not None:
+        ops.append(op(7, "End", [lt(returned, SCORES)], []))
     return graph(*ops, values=values)
 
 
@@ -69,12 +71,13 @@ def test_attention_written_out_becomes_one_op(scale, mask, transpose_b, mask_fir
     chain(extra_reader=10),                      # the raw scores are read elsewhere too
     chain(extra_reader=12),                      # so are the masked ones
     chain(extra_reader=13),                      # so are the probabilities
+    chain(returned=13),                          # the probabilities are returned (attention weights)
     chain(axis=2),                               # a softmax over the rows
     chain(softmax_outputs=2),                    # its stats are wanted
     chain(mask=(B, H, S, 1, K)),                 # a mask that broadcasts the scores to more dims
     chain(mask=(S, 1, K)),                       # one that does not broadcast one way to them
     chain(value_transposed=True),                # V transposed by the second product
-], ids=["scores-read", "masked-read", "probabilities-read", "rows-axis", "stats", "mask-broadcasts-up",
+], ids=["scores-read", "masked-read", "probabilities-read", "probabilities-returned", "rows-axis", "stats", "mask-broadcasts-up",
         "mask-does-not-broadcast", "value-transposed"])
 def test_chains_the_op_cannot_stand_for_stay_as_they_are(g):
     assert kinds(fuse_attention(g)) == kinds(g)

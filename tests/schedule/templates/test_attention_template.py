@@ -109,3 +109,15 @@ def test_every_knob_is_in_the_space_and_the_template_is_registered():
     t = template_for(out)
     assert isinstance(t, AttentionTemplate)
     assert set(t.space.knobs) == {"block", "tile_i", "tile_j", "tile_o", "unroll_k", "pack"}
+
+
+def test_float64_attention_takes_tiles_of_its_own_lanes():
+    q, k = placeholder((2, 37, 16), "float64", name="q"), placeholder((2, 29, 16), "float64", name="k")
+    v = placeholder((2, 29, 13), "float64", name="v")
+    out = scaled_dot_product_attention(q, k, v, scale=0.3)
+    t = template_for(out, AVX512)
+    assert t.default_config()["tile_j"] == 32              # four vectors of 8 doubles
+    values = [RNG.standard_normal(a.shape) for a in (q, k, v)]
+    got = np.full(out.shape, np.nan)
+    template_for(out).build()(*values, got)
+    np.testing.assert_allclose(got, numpy_attention(*values, None, 0.3, False), rtol=1e-12, atol=1e-12)
