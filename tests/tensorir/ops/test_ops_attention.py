@@ -23,6 +23,8 @@ def reference(q, k, v, mask=None, scale=1.0, key_transposed=False):
     ((3, 37, 16), (3, 29, 16), (3, 29, 16), (37, 29), False),                  # a mask over rows and keys
     ((2, 1, 21, 8), (1, 4, 8, 21), (2, 4, 21, 8), None, True),                 # batch dims broadcast
     ((5, 7), (5, 7), (5, 3), (1,), False),                                     # no batch dims
+    ((2, 4, 1, 16), (2, 4, 16, 70), (2, 4, 70, 16), (2, 1, 1, 70), True),      # one query (a decoder's step)
+    ((3, 9, 8), (3, 1, 8), (3, 1, 5), None, False),                            # one key
 ])
 def test_attention_matches_numpy(q_shape, k_shape, v_shape, mask_shape, key_transposed):
     q, k, v = placeholder(q_shape, name="q"), placeholder(k_shape, name="k"), placeholder(v_shape, name="v")
