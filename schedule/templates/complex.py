@@ -372,12 +372,13 @@ class ComplexTemplate(Template):
     def _sweeps_panels(self) -> bool:
         """Whether the rows layout can sweep constant weights panel by panel with a next panel
         to fetch (``fetch_next_panel``): an ungrouped product with one reduce axis, the weights
-        packed into more than one panel, its output the tiled one's shape."""
+        packed into more than one panel, its output the tiled one's shape but for leading
+        ones (GPT-2's dense layers are (128, N) products reshaped to (1, 128, N))."""
         packable = self.packable("rows")
         return (packable is not None and _is_constant(packable[0]) and self.groups is None
                 and self.winograd is None and len(self.anchor.reduce_axis) == 1
                 and self.j_extent > TILE_J[-1] and self.i_extent is not None
-                and self.dims == list(self.anchor.output(0).shape))     # the tile's rows are the anchor's
+                and _without_leading_ones(self.dims) == _without_leading_ones(self.anchor.output(0).shape))
 
     def _fused_rows_divide(self, values) -> bool:
         """Whether a fused Winograd (one row of tiles per parallel iteration) has whole register
@@ -687,7 +688,7 @@ class ComplexTemplate(Template):
         if "prefetch" in self.space.knobs and cfg["prefetch"] and cfg["pack"] and packable is not None:
             fetch_panel_ahead(local, packed, tj, cfg["prefetch"])
         if cfg.values.get("fetch_next_panel"):
-            rows = [(a, n) for a, n in zip(local.op.axis, self.dims) if a is not local.op.axis[j_dim]]
+            rows = list(zip(local.op.axis[:-1], local.op.output(0).shape[:-1]))
             fetch_next_panel(local, packed, rows, ti, tj, cfg["unroll_k"])
         if unrolled is not None:
             local.unroll(unrolled)
@@ -707,6 +708,13 @@ def _schedule_rows(stage, lanes: int) -> None:
     stage.vectorize(inner)
     if extent(stage.op.output(0).shape) >= PARALLEL_MIN_ELEMENTS and len(axes) > 1:
         stage.parallel(fuse_all(stage, axes[:-1]))
+
+
+def _without_leading_ones(shape) -> list:
+    shape = list(shape)
+    while len(shape) > 1 and shape[0] == 1:
+        shape.pop(0)
+    return shape
 
 
 def _is_constant(tensor) -> bool:

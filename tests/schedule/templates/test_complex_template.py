@@ -445,3 +445,19 @@ def test_weights_swept_panel_by_panel_fetch_the_next_panel_a_line_per_trip():
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-3)
     searchable = lambda **v: host.space.searchable(host.space.index_of(Config(dict(host.default_config().values, **v))))
     assert searchable() and not searchable(order="ij") and not searchable(pack=False)
+
+
+def test_a_product_reshaped_with_a_leading_one_fetches_the_next_panel_too():
+    from tilefuse.tensorir.stmt import Prefetch
+    # GPT-2's dense layers: a (rows, N) product, scaled and reshaped to (1, rows, N) in its epilogue
+    product = matmul(130, 768, 1000)
+    out = compute((1, 130, 1000), lambda b, i, j: product[i, j] * 2.0, name="R")
+    t = template_for(out)
+    cfg = t.default_config()
+    assert cfg["fetch_next_panel"]
+    assert [n for n in walk(lower(t.apply(cfg), t.args).body) if isinstance(n, Prefetch)]
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((130, 768)).astype(np.float32), rng.standard_normal((768, 1000)).astype(np.float32)
+    got = np.full((1, 130, 1000), np.nan, np.float32)
+    t.build(cfg)(a, b, got)
+    np.testing.assert_allclose(got[0], 2 * (a @ b), rtol=1e-4, atol=2e-3)
