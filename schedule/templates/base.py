@@ -286,15 +286,18 @@ def fetch_next_panel(stage, panel: Tensor, rows: list, tile_i: int, width: int, 
     Example:
         >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
         >>> from tilefuse.schedule import create_schedule, lower
-        >>> A = placeholder((12, 64), name="A"); W = placeholder((64, 32), name="W")
+        >>> A = placeholder((12, 64), name="A"); W = placeholder((64, 64), name="W")
         >>> r = reduce_axis((0, 64), name="r")
-        >>> C = compute((12, 32), lambda i, j: sum(A[i, r] * W[r, j], axis=r), name="C")
-        >>> s = create_schedule(C); P = s.pack(W, axis=1, block=16)
-        >>> jo, ji = s[C].split(C.op.axis[1], factor=16); io, ii = s[C].split(C.op.axis[0], factor=4)
+        >>> C = compute((12, 64), lambda i, j: sum(A[i, r] * W[r, j], axis=r), name="C")
+        >>> s = create_schedule(C); P = s.pack(W, axis=1, block=32)
+        >>> jo, ji = s[C].split(C.op.axis[1], factor=32); io, ii = s[C].split(C.op.axis[0], factor=4)
         >>> s[C].reorder(jo, io, r, ii, ji)
-        >>> fetch_next_panel(s[C], P, [(C.op.axis[0], 12)], tile_i=4, width=16, unroll=1)
+        >>> fetch_next_panel(s[C], P, [(C.op.axis[0], 12)], tile_i=4, width=32, unroll=1)
         >>> [line.strip() for line in str(lower(s, [A, W, C])).splitlines() if "prefetch" in line]
-        ['prefetch W.packed[j.outer + 1, 0, i.outer * 1024 + r * 16]']
+        ['prefetch W.packed[j.outer + 1, 0, i.outer % 2 * 1024 + r * 16]']
+
+    A panel holds 128 lines: row tile 0 fetches the first 64 of the next one, a line a step,
+    row tile 1 the other 64, and row tile 2 the first 64 again.
     """
     (depth,) = [r.dom_extent for r in stage.op.reduce_axis]
     per_line = CACHE_LINE_BYTES // itemsize(panel.dtype)
@@ -310,7 +313,9 @@ def fetch_next_panel(stage, panel: Tensor, rows: list, tile_i: int, width: int, 
         tile = coords[row] // tile_i
         for k, (axis, n) in enumerate(lead):            # the row tile's place in the panel's sweep
             tile = tile + coords[axis] * (row_tiles * math.prod(n for _, n in lead[k + 1:]))
-        line = (tile * trips + coords[reduce] // unroll) * fetches + m
+        # past the next panel's end, around again: never a panel further on, whose lines would
+        # crowd L2 (1500 rows would sweep 15 panels ahead)
+        line = ((tile * trips + coords[reduce] // unroll) * fetches + m) % lines
         return coords[column] // width + 1, 0, line * per_line
     column = next(a for a in stage.op.axis if all(a is not r for r, _ in rows))
     for m in range(fetches):
