@@ -213,7 +213,7 @@ LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4    # ln2 = LN2_HI + LN2_LO, LN2_HI 
 ROUND_MAGIC = 12582912.0 + 127      # 1.5 * 2^23 + 127: v + ROUND_MAGIC rounds v to an integer k
 SIGMOID_LO = -87.33654022216797     # log(FLT_MIN) rounded up to a float: below, sigmoid(x) is 0, not denormal
 SIGMOID_HI = 80.0                   # above, sigmoid(x) is 1.0f; exp(-x) stays a normal float
-#: exp(r) - 1 - ... on |r| <= ln2/2: minimax (relative error 7.5e-8) of degree 5, highest first
+#: exp(r) on |r| <= ln2/2 as a degree-5 polynomial, minimax in relative error (7.5e-8), highest degree first
 EXP_DEGREE5 = (0.008297654800117016, 0.04191538318991661, 0.16667574644088745, 0.49998894333839417,
                0.9999997019767761, 1.0000001192092896)
 
