@@ -174,31 +174,46 @@ def bench_model(path: Path, manifest: dict, args) -> dict:
         engines["openvino"] = openvino
     row.update(timed_interleaved(engines, args.rounds, pause=0.1))
     if args.profile and ours is not None:
-        print_profile(ours, feeds, args.top)
+        from machine import fma_peak_gflops
+        print_profile(ours, feeds, args.top, fma_peak_gflops())
     return row
 
 
-def print_profile(session, feeds: dict, top: int) -> None:
-    """The slowest partitions of the session's compiled graph for these feeds."""
-    from bench_onnx import _describe, partition_profile
+def print_profile(session, feeds: dict, top: int, peak_gflops: float) -> None:
+    """The slowest partitions of the session's compiled graph for these feeds, each timed where
+    a run reaches it (``CompiledGraph.step_times``: its weights from memory as in a real run,
+    not from cache as when a step is timed alone; the best of 10 runs), with its GFLOP and
+    its share of the FMA peak, then the same partitions (ops and output shape) summed."""
+    from bench_onnx import _describe
+    from tilefuse.graph_api import OpKind
+    from tilefuse.graph_api.profiler import op_flop
     key = tuple(np.asarray(v).shape for v in feeds.values())
     compiled = session._compiled[key]
+    graph = compiled.graph
     tf_feeds = {port.id: feeds[name] for port, name in zip(
-        compiled.graph.input_ports, [list(feeds)[k] for k in compiled.fed])}
-    profile = partition_profile(compiled.graph, tf_feeds)
-    steps = sum(r[0] for r in profile)
-    print(f"    {'step us':>8} {'kernel us':>9} {'share':>6}  partition   (steps sum to {steps * 1e3:.2f} ms)")
-    for step_seconds, kernel_seconds, step in profile[:top]:
-        kernel = f"{kernel_seconds * 1e6:9.1f}" if math.isfinite(kernel_seconds) else f"{'-':>9}"
-        print(f"    {step_seconds * 1e6:8.1f} {kernel} {step_seconds / steps * 100:5.1f}%  {_describe(step)}")
+        graph.input_ports, [list(feeds)[k] for k in compiled.fed])}
+    steps = {step.index: step for step in graph._run_steps}
+    times = {index: min(seconds) for index, seconds in graph.step_times(tf_feeds, runs=10).items()}
+    total = sum(times.values())
+
+    def row(seconds, flop):
+        share = f"{flop / seconds / 1e9 / peak_gflops:6.0%}" if flop and seconds else f"{'-':>6}"
+        return f"{seconds * 1e6:9.1f} {seconds / total * 100:5.1f}% {flop / 1e9:7.3f} {share}"
+    products = (OpKind.MatMul, OpKind.Convolution, OpKind.ConvTranspose)      # what the FMA peak is for
+    flops = {index: sum(op_flop(op) for op in steps[index].ops if op.kind in products) for index in times}
+    print(f"    steps timed in a run sum to {total * 1e3:.2f} ms; FMA peak {peak_gflops:.0f} GFLOPS")
+    print(f"    {'step us':>9} {'share':>6} {'GFLOP':>7} {'peak':>6}  partition")
+    for index in sorted(times, key=lambda i: -times[i])[:top]:
+        print(f"    {row(times[index], flops[index])}  {_describe(steps[index])}")
     kinds = {}
-    for step_seconds, _, step in profile:       # the same partition (ops and output shape) summed
-        key = _describe(step)
-        count, total = kinds.get(key, (0, 0.0))
-        kinds[key] = (count + 1, total + step_seconds)
-    print(f"    by partition: {'count':>5} {'ms':>8} {'share':>6}")
-    for key, (count, total) in sorted(kinds.items(), key=lambda kv: -kv[1][1])[:top]:
-        print(f"    {count:5d} {total * 1e3:8.2f} {total / steps * 100:5.1f}%  {key}")
+    for index, seconds in times.items():       # the same partition (ops and output shape) summed
+        entry = kinds.setdefault(_describe(steps[index]), [0, 0.0, 0])
+        entry[0] += 1
+        entry[1] += seconds
+        entry[2] += flops[index]
+    print(f"    by partition: {'count':>5} {'us':>9} {'share':>6} {'GFLOP':>7} {'peak':>6}")
+    for name, (count, seconds, flop) in sorted(kinds.items(), key=lambda kv: -kv[1][1])[:top]:
+        print(f"    {count:5d} {row(seconds, flop)}  {name}")
 
 
 # ---------------------------------------------------------------------------- table

@@ -218,6 +218,8 @@ class _Lowering:
         coordinates in ``tensor``, with ``axis`` moved ``offset`` iterations ahead; issued by
         the first copy only of each unrolled loop whose copies do not move that address (a
         register tile's rows all read one weight vector: one fetch, not one per row)."""
+        if axis is None:
+            return self._prefetch_at(st, glob, env, starts, tensor, offset, write)
         ahead = dict(glob)
         ahead[axis.uid] = glob[axis.uid] + offset
         load = next((n for n in walk(body) if isinstance(n, E.TensorLoad) and n.tensor.op is tensor.op), None)
@@ -235,6 +237,27 @@ class _Lowering:
         used = {v.uid for i in indices for v in walk(i) if isinstance(v, E.Var)}
         firsts = [E.EQ(leaf, E.Const(starts.get(leaf.uid, 0), "int64"), "bool") for leaf in st.leaf_iter_vars
                   if st.iter_var_kinds.get(leaf.uid) == "unrolled" and leaf.uid not in used]
+        if not firsts:
+            return fetch
+        return S.IfThenElse(functools.reduce(lambda a, b: E.And(a, b, "bool"), firsts), fetch)
+
+    def _prefetch_at(self, st: Stage, glob: dict, env: dict, starts: dict, tensor, index, write) -> S.Stmt:
+        """The Prefetch of ``Stage.prefetch_at``: ``index`` of the coordinates with every
+        unrolled and vectorized loop at its first value, issued by the first copy only."""
+        copies = [leaf for leaf in st.leaf_iter_vars if st.iter_var_kinds.get(leaf.uid) in ("unrolled", "vectorized")]
+        first = {leaf.uid: E.Const(starts.get(leaf.uid, 0), "int64") for leaf in copies}
+        coords = {ax: simplify(substitute(glob[ax.uid], first)) for ax in (*st.op.axis, *st.op.reduce_axis)}
+        indices = tuple(E.as_expr(i, "int64") for i in index(coords))
+        if len(indices) != len(tensor.shape):
+            raise ScheduleError(f"stage {st.op.name}: prefetch_at of {tensor.name} gave {len(indices)} indices "
+                                f"for its {len(tensor.shape)} dimensions")
+        if id(tensor.op) not in env:
+            raise ScheduleError(f"stage {st.op.name}: prefetch of {tensor.name}, which has no buffer here (it is "
+                                f"inlined or computed inside another loop)")
+        moved = _to_buffers(E.TensorLoad(tensor, indices, tensor.dtype), env)
+        fetch = S.Prefetch(moved.buffer, tuple(simplify(i) for i in moved.indices), write)
+        firsts = [E.EQ(leaf, E.Const(starts.get(leaf.uid, 0), "int64"), "bool") for leaf in copies
+                  if st.iter_var_kinds.get(leaf.uid) == "unrolled"]
         if not firsts:
             return fetch
         return S.IfThenElse(functools.reduce(lambda a, b: E.And(a, b, "bool"), firsts), fetch)

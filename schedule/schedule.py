@@ -81,7 +81,9 @@ class Stage:
         self.axis: tuple[IterVar, ...] = tuple(op.axis)
         self.reduce_axis: tuple[IterVar, ...] = tuple(op.reduce_axis)
         self.body = op.body
-        self.prefetches: list[tuple] = []           # (tensor, root data axis, iterations ahead)
+        # (tensor, op axis, iterations ahead, write) of ``prefetch``; (tensor, None, a function of
+        # the trip's coordinates, write) of ``prefetch_at``
+        self.prefetches: list[tuple] = []
         self._reset_loops()
         # where the stage is computed: "root", "inline", or "at" a loop of another stage
         self.attach_type = "root"
@@ -285,6 +287,48 @@ class Stage:
         if not isinstance(offset, int) or isinstance(offset, bool) or offset == 0:
             raise self._error(axis, f"prefetch offset must be a nonzero integer, got {offset!r}")
         self.prefetches.append((tensor, axis, offset, bool(write)))
+
+    def prefetch_at(self, tensor: Tensor, index, write: bool = False) -> None:
+        """Once per trip of this stage's innermost loop that is neither unrolled nor vectorized,
+        fetch the cache line of ``tensor`` at ``index(coords)``: ``coords`` maps each of the op's
+        axes (data and reduce) to its coordinate at the trip's first unrolled copy and first
+        lane, and ``index`` returns one index per dimension of ``tensor``, read as a flat
+        row-major address (an index past the end of a dimension carries into the next one).
+        A hint only: results never change, and an address past the tensor's end is harmless.
+        For addresses no single axis moves to: a matrix product's next panel of weights,
+        fetched a line per trip while the current one serves its rows.
+
+        Example:
+            >>> from tilefuse.tensorir import placeholder, compute, reduce_axis, sum
+            >>> A = placeholder((8, 64), name="A"); W = placeholder((64, 32), name="W")
+            >>> r = reduce_axis((0, 64), name="r")
+            >>> C = compute((8, 32), lambda i, j: sum(A[i, r] * W[r, j], axis=r), name="C")
+            >>> s = create_schedule(C); ro, ri = s[C].split(r, factor=4); s[C].unroll(ri)
+            >>> s[C].prefetch_at(W, lambda c: (c[r] + 16, 0))      # 4 rows of W ahead per trip of ro
+            >>> from tilefuse.schedule import lower
+            >>> print(lower(s, [A, W, C]))
+            func main(A: float32[8, 64], W: float32[64, 32], C: float32[8, 32]) {
+              for (i, 0, 8) {
+                for (j, 0, 32) {
+                  C[i, j] = 0f
+                  for (r.outer, 0, 16) {
+                    unrolled (r.inner, 0, 4) {
+                      if (r.inner == 0) {
+                        prefetch W[r.outer * 4 + 16, 0]
+                      }
+                      C[i, j] = C[i, j] + A[i, r.outer * 4 + r.inner] * W[r.outer * 4 + r.inner, j]
+                    }
+                  }
+                }
+              }
+            }
+        """
+        if not isinstance(tensor, Tensor):
+            raise ScheduleError(f"stage {self.op.name}: prefetch_at needs a tensor, got {type(tensor).__name__}")
+        if not callable(index):
+            raise ScheduleError(f"stage {self.op.name}: prefetch_at needs a function of the coordinates, "
+                                f"got {type(index).__name__}")
+        self.prefetches.append((tensor, None, index, bool(write)))
 
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
         """Lay out this stage's buffer so that neighbouring entries along data axis ``axis`` are

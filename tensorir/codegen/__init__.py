@@ -25,7 +25,7 @@ def build_prim_func(func: S.PrimFunc, fast_math: bool = False, target: Target | 
     shares = in_place_inputs(func)
     func = run_passes(func, CODEGEN_PASSES)
     module = CodeGen(func, fast_math=fast_math, triple=tm.triple, data_layout=str(tm.target_data),
-                     shares=shares).module
+                     shares=shares, target=target).module
     written = written_buffer_uids(func)
     args = [ArgSpec(p.name, p.dtype, tuple(p.shape), p.uid in written, shares.get(k, ())) if isinstance(p, E.Buffer)
             else ArgSpec(p.name, p.dtype, None) for k, p in enumerate(func.params)]

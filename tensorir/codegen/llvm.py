@@ -133,9 +133,10 @@ class CodeGen(Visitor):
     """
 
     def __init__(self, func: S.PrimFunc, fast_math: bool = False, triple: str = "", data_layout: str = "",
-                 shares: dict | None = None):
+                 shares: dict | None = None, target=None):
         super().__init__()
         self.prim = func
+        self.target = target      # the Target the code is for (its math may use its instructions), or None
         # outputs that may be passed as the very array of some inputs (tensorir.in_place): their
         # pointers, and those inputs', are not noalias, and the array entry lets each pair coincide
         self.shares = dict(shares or {})
@@ -867,7 +868,7 @@ class CodeGen(Visitor):
             fn = self._declare(f"llvm.abs.{_vname(v.type)}", v.type, [v.type, I1])
             return ctx.builder.call(fn, [v, constant(I1, 0)])
         from .mathlib import emit_intrinsic
-        return emit_intrinsic(ctx.builder, e.name, args, self.flags)
+        return emit_intrinsic(ctx.builder, e.name, args, self.flags, self.target)
 
     def visit_TensorLoad(self, e, ctx):
         raise CodegenError(f"tensor read {e} reached codegen; lower the schedule first")

@@ -13,16 +13,26 @@ which becomes one ``powf`` call per lane).  float64 uses LLVM intrinsics or
 libm calls throughout.
 
 Accuracy of the float32 code (measured against float64 references over
-dense grids, see tests/tensorir/test_mathlib.py): exp, log and erf within
+dense grids, see tests/tensorir/codegen/test_mathlib.py): exp, log and erf within
 1 ulp (denormal inputs to log and denormal results of exp included), tanh
-within 1.5 ulp, sigmoid within 2.3 ulp over the whole range.  Special values
-follow numpy, except that sigmoid(x) for x < -88.7 is the tiny true value
-(e.g. 3e-39) rather than numpy's 0 from exp(-x) overflowing.
+within 1.7 ulp.  sigmoid, which runs in every activation epilogue of a SiLU
+network and is written for speed (a degree-5 polynomial, the division as a
+reciprocal estimate and a Newton step), is within a relative error of 3.1e-7
+(3.9 ulp where sigmoid > 1e-3) wherever its result is a normal float, on
+every target, and exactly 0 below log(FLT_MIN) = -87.34, where numpy's
+1 / (1 + exp(-x)) is denormal or, below -88.7, 0.  Special values follow
+numpy: sigmoid(+-inf) = 1, 0; NaN stays NaN, whatever its bits.
 
-Cost: tanh, sigmoid and erf each contain an inline exp; tanh and sigmoid
-also do one exact division (slow on AVX-512).  Results that are denormal
-(exp for x in (-104, -87.3), sigmoid's far negative tail) hit microcode
-assists on Intel CPUs unless FTZ/DAZ is set; tanh and erf clamp their
+Cost: tanh and erf contain an inline exp of an argument known to be in its
+normal range (no branch); tanh and sigmoid divide without a divide
+instruction: float32 vectors of whole AVX-512 registers use vrcp14ps and scale
+by 2^k with vscalefps when ``emit_intrinsic`` is given such a target
+(``avx512.py``), other vectors LLVM's reciprocal estimate and Newton step
+(``fdiv arcp ninf``) and one Newton step more; scalars divide.  exp and
+sigmoid round x/ln2 with the 1.5 * 2^23 trick (one FMA and a subtraction,
+where roundeven took two instructions and a conversion).  Results that are denormal
+(exp for x in (-104, -87.3)) hit microcode
+assists on Intel CPUs unless FTZ/DAZ is set; tanh, sigmoid and erf clamp their
 arguments so they never produce denormal intermediates.
 
 Fast-math flags: the flags passed in are put on every arithmetic instruction
@@ -46,6 +56,8 @@ Example:
 from __future__ import annotations
 
 import llvmlite.ir as ir
+
+from . import avx512
 
 __all__ = ["INTRINSICS", "emit_intrinsic", "float_type_of", "lanes_of"]
 
@@ -109,13 +121,17 @@ def _declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) ->
 
 
 class _Emitter:
-    """Small arithmetic helper bound to a builder, a value type and fast-math flags."""
+    """Small arithmetic helper bound to a builder, a value type, fast-math flags and what the
+    target offers: AVX-512 instructions for the type (``avx512.fits``), fused multiply-adds."""
 
-    def __init__(self, builder: ir.IRBuilder, ty: ir.Type, fastmath: tuple[str, ...]):
+    def __init__(self, builder: ir.IRBuilder, ty: ir.Type, fastmath: tuple[str, ...], avx512: bool = False,
+                 fused: bool = False):
         self.b = builder
         self.ty = ty
         self.ity = _shaped(ty, _I32)
         self.fm = tuple(fastmath)
+        self.avx512 = avx512
+        self.fused = fused        # a * b + c rounds once: the target has FMA and the flags allow contraction
 
     # constants
     def c(self, value: float) -> ir.Constant:
@@ -191,6 +207,15 @@ class _Emitter:
 EXP_NORMAL = 87.0        # |x| up to this: exp(x) is a normal float32 (one scaling by 2^n suffices)
 FLT_MIN = 1.1754943508222875e-38    # the smallest normal float32: exp_flush gives 0 below it
 DBL_MIN = 2.2250738585072014e-308   # the smallest normal float64
+LOG2E = 1.44269504088896341
+LN2 = 0.693147180559945309
+LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4    # ln2 = LN2_HI + LN2_LO, LN2_HI in 9 bits
+ROUND_MAGIC = 12582912.0 + 127      # 1.5 * 2^23 + 127: v + ROUND_MAGIC rounds v to an integer k
+SIGMOID_LO = -87.33654022216797     # log(FLT_MIN) rounded up to a float: below, sigmoid(x) is 0, not denormal
+SIGMOID_HI = 80.0                   # above, sigmoid(x) is 1.0f; exp(-x) stays a normal float
+#: exp(r) on |r| <= ln2/2 as a degree-5 polynomial, minimax in relative error (7.5e-8), highest degree first
+EXP_DEGREE5 = (0.008297654800117016, 0.04191538318991661, 0.16667574644088745, 0.49998894333839417,
+               0.9999997019767761, 1.0000001192092896)
 
 
 def _exp_flush_f32(e: _Emitter, x):
@@ -232,22 +257,38 @@ def _exp_f32(e: _Emitter, x, full=None):
     return merged
 
 
+def _round_scaled(e: _Emitter, x, scale: float):
+    """(kf, k): k = round(x * scale) as a float and kf = k + ROUND_MAGIC, whose low bits hold
+    k + 127, the exponent field of 2^k (``_scale_by_pow2``). Adding 1.5 * 2^23 rounds (its
+    ulp is 1) and, fused into the multiply, costs one instruction where roundeven took two and
+    a conversion to integer another; valid for |x * scale| < 2^22."""
+    kf = e.mad(x, e.c(scale), e.c(ROUND_MAGIC))
+    return kf, e.sub(kf, e.c(ROUND_MAGIC))
+
+
+def _scale_by_pow2(e: _Emitter, p, k, kf):
+    """p * 2^k for ``_round_scaled``'s k and kf, k in [-126, 127]: vscalefps on AVX-512, else
+    2^k from kf's low bits, k + 127, shifted into the exponent field."""
+    if e.avx512:
+        return avx512.scalef(e.b, p, k)
+    return e.mul(p, e.as_float(e.b.shl(e.as_int(kf), e.ic(23))))
+
+
 def _exp_f32_reduced(e: _Emitter, x):
-    """(exp(r) for the reduced argument r, n as an integer) with x = n*ln2 + r."""
-    k = e.call("llvm.roundeven", e.mul(x, e.c(1.44269504088896341)))
-    r = e.sub(x, e.mul(k, e.c(0.693359375)))
-    r = e.sub(r, e.mul(k, e.c(-2.12194440e-4)))
+    """(exp(r) for the reduced argument r, k as a float, kf) with x = k*ln2 + r, |r| <= ln2/2."""
+    kf, k = _round_scaled(e, x, LOG2E)
+    r = e.sub(x, e.mul(k, e.c(LN2_HI)))
+    r = e.sub(r, e.mul(k, e.c(LN2_LO)))
     z = e.mul(r, r)
     p = e.horner(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
                      4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1])
     p = e.add(e.add(e.mul(p, z), r), e.c(1.0))
-    return p, e.b.fptosi(k, e.ity)
+    return p, k, kf
 
 
 def _exp_f32_normal(e: _Emitter, x):
-    """exp for |x| <= EXP_NORMAL: one scaling by 2^n, n in [-126, 126]."""
-    p, n = _exp_f32_reduced(e, x)
-    return e.mul(p, e.pow2i(n))
+    """exp for |x| <= EXP_NORMAL: one scaling by 2^k, k in [-126, 126]."""
+    return _scale_by_pow2(e, *_exp_f32_reduced(e, x))
 
 
 def _exp_f32_full(e: _Emitter, x):
@@ -256,7 +297,8 @@ def _exp_f32_full(e: _Emitter, x):
     hi, lo = 89.0, -104.0                         # exp(89) = inf, exp(-104) = 0 in float32
     xc = e.sel(e.lt(x, e.c(hi)), x, e.c(hi))      # NaN -> hi (fixed up at the end)
     xc = e.sel(e.gt(xc, e.c(lo)), xc, e.c(lo))
-    p, n = _exp_f32_reduced(e, xc)                # n in [-150, 128]
+    p, k, _ = _exp_f32_reduced(e, xc)             # k in [-150, 128]
+    n = e.b.fptosi(k, e.ity)
     n1 = e.b.ashr(n, e.ic(1))
     n2 = e.b.sub(n, n1)
     y = e.mul(e.mul(p, e.pow2i(n1)), e.pow2i(n2))
@@ -283,10 +325,10 @@ def _log_f32(e: _Emitter, x):
                      -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
                      2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1])
     y = e.mul(e.mul(p, f), z)
-    y = e.add(y, e.mul(fk, e.c(-2.12194440e-4)))
+    y = e.add(y, e.mul(fk, e.c(LN2_LO)))
     y = e.sub(y, e.mul(z, e.c(0.5)))
     y = e.add(f, y)
-    y = e.add(y, e.mul(fk, e.c(0.693359375)))
+    y = e.add(y, e.mul(fk, e.c(LN2_HI)))
     inf = float("inf")
     y = e.sel(e.eq(x, e.c(inf)), e.c(inf), y)
     y = e.sel(e.lt(x, e.c(0.0)), e.c(float("nan")), y)
@@ -298,28 +340,52 @@ def _tanh_f32(e: _Emitter, x):
     # Cephes tanhf: |x| < 0.625 uses the odd polynomial x + x^3 * P(x^2)
     # (accurate near 0); otherwise tanh|x| = (1 - t) / (1 + t) with
     # t = exp(-2|x|) in (0, 0.29], which saturates to 1 without overflow
-    # (|x| clamped to 9, where tanh is 1.0f); the sign is copied back from x.
+    # (|x| clamped to 9, where tanh is 1.0f; exp's argument stays in its normal
+    # range, so it needs no check); the sign is copied back from x.
     ax = e.call("llvm.fabs", x)
     z = e.mul(x, x)
     p = e.horner(z, [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2,
                      1.33314422036e-1, -3.33332819422e-1])
     small = e.mad(e.mul(p, z), x, x)
     axc = e.sel(e.gt(ax, e.c(9.0)), e.c(9.0), ax)  # tanh(9) = 1.0f; avoids denormal t
-    t = _exp_f32(e, e.mul(axc, e.c(-2.0)))
-    large = e.call("llvm.copysign", e.div(e.sub(e.c(1.0), t), e.add(e.c(1.0), t)), x)
+    t = _exp_f32_normal(e, e.mul(axc, e.c(-2.0)))
+    large = e.call("llvm.copysign", _divide(e, e.sub(e.c(1.0), t), e.add(e.c(1.0), t)), x)
     y = e.sel(e.lt(ax, e.c(0.625)), small, large)
     return e.sel(e.isnan(x), e.add(x, x), y)
 
 
+def _divide(e: _Emitter, num, den):
+    """num / den for vectors without a division: a reciprocal estimate r of den (vrcp14ps on
+    AVX-512; else LLVM's, rcpps or the like and a Newton step, which it emits for a division
+    that allows a reciprocal) and one Newton step on the quotient, q = n*r + r*(n - d*n*r):
+    within about 1 ulp, exact where the quotient is a power of two. The caller guarantees
+    that num, den and the quotient are finite. Scalars divide."""
+    if lanes_of(e.ty) is None:
+        return e.div(num, den)
+    if e.avx512:
+        r = avx512.rcp14(e.b, den)
+    else:
+        r = e.b.fdiv(e.c(1.0), den, flags=tuple(dict.fromkeys(e.fm + ("arcp", "ninf"))))
+    q = e.mul(num, r)
+    return e.mad(r, e.sub(num, e.mul(den, q)), q)
+
+
 def _sigmoid_f32(e: _Emitter, x):
-    # Logistic function through t = exp(-|x|) in (0, 1], which never
-    # overflows: sigmoid(x) = 1 / (1 + t) for x >= 0 and t / (1 + t) for
-    # x < 0, so the tail below -88.7 keeps its relative accuracy (down to
-    # denormals) instead of collapsing to 0.  NaN propagates through exp.
-    ax = e.call("llvm.fabs", x)
-    t = _exp_f32(e, e.b.fneg(ax, flags=e.fm))
-    num = e.sel(e.lt(x, e.c(0.0)), t, e.c(1.0))
-    return e.div(num, e.add(e.c(1.0), t))
+    # 1 / (1 + exp(-x)), branch-free: x clamped to [SIGMOID_LO, SIGMOID_HI] (a NaN passes both
+    # selects, their comparisons being false for it), where exp(-x) = 2^k * exp(-r) is a normal
+    # float: k rounded by the magic number, exp(-r) by a degree-5 minimax polynomial in -r,
+    # with ln2 in one constant (the FMA keeps k*ln2 exact), then scaled by 2^k; the division
+    # without a divide (_divide). Below SIGMOID_LO the result is 0.
+    xc = e.sel(e.gt(x, e.c(SIGMOID_HI)), e.c(SIGMOID_HI), x)
+    xc = e.sel(e.lt(xc, e.c(SIGMOID_LO)), e.c(SIGMOID_LO), xc)
+    kf, k = _round_scaled(e, xc, -LOG2E)          # -x = k*ln2 + r
+    if e.fused:     # k*ln2 exact in the FMA: ln2's float error times |k| <= 126 is below 2.4e-7
+        minus_r = e.mad(k, e.c(LN2), xc)
+    else:           # Cody-Waite: k times ln2's 9 leading bits is exact
+        minus_r = e.mad(k, e.c(LN2_LO), e.mad(k, e.c(LN2_HI), xc))
+    p = e.horner(minus_r, [c * (-1) ** degree for degree, c in zip(range(5, -1, -1), EXP_DEGREE5)])
+    y = _divide(e, e.c(1.0), e.add(e.c(1.0), _scale_by_pow2(e, p, k, kf)))
+    return e.sel(e.lt(x, e.c(SIGMOID_LO)), e.c(0.0), y)
 
 
 def _erf_f32(e: _Emitter, x):
@@ -340,7 +406,7 @@ def _erf_f32(e: _Emitter, x):
     for k in (-1.06777877e-1, -6.34846687e-1, -1.28717512e-1):
         r = e.mad(r, tc, e.c(k))
     r = e.sub(e.mul(r, tc), tc)
-    large = e.call("llvm.copysign", e.sub(e.c(1.0), _exp_f32(e, r)), x)
+    large = e.call("llvm.copysign", e.sub(e.c(1.0), _exp_f32_normal(e, r)), x)   # r >= -16.9
     y = e.sel(e.gt(t, e.c(0.927734375)), large, small)
     return e.sel(e.isnan(x), e.add(x, x), y)
 
@@ -375,7 +441,7 @@ def _libm_f64(e: _Emitter, fname: str, x):
 
 
 def emit_intrinsic(builder: ir.IRBuilder, name: str, args: list[ir.Value],
-                   fastmath: tuple[str, ...] = ("contract",)) -> ir.Value:
+                   fastmath: tuple[str, ...] = ("contract",), target=None) -> ir.Value:
     """Emit ``name(*args)`` at the builder's position and return the result.
 
     ``name`` is one of :data:`INTRINSICS` (exp, log, sqrt, rsqrt, tanh,
@@ -383,10 +449,12 @@ def emit_intrinsic(builder: ir.IRBuilder, name: str, args: list[ir.Value],
     scalars or vectors, all of the same type (broadcast before calling);
     the result has that type.  ``fastmath`` flags go on every float
     instruction and call emitted, except ``reassoc`` (and ``arcp``/``afn``
-    for rsqrt); see the module docstring.
-    The code is straight-line, except float32 exp (and tanh, sigmoid and erf, which use
-    it): it branches to its full version when a lane is outside the normal range, so the
-    builder ends in a new basic block.
+    for rsqrt); see the module docstring.  ``target`` (a ``Target``, or None
+    for code that runs on any x86-64 or other CPU) lets float32 vectors of whole
+    AVX-512 registers use vrcp14ps and vscalefps (``avx512.fits``).
+    The code is straight-line, except float32 exp and exp_flush: they branch to their
+    full version when a lane is outside the normal range, so the builder ends in a new
+    basic block.
 
     Example:
         >>> mod = ir.Module()
@@ -405,7 +473,9 @@ def emit_intrinsic(builder: ir.IRBuilder, name: str, args: list[ir.Value],
     elem = float_type_of(ty)
     if any(a.type != ty for a in args):
         raise TypeError(f"{name}: all arguments must have type {ty}, got {[str(a.type) for a in args]}")
-    e = _Emitter(builder, ty, _effective_flags(name, fastmath))
+    flags = _effective_flags(name, fastmath)
+    fused = "contract" in flags and target is not None and "+fma" in target.features.split(",")
+    e = _Emitter(builder, ty, flags, avx512.fits(target, ty), fused)
     x = args[0]
 
     if name in _LLVM_COMMON:

@@ -169,8 +169,9 @@ def elu(x: Tensor, alpha: float, name: str | None = None) -> Tensor:
 
 def gelu(x: Tensor, mode: str = "gelu_erf", name: str | None = None) -> Tensor:
     """GELU. ``mode="gelu_erf"`` (default): ``0.5 x (1 + erf(x / sqrt 2))``; ``"gelu_tanh"``:
-    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``. ``"erf"`` and ``"tanh"`` are accepted
-    as aliases.
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, computed as the equal ``x sigmoid(2
+    sqrt(2/pi) (x + 0.044715 x^3))`` (one exp and no division's rounding near 1 + tanh = 0).
+    ``"erf"`` and ``"tanh"`` are accepted as aliases.
 
     Example:
         >>> from tilefuse.tensorir import placeholder
@@ -184,7 +185,8 @@ def gelu(x: Tensor, mode: str = "gelu_erf", name: str | None = None) -> Tensor:
         c = lambda value: fconst(value, v.dtype)  # noqa: E731
         if mode == "gelu_erf":
             return c(0.5) * v * (c(1) + ti.erf(v * c(1 / math.sqrt(2))))
-        return c(0.5) * v * (c(1) + ti.tanh(c(math.sqrt(2 / math.pi)) * (v + c(0.044715) * v * v * v)))
+        scale = 2 * math.sqrt(2 / math.pi)       # 1 + tanh(u) = 2 sigmoid(2u)
+        return v * ti.sigmoid(v * (c(scale) + c(scale * 0.044715) * v * v))
     return _unary("GELU", "gelu", x, f, name)
 
 
@@ -225,7 +227,8 @@ def hardsigmoid(x: Tensor, alpha: float, beta: float, name: str | None = None) -
 
 
 def hardswish(x: Tensor, name: str | None = None) -> Tensor:
-    """HardSwish: ``x * min(max(x + 3, 0), 6) / 6``.
+    """HardSwish: ``x * min(max(x / 6 + 0.5, 0), 1)`` (ONNX's ``alpha * x + beta``; a
+    multiply-add where ``min(max(x + 3, 0), 6) / 6`` would divide).
 
     Example:
         >>> from tilefuse.tensorir import placeholder
@@ -233,7 +236,7 @@ def hardswish(x: Tensor, name: str | None = None) -> Tensor:
         'hardswish'
     """
     return _unary("HardSwish", "hardswish", x, lambda v: v * emin(
-        emax(v + fconst(3, v.dtype), fconst(0, v.dtype)), fconst(6, v.dtype)) / fconst(6, v.dtype), name)
+        emax(v * fconst(1 / 6, v.dtype) + fconst(0.5, v.dtype), fconst(0, v.dtype)), fconst(1, v.dtype)), name)
 
 
 def _softplus(v, beta: float):

@@ -71,6 +71,8 @@ def test_a_stage_computed_at_a_row_fetches_the_next_row_of_the_input_and_of_the_
     (lambda s, A, B: s[B].prefetch(A, B.op.axis[0], 0), "nonzero integer"),
     (lambda s, A, B: s[B].prefetch(A, B.op.axis[0], True), "nonzero integer"),
     (lambda s, A, B: s[B].prefetch(A, B.op.axis[0], 1.5), "nonzero integer"),
+    (lambda s, A, B: s[B].prefetch_at("A", lambda c: (0, 0)), "needs a tensor"),
+    (lambda s, A, B: s[B].prefetch_at(A, (0, 0)), "function of the coordinates"),
 ])
 def test_bad_prefetches_are_refused_when_scheduled(bad, message):
     A, B = scale_rows()
@@ -151,3 +153,39 @@ def test_an_inlined_tensor_has_no_buffer_to_fetch():
     s[F].prefetch(E, F.op.axis[0])
     with pytest.raises(ScheduleError, match="no buffer"):
         lower(s, [X, Y])
+
+
+def test_prefetch_at_fetches_its_index_once_per_trip_from_the_first_copy_and_lane():
+    # C = A @ B, 4 rows unrolled, columns vectorized: one fetch per step of r, from the first row
+    A, B = placeholder((10, 37), name="A"), placeholder((37, 48), name="B")
+    r = reduce_axis((0, 37), name="r")
+    C = compute((10, 48), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
+    s = create_schedule(C)
+    io, ii = s[C].split(C.op.axis[0], factor=4)
+    jo, ji = s[C].split(C.op.axis[1], factor=16)
+    s[C].reorder(io, jo, r, ii, ji)
+    s[C].unroll(ii)
+    s[C].vectorize(ji)
+    seen = {}
+
+    def index(coords):
+        seen.update(coords)
+        return coords[C.op.axis[1]] // 16 + 1, coords[r]        # the next column block's row
+    s[C].prefetch_at(B, index)
+    func = lower(s, [A, B, C])
+    fetches = prefetches(func)          # the full row tiles' and the 2-row tail's
+    assert len(fetches) == 2 and all([str(i) for i in f.indices] == ["j.outer + 1", "r"] for f in fetches)
+    assert str(seen[C.op.axis[1]]) == "j.outer * 16"
+    guards = [n for n in walk(func.body) if isinstance(n, IfThenElse) and isinstance(n.then_body, Prefetch)]
+    assert len(guards) == 2 and all(str(g.cond) == "i.inner == 0" for g in guards)
+    a, b = rand((10, 37)), rand((37, 48))
+    np.testing.assert_allclose(run(s, [A, B, C], [a, b], (10, 48)), a @ b, rtol=1e-5, atol=1e-5)
+    assert "llvm.prefetch" in build(s, [A, B, C]).source("llvm")
+
+
+def test_prefetch_at_with_the_wrong_number_of_indices_is_refused_at_lowering():
+    A, B = scale_rows()
+    s = create_schedule(B)
+    s[B].prefetch_at(A, lambda coords: (coords[B.op.axis[0]] + 1,))
+    with pytest.raises(ScheduleError, match="gave 1 indices for its 2 dimensions"):
+        lower(s, [A, B])

@@ -419,3 +419,45 @@ def test_a_channels_last_grouped_convolution_tiles_pixels_by_a_groups_contiguous
     narrow = template_for(window.conv(X, placeholder((3, 3, 4, 320), name="W4", constant=True), [1, 1], [1, 1],
                                       [1, 1], [1, 1], groups=80))
     assert narrow.groups is None           # 4 a group: no tile of whole vectors within it
+
+
+def test_weights_swept_panel_by_panel_fetch_the_next_panel_a_line_per_trip():
+    from tilefuse.tensorir.stmt import Prefetch
+    # 130 rows (not a multiple of the 6-row tile) of 768 x 1000 weights: 3 MiB, past L2
+    t = template_for(matmul(130, 768, 1000), AVX512)
+    cfg = t.default_config()
+    assert cfg["order"] == "ji" and cfg["fetch_next_panel"] and cfg["prefetch"] == 0
+    func = lower(t.apply(cfg), t.args)
+    fetches = [n for n in walk(func.body) if isinstance(n, Prefetch)]
+    assert fetches and all(f.buffer.name == "B.packed" for f in fetches)
+    # the next panel (one past this tile's), at the row tile's share of its lines plus this trip's
+    assert all(str(f.indices[0]).endswith(" + 1") and str(f.indices[1]) == "0" for f in fetches)
+    # a few rows, or weights in L2, or data: no next panel to fetch
+    assert not template_for(matmul(48, 768, 1000), AVX512).default_config()["fetch_next_panel"]
+    assert not template_for(matmul(130, 128, 256), AVX512).default_config()["fetch_next_panel"]
+    assert "fetch_next_panel" not in template_for(matmul(130, 768, 1000, constant=False), AVX512).space.knobs
+    # results never change: against the default without the fetch, and with it in "ij" refused
+    host = template_for(matmul(130, 768, 1000))
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((130, 768)).astype(np.float32), rng.standard_normal((768, 1000)).astype(np.float32)
+    out = np.full((130, 1000), np.nan, np.float32)
+    host.build(host.default_config())(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-3)
+    searchable = lambda **v: host.space.searchable(host.space.index_of(Config(dict(host.default_config().values, **v))))
+    assert searchable() and not searchable(order="ij") and not searchable(pack=False)
+
+
+def test_a_product_reshaped_with_a_leading_one_fetches_the_next_panel_too():
+    from tilefuse.tensorir.stmt import Prefetch
+    # GPT-2's dense layers: a (rows, N) product, scaled and reshaped to (1, rows, N) in its epilogue
+    product = matmul(130, 768, 1000)
+    out = compute((1, 130, 1000), lambda b, i, j: product[i, j] * 2.0, name="R")
+    t = template_for(out)
+    cfg = t.default_config()
+    assert cfg["fetch_next_panel"]
+    assert [n for n in walk(lower(t.apply(cfg), t.args).body) if isinstance(n, Prefetch)]
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((130, 768)).astype(np.float32), rng.standard_normal((768, 1000)).astype(np.float32)
+    got = np.full((1, 130, 1000), np.nan, np.float32)
+    t.build(cfg)(a, b, got)
+    np.testing.assert_allclose(got[0], 2 * (a @ b), rtol=1e-4, atol=2e-3)

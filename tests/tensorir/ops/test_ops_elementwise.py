@@ -36,6 +36,7 @@ UNARY = [
     ("tanh", ops.tanh, {}, np.tanh),
     ("hardsigmoid", ops.hardsigmoid, {"alpha": 0.2, "beta": 0.5}, lambda x: np.clip(0.2 * x + 0.5, 0, 1)),
     ("hardswish", ops.hardswish, {}, lambda x: x * np.clip(x + 3, 0, 6) / 6),
+    ("hardswish_tails", ops.hardswish, {}, lambda x: x * np.clip(x + 3, 0, 6) / 6),
     ("mish", ops.mish, {}, lambda x: x * np.tanh(softplus_ref(x))),
     ("softplus", ops.softplus, {}, softplus_ref),
     ("softplus_beta", ops.softplus, {"beta": -2.0}, lambda x: softplus_ref(x, -2.0)),
@@ -53,10 +54,23 @@ def test_unary(label, fn, attrs, ref):
         a = np.abs(a) + 0.01
     if label == "softplus":
         a[0, :4] = [100.0, -100.0, 30.0, -30.0]     # no overflow either way
+    if label == "hardswish_tails":
+        a[0, :6] = [-3.0, 3.0, -2.9999998, 2.9999998, 1e30, -1e30]     # its corners and tails
     y = fn(x, **attrs)
     assert y.op.tag not in ("injective", "reduction", "complex", "opaque")
     expected = ref(a.astype(np.float64))
     check(y, {x: a}, expected, template="injective", rtol=2e-5, atol=2e-6)
+
+
+def test_activations_divide_nothing_and_gelu_tanh_takes_one_exp():
+    """hardswish is ONNX's x * clip(x / 6 + 0.5, 0, 1): a multiply-add where (x + 3) / 6 took a
+    division; gelu_tanh is x * sigmoid(2u), equal to 0.5 x (1 + tanh(u)): one exp, no tanh."""
+    from tilefuse.tensorir.expr import Call, Div
+    from tilefuse.tensorir.walk import walk
+    x = placeholder(SHAPE, name="x")
+    for y in (ops.hardswish(x), ops.gelu(x, mode="gelu_tanh")):
+        assert not any(isinstance(node, Div) for node in walk(y.op.body))
+    assert [n.name for n in walk(ops.gelu(x, mode="gelu_tanh").op.body) if isinstance(n, Call)] == ["sigmoid"]
 
 
 def test_relu_keeps_nan_and_works_on_ints():
