@@ -54,13 +54,13 @@ ORT_TYPES = {DataType.f32: "float", DataType.f64: "double", DataType.f16: "float
              DataType.u32: "uint32", DataType.u64: "uint64"}
 """Data types as onnxruntime spells them (``tensor(float)`` in a NodeArg, ``float`` in a profile)."""
 
-_MULTIPLY_ADDS = {OpKind.MatMul, OpKind.Convolution, OpKind.ConvTranspose}
+_MULTIPLY_ADDS = {OpKind.MatMul, OpKind.Convolution, OpKind.ConvTranspose, OpKind.ScaledDotProductAttention}
 
 
 def op_flop(op) -> int:
-    """An estimate of an op's floating-point operations: 2 per multiply-add of a MatMul or a
-    convolution, one per element of the largest of its inputs and outputs for any other op
-    (0 where a shape is unknown).
+    """An estimate of an op's floating-point operations: 2 per multiply-add of a MatMul, a
+    convolution or an attention's two products, one per element of the largest of its inputs
+    and outputs for any other op (0 where a shape is unknown).
 
     Example:
         >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
@@ -75,6 +75,9 @@ def op_flop(op) -> int:
     if op.kind not in _MULTIPLY_ADDS or len(op.inputs) < 2 or not op.outputs:
         return max(sizes, default=0)
     data, weights, out = op.inputs[0].shape, op.inputs[1].shape, op.outputs[0].shape
+    if op.kind is OpKind.ScaledDotProductAttention:     # (..., Sq, Sk) scores, each a row of D then of Dv
+        keys = op.inputs[2].shape[-2]
+        return 2 * math.prod(out[:-1]) * keys * (data[-1] + out[-1])
     if op.kind is OpKind.MatMul:
         k = data[-2] if get_attr(op, "transpose_a") and len(data) > 1 else data[-1]
         return 2 * math.prod(out) * k

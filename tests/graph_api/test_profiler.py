@@ -110,6 +110,10 @@ def test_peaks_are_measured_once_per_thread_count():
                                 LogicalTensor(1, DataType.f32, (6, 2, 3, 3))],
         [LogicalTensor(2, DataType.f32, (1, 6, 6, 6))], {"data_format": "NCX", "weights_format": "OIX", "groups": 2}),
      2 * (6 * 6 * 6) * (2 * 3 * 3)),
+    (Op(0, OpKind.ScaledDotProductAttention, [LogicalTensor(0, DataType.f32, (2, 3, 5, 8)),
+                                              LogicalTensor(1, DataType.f32, (2, 3, 7, 8)),
+                                              LogicalTensor(2, DataType.f32, (2, 3, 7, 4))],
+        [LogicalTensor(3, DataType.f32, (2, 3, 5, 4))]), 2 * (2 * 3 * 5 * 7) * (8 + 4)),
     (Op(0, OpKind.Add, [LogicalTensor(0, DataType.f32, (4, 8)), LogicalTensor(1, DataType.f32, (8,))],
         [LogicalTensor(2, DataType.f32, (4, 8))]), 32),
     (Op(0, OpKind.ReLU, [LogicalTensor(0, DataType.f32, None)], [LogicalTensor(1, DataType.f32, None)]), 0)])
