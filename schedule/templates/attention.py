@@ -53,14 +53,21 @@ class AttentionTemplate(Template):
             raise Unsupported("the attention's epilogue changes its output's shape")
         self.queries, self.keys = self.scores.output(0).shape[-2:]
         self.key, self.key_dim = _key_read(self.scores)
+        # the exponentials the context reads, and the logits they read beside the row max
+        self.exp = next((t.op for t in self.context.input_tensors if t.op in dag.ops), None)
+        self.logits = next((t.op for t in getattr(self.exp, "input_tensors", ())
+                            if t.op is not self.row_max and t.op in dag.ops), None)
+        if self.logits is None or self.logits is not self.scores and self.scores not in dag.upstream(self.logits):
+            raise Unsupported("the context does not read exponentials of the scores")
         super().__init__(dag, target)
 
     def _tile(self) -> int:
+        """The rows of a register tile of four vectors (two with 16 registers), and the block's step."""
         return 6 if self.target.vector_registers >= 32 else 4
 
     def define(self, space):
         tile = self._tile()
-        blocks = {b for b in range(tile, MAX_BLOCK + 1, tile)} | ({self.queries} if self.queries <= MAX_BLOCK else set())
+        blocks = set(range(tile, MAX_BLOCK + 1, tile)) | ({self.queries} if self.queries <= MAX_BLOCK else set())
         space.define_knob("block", sorted(blocks))
         space.define_knob("tile_i", TILE_I)
         space.define_knob("tile_j", TILE_J)
@@ -85,9 +92,7 @@ class AttentionTemplate(Template):
                 "pack": self.key is not None and (across or short)}
 
     def schedule(self, s, cfg):
-        dag, lanes = self.dag, self.target.lanes(self.out.dtype)
-        exp = next(t.op for t in self.context.input_tensors if t.op in dag.ops)
-        logits = next(t.op for t in exp.input_tensors if t.op is not self.row_max and t.op in dag.ops)
+        dag, lanes, exp, logits = self.dag, self.target.lanes(self.out.dtype), self.exp, self.logits
         local = s.cache_write(self.scores.output(0), "local")
         if logits is not self.scores:
             s[self.scores].compute_inline()

@@ -23,7 +23,8 @@ def chain(scale="multiply", mask=(B, 1, 1, K), transpose_b=False, axis=-1, extra
     if scale is not None:
         values[3] = np.array(0.125 if scale == "multiply" else 8.0, np.float32)
         kind = "Multiply" if scale == "multiply" else "Divide"
-        ins = [lt(3, (), constant=True), lt(10, SCORES)] if scale == "multiply" else [lt(10, SCORES), lt(3, (), constant=True)]
+        ins = [lt(3, (), constant=True), lt(10, SCORES)]
+        ins = ins if scale == "multiply" else ins[::-1]
         ops.append(op(1, kind, ins, [lt(11, SCORES)]))
         last = 11
     if mask is not None:
@@ -77,7 +78,8 @@ def test_attention_written_out_becomes_one_op(scale, mask, transpose_b, mask_fir
     chain(mask=(B, H, S, 1, K)),                 # a mask that broadcasts the scores to more dims
     chain(mask=(S, 1, K)),                       # one that does not broadcast one way to them
     chain(value_transposed=True),                # V transposed by the second product
-], ids=["scores-read", "masked-read", "probabilities-read", "probabilities-returned", "rows-axis", "stats", "mask-broadcasts-up",
+], ids=["scores-read", "masked-read", "probabilities-read", "probabilities-returned", "rows-axis", "stats",
+        "mask-broadcasts-up",
         "mask-does-not-broadcast", "value-transposed"])
 def test_chains_the_op_cannot_stand_for_stay_as_they_are(g):
     assert kinds(fuse_attention(g)) == kinds(g)
