@@ -121,3 +121,18 @@ def test_float64_attention_takes_tiles_of_its_own_lanes():
     got = np.full(out.shape, np.nan)
     template_for(out).build()(*values, got)
     np.testing.assert_allclose(got, numpy_attention(*values, None, 0.3, False), rtol=1e-12, atol=1e-12)
+
+
+def test_a_context_that_reads_no_exponentials_of_the_scores_gives_way_to_the_opaque_template():
+    from tilefuse.tensorir import reduce_axis
+    from tilefuse.tensorir.reduce import max as rmax, sum as rsum
+    q, kt, w, v = (placeholder(s, name=n) for s, n in (((5, 4), "q"), ((4, 6), "kt"), ((6,), "w"), ((6, 3), "v")))
+    scores = ops.matmul(q, kt)
+
+    def row(combiner):
+        return compute((5,), lambda i: combiner(scores[i, (j := reduce_axis((0, 6), name="j"))], axis=j))
+    mx, total = row(rmax), row(rsum)
+    weights = compute((5, 6), lambda i, j: mx[i] * w[j], name="weights")      # the row max alone, no logits
+    context = ops.matmul(weights, v)
+    out = compute((5, 3), lambda i, e: context[i, e] / total[i], name="out")
+    assert Dag.of([out]).attention() is not None and template_for(out).name == "opaque"
