@@ -19,10 +19,12 @@ loop shares the block's rows, the last block shifted back inside the rows):
   value's width, the keys outside, ``unroll_k`` of them per trip), then divided by the row
   sum as the output is stored.
 
-Default block: the largest multiple of the default ``tile_o`` up to ``MAX_BLOCK`` rows (or the
-query rows themselves, when fewer) whose scores fit ``BLOCK_BYTES`` and whose blocks pad the
-rows by at most 1/25 (else the one that pads them least): 24 rows of Whisper's 1500 keys
-(2 x 141 KB with the exponentials), 66 of BERT's 128 rows, 66 of ViT's 197, 49 of Swin's.
+Default block: among the multiples of the default ``tile_o`` up to ``MAX_BLOCK`` rows (and
+the query rows themselves, when fewer) whose scores fit ``BLOCK_BYTES``, the one that computes
+the fewest rows (the blocks' rows padded to whole blocks) counting a row tile more per block:
+24 rows of Whisper's 1500 keys (2 x 141 KB with the exponentials), 66 of BERT's 128 rows, 66
+of ViT's 197, 49 of Swin's, 54 of 100 (blocks of 6 would pad least but reuse each panel of
+K^T once).
 """
 from __future__ import annotations
 
@@ -79,9 +81,9 @@ class AttentionTemplate(Template):
         lanes = self.target.lanes(self.out.dtype)
         tile, row_bytes = self._tile(), self.keys * itemsize(self.out.dtype)
         fitting = [b for b in self.space.knobs["block"].candidates if b * row_bytes <= BLOCK_BYTES] or [tile]
-        padded = {b: -(-self.queries // b) * b for b in fitting}
-        snug = [b for b in fitting if (padded[b] - self.queries) * 25 <= self.queries]
-        block = max(snug) if snug else min(fitting, key=lambda b: (padded[b], -b))
+        # the rows computed (the last block's overlap too), each block costing a row tile more
+        # (its first row tile reads each panel of K^T from L2, and its softmax and buffers)
+        block = min(fitting, key=lambda b: (-(-self.queries // b) * b * (b + tile) / b, -b))
         widest = 4 * lanes if self.target.vector_registers >= 32 else 2 * lanes
         tile_j = max((t for t in TILE_J if t <= widest and t <= -(-self.keys // lanes) * lanes), default=TILE_J[0])
         # packed: keys a head dim apart, or fewer keys than a tile and not whole vectors (the

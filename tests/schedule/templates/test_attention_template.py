@@ -63,7 +63,8 @@ def test_an_epilogue_that_changes_the_shape_gives_way_to_the_opaque_template():
 
 
 @pytest.mark.parametrize("rows, keys, expected_block", [(1500, 1500, 24), (128, 128, 66), (197, 197, 66),
-                                                        (49, 49, 49), (4096, 64, 96)])
+                                                        (49, 49, 49), (4096, 64, 96), (100, 100, 54),
+                                                        (384, 384, 96)])
 def test_default_blocks_keep_the_scores_in_l2_and_pad_the_rows_little(rows, keys, expected_block):
     q, k = placeholder((1, 2, rows, 64)), placeholder((1, 2, 64, keys))
     t = template_for(scaled_dot_product_attention(q, k, placeholder((1, 2, keys, 64)), key_transposed=True), AVX512)
