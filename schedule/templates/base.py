@@ -276,7 +276,7 @@ def fetch_next_panel(stage, panel: Tensor, rows: list, tile_i: int, width: int, 
     ``panel`` (weights packed as (panels, K, width), read along the stage's one reduce axis),
     whose row tiles each sweep the whole panel in turn before the next panel starts (the "ji"
     order), fetch the next panel while this one serves its rows: each trip of the reduction
-    (``unroll`` steps) fetches a line or a few of it, each row tile its own share, so that
+    (``unroll`` steps of its innermost looping axis) fetches a line or a few of it, each row tile its own share, so that
     the panel is in cache when the first row tile reaches it. ``rows``: the stage's data axes
     (leading axes first, the tiled row axis last) and their extents, as (axis, extent) pairs.
     Without it, the first row tile of every panel reads it from memory at the pace of its
@@ -299,7 +299,8 @@ def fetch_next_panel(stage, panel: Tensor, rows: list, tile_i: int, width: int, 
     A panel holds 128 lines: row tile 0 fetches the first 64 of the next one, a line a step,
     row tile 1 the other 64, and row tile 2 the first 64 again.
     """
-    (depth,) = [r.dom_extent for r in stage.op.reduce_axis]
+    reduces = list(stage.op.reduce_axis)
+    depth = math.prod(r.dom_extent for r in reduces)
     per_line = CACHE_LINE_BYTES // itemsize(panel.dtype)
     lines = -(-depth * width // per_line)                   # a panel's cache lines
     trips = depth // unroll
@@ -307,16 +308,18 @@ def fetch_next_panel(stage, panel: Tensor, rows: list, tile_i: int, width: int, 
     row_tiles = -(-row_extent // tile_i)
     sweeps = row_tiles * math.prod(n for _, n in lead)     # row tiles per panel
     fetches = -(-lines // (sweeps * trips))                 # lines a trip fetches
-    (reduce,) = stage.op.reduce_axis
 
     def index(coords, m):
         tile = coords[row] // tile_i
         for k, (axis, n) in enumerate(lead):            # the row tile's place in the panel's sweep
             tile = tile + coords[axis] * (row_tiles * math.prod(n for _, n in lead[k + 1:]))
+        step = 0                                        # the reduction's step, in the reduce loops' order
+        for r in reduces:
+            step = step * r.dom_extent + coords[r]
         # past the next panel's end, around again: never a panel further on, whose lines would
         # crowd L2 (1500 rows would sweep 15 panels ahead)
-        line = ((tile * trips + coords[reduce] // unroll) * fetches + m) % lines
-        return coords[column] // width + 1, 0, line * per_line
+        line = ((tile * trips + step // unroll) * fetches + m) % lines
+        return (coords[column] // width + 1, *[0] * (len(panel.shape) - 2), line * per_line)
     column = next(a for a in stage.op.axis if all(a is not r for r, _ in rows))
     for m in range(fetches):
         stage.prefetch_at(panel, lambda coords, m=m: index(coords, m))

@@ -358,7 +358,7 @@ class ComplexTemplate(Template):
             space.define_knob("fetch_next_panel", [False, True], False)
             space.define_rule(lambda values: not values["fetch_next_panel"] or (
                 values["pack"] and values["order"] == "ji" and not values["prefetch"]
-                and values.get("layout", "rows") == "rows"))
+                and values.get("layout", "rows") == "rows" and not values.get("winograd")))
         if self.winograd is not None:
             space.define_knob("winograd", [0, *TILE_SIZES], 0)     # configs stored before it: direct
             space.define_knob("winograd_fused", [False, True], False)   # and before this one: unfused
@@ -371,12 +371,11 @@ class ComplexTemplate(Template):
 
     def _sweeps_panels(self) -> bool:
         """Whether the rows layout can sweep constant weights panel by panel with a next panel
-        to fetch (``fetch_next_panel``): an ungrouped product with one reduce axis, the weights
+        to fetch (``fetch_next_panel``): an ungrouped product or convolution, the weights
         packed into more than one panel, its output the tiled one's shape but for leading
         ones (GPT-2's dense layers are (128, N) products reshaped to (1, 128, N))."""
         packable = self.packable("rows")
         return (packable is not None and _is_constant(packable[0]) and self.groups is None
-                and self.winograd is None and len(self.anchor.reduce_axis) == 1
                 and self.j_extent > TILE_J[-1] and self.i_extent is not None
                 and _without_leading_ones(self.dims) == _without_leading_ones(self.anchor.output(0).shape))
 

@@ -461,3 +461,25 @@ def test_a_product_reshaped_with_a_leading_one_fetches_the_next_panel_too():
     got = np.full((1, 130, 1000), np.nan, np.float32)
     t.build(cfg)(a, b, got)
     np.testing.assert_allclose(got[0], 2 * (a @ b), rtol=1e-4, atol=2e-3)
+
+
+def test_a_convolution_swept_panel_by_panel_fetches_the_next_panel_along_its_three_reduce_axes():
+    from tilefuse.tensorir import ops
+    from tilefuse.tensorir.stmt import Prefetch
+    # 13x13 (rows of tiles that do not divide it) of 3x3 x 200 -> 300 channels: 2.1 MiB of weights
+    x, w = placeholder((1, 13, 13, 200), name="x"), placeholder((3, 3, 200, 300), name="w", constant=True)
+    t = template_for(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]), AVX512)
+    cfg = t.default_config()
+    assert cfg["order"] == "ji" and cfg["fetch_next_panel"] and cfg["winograd"] == 0
+    fetches = [n for n in walk(lower(t.apply(cfg), t.args).body) if isinstance(n, Prefetch)]
+    assert fetches and all(f.buffer.name == "w.packed" and len(f.indices) == 5 for f in fetches)
+    # Winograd's products fetch their own panels: never both
+    searchable = lambda **v: t.space.searchable(t.space.index_of(Config(dict(cfg.values, **v))))
+    assert not searchable(winograd=2, pack=False, unroll_k=1)
+    host = template_for(ops.conv(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((1, 13, 13, 200)).astype(np.float32), rng.standard_normal((3, 3, 200, 300)).astype(np.float32)
+    got, want = np.full((1, 13, 13, 300), np.nan, np.float32), np.zeros((1, 13, 13, 300), np.float32)
+    host.build(host.default_config())(a, b, got)
+    host.build(Config(dict(host.default_config().values, fetch_next_panel=False)))(a, b, want)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
