@@ -228,22 +228,12 @@ class _Lowering:
                 raise ScheduleError(f"stage {st.op.name}: prefetch of {tensor.name}, which the stage does not read "
                                     f"and whose shape {tuple(tensor.shape)} is not the stage's {tuple(st.op.shape)}")
             load = E.TensorLoad(tensor, tuple(ax for ax in st.axis), tensor.dtype)
-        if id(tensor.op) not in env:
-            raise ScheduleError(f"stage {st.op.name}: prefetch of {tensor.name}, which has no buffer here (it is "
-                                f"inlined or computed inside another loop)")
-        moved = _to_buffers(substitute(load, ahead), env)
-        indices = tuple(simplify(i) for i in moved.indices)
-        fetch = S.Prefetch(moved.buffer, indices, write)
-        used = {v.uid for i in indices for v in walk(i) if isinstance(v, E.Var)}
-        firsts = [E.EQ(leaf, E.Const(starts.get(leaf.uid, 0), "int64"), "bool") for leaf in st.leaf_iter_vars
-                  if st.iter_var_kinds.get(leaf.uid) == "unrolled" and leaf.uid not in used]
-        if not firsts:
-            return fetch
-        return S.IfThenElse(functools.reduce(lambda a, b: E.And(a, b, "bool"), firsts), fetch)
+        return _first_copy_fetch(st, env, starts, substitute(load, ahead), write)
 
     def _prefetch_at(self, st: Stage, glob: dict, env: dict, starts: dict, tensor, index, write) -> S.Stmt:
         """The Prefetch of ``Stage.prefetch_at``: ``index`` of the coordinates with every
-        unrolled and vectorized loop at its first value, issued by the first copy only."""
+        unrolled and vectorized loop at its first value (so no copy moves the address, and the
+        first copy alone issues it)."""
         copies = [leaf for leaf in st.leaf_iter_vars if st.iter_var_kinds.get(leaf.uid) in ("unrolled", "vectorized")]
         first = {leaf.uid: E.Const(starts.get(leaf.uid, 0), "int64") for leaf in copies}
         coords = {ax: simplify(substitute(glob[ax.uid], first)) for ax in (*st.op.axis, *st.op.reduce_axis)}
@@ -251,16 +241,7 @@ class _Lowering:
         if len(indices) != len(tensor.shape):
             raise ScheduleError(f"stage {st.op.name}: prefetch_at of {tensor.name} gave {len(indices)} indices "
                                 f"for its {len(tensor.shape)} dimensions")
-        if id(tensor.op) not in env:
-            raise ScheduleError(f"stage {st.op.name}: prefetch of {tensor.name}, which has no buffer here (it is "
-                                f"inlined or computed inside another loop)")
-        moved = _to_buffers(E.TensorLoad(tensor, indices, tensor.dtype), env)
-        fetch = S.Prefetch(moved.buffer, tuple(simplify(i) for i in moved.indices), write)
-        firsts = [E.EQ(leaf, E.Const(starts.get(leaf.uid, 0), "int64"), "bool") for leaf in copies
-                  if st.iter_var_kinds.get(leaf.uid) == "unrolled"]
-        if not firsts:
-            return fetch
-        return S.IfThenElse(functools.reduce(lambda a, b: E.And(a, b, "bool"), firsts), fetch)
+        return _first_copy_fetch(st, env, starts, E.TensorLoad(tensor, indices, tensor.dtype), write)
 
     def _attached_at(self, st: Stage, leaf, regions: dict, env: dict, ranges: dict):
         prologue, allocs = [], []
@@ -375,6 +356,24 @@ def _simplified_over_domain(body: E.Expr, st: Stage) -> E.Expr:
     ranges = {ax.uid: (ax.dom_min, ax.dom_extent) for ax in st.axis}
     ranges.update({r.uid: (r.dom_min, r.dom_extent) for r in st.reduce_axis})
     return simplify(body, ranges)
+
+
+def _first_copy_fetch(st: Stage, env: dict, starts: dict, load, write) -> S.Stmt:
+    """The Prefetch of ``load`` (a read of a tensor with a buffer here), issued by the first
+    copy only of each unrolled loop of ``st`` whose copies do not move its address."""
+    tensor = load.tensor
+    if id(tensor.op) not in env:
+        raise ScheduleError(f"stage {st.op.name}: prefetch of {tensor.name}, which has no buffer here (it is "
+                            f"inlined or computed inside another loop)")
+    moved = _to_buffers(load, env)
+    indices = tuple(simplify(i) for i in moved.indices)
+    fetch = S.Prefetch(moved.buffer, indices, write)
+    used = {v.uid for i in indices for v in walk(i) if isinstance(v, E.Var)}
+    firsts = [E.EQ(leaf, E.Const(starts.get(leaf.uid, 0), "int64"), "bool") for leaf in st.leaf_iter_vars
+              if st.iter_var_kinds.get(leaf.uid) == "unrolled" and leaf.uid not in used]
+    if not firsts:
+        return fetch
+    return S.IfThenElse(functools.reduce(lambda a, b: E.And(a, b, "bool"), firsts), fetch)
 
 
 def _to_buffers(e: E.Expr, env: dict) -> E.Expr:

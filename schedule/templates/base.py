@@ -273,11 +273,11 @@ def fetch_panel_ahead(stage, panel: Tensor, width: int, nbytes: int) -> None:
 
 def fetch_next_panel(stage, panel: Tensor, rows: list, tile_i: int, width: int, unroll: int) -> None:
     """Have ``stage``, a register tile of ``tile_i`` rows by one ``width``-wide panel of
-    ``panel`` (weights packed as (panels, K, width), read along the stage's one reduce axis),
+    ``panel`` (weights packed as (panels, ..., width), read along the stage's reduce axes),
     whose row tiles each sweep the whole panel in turn before the next panel starts (the "ji"
     order), fetch the next panel while this one serves its rows: each trip of the reduction
-    (``unroll`` steps of its innermost looping axis) fetches a line or a few of it, each row tile its own share, so that
-    the panel is in cache when the first row tile reaches it. ``rows``: the stage's data axes
+    (``unroll`` steps of its innermost looping axis) fetches a line or a few of it, each row
+    tile its own share, so that the panel is in cache when the first row tile reaches it. ``rows``: the stage's data axes
     (leading axes first, the tiled row axis last) and their extents, as (axis, extent) pairs.
     Without it, the first row tile of every panel reads it from memory at the pace of its
     multiply-adds: BERT's 128x768x3072 layer, weights from memory, took 1.18x the time it
@@ -308,6 +308,7 @@ def fetch_next_panel(stage, panel: Tensor, rows: list, tile_i: int, width: int, 
     row_tiles = -(-row_extent // tile_i)
     sweeps = row_tiles * math.prod(n for _, n in lead)     # row tiles per panel
     fetches = -(-lines // (sweeps * trips))                 # lines a trip fetches
+    column = next(a for a in stage.op.axis if all(a is not r for r, _ in rows))
 
     def index(coords, m):
         tile = coords[row] // tile_i
@@ -320,6 +321,5 @@ def fetch_next_panel(stage, panel: Tensor, rows: list, tile_i: int, width: int, 
         # crowd L2 (1500 rows would sweep 15 panels ahead)
         line = ((tile * trips + step // unroll) * fetches + m) % lines
         return (coords[column] // width + 1, *[0] * (len(panel.shape) - 2), line * per_line)
-    column = next(a for a in stage.op.axis if all(a is not r for r, _ in rows))
     for m in range(fetches):
         stage.prefetch_at(panel, lambda coords, m=m: index(coords, m))
