@@ -41,6 +41,7 @@ from .op import OpKind
 from .ops.movement import slice_view
 from .pipeline import partition
 from .passes import DEFAULT
+from .passes.dead_code import default_outputs
 from .passes.half_floats import converts_at_edge
 from .engine import Engine
 from .steps import Step
@@ -94,11 +95,11 @@ def _compile_graph(graph, engine, configs, kernel_cache, strict, target, owned, 
     ir, partitions = partitioned.ir, partitioned.partitions
     bound = {**graph.constant_values, **ir.constant_values}    # folded constants are inputs too
     fallback = [f"{op.kind.value} (op {op.id})" for p in partitions if not p.is_supported() for op in p.ops
-                if not converts_at_edge(op)]     # half floats converted as they enter or leave
+                if not converts_at_edge(op) and op.kind is not OpKind.End]   # half floats converted at the edges
     if strict and fallback:
         raise Unsupported(f"strict: {len(fallback)} op(s) would run in the numpy reference interpreter, not "
                           f"compiled: {', '.join(fallback)}")
-    output_ids = [t.id for t in graph.get_output_ports()]
+    output_ids = default_outputs(graph)        # End ops name the outputs where there are any
     graph_outputs = set(output_ids)
     views = [view_of(p, graph_outputs) for p in partitions]
     sources = config_sources(configs)
@@ -158,7 +159,8 @@ def view_of(partition, graph_outputs: set):
     lone Slice whose output is a view of its input (``slice_view``), and its output no graph
     output (the caller owns those); else None."""
     ops = partition.ops
-    if len(ops) != 1 or ops[0].outputs[0].id in graph_outputs or not ops[0].outputs[0].is_known():
+    if len(ops) != 1 or not ops[0].outputs or ops[0].outputs[0].id in graph_outputs or \
+            not ops[0].outputs[0].is_known():
         return None
     op = ops[0]
     if op.kind is OpKind.StaticReshape:

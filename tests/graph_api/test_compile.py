@@ -83,6 +83,24 @@ def test_unsupported_ops_run_in_the_reference_with_a_warning():
         compile_graph(g, strict=True)
 
 
+def test_end_ops_name_the_outputs_and_compile_strictly():
+    # oneDNN's End marks what the graph is asked for: the ReLU's output, not the Exp's
+    import warnings
+    b = Builder()
+    x = b.input((4, 5))
+    y = b.op("ReLU", [x])
+    b.op("Exp", [y])
+    b.op("End", [y], n_outputs=0)
+    g = b.finalize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled = compile_graph(g, strict=True)
+    feed = np.linspace(-1, 1, 20, dtype="float32").reshape(4, 5)
+    result = compiled.run({x.id: feed})
+    assert list(result) == [y.id]
+    np.testing.assert_array_equal(result[y.id], np.maximum(feed, 0))
+
+
 def test_constant_weights_are_prepacked_once_per_weight_array():
     b = mlp(batch=5, sizes=(37, 50))
     g = b.finalize()
