@@ -7,9 +7,9 @@ Each case is a small ONNX model built here with ``onnx.helper`` and seeded weigh
 timed in interleaved blocks (best block of ``--rounds``) with a pause between blocks, so that
 neither library's spinning worker threads slow the other. The ratio is onnxruntime's time over
 ours: above 1 is faster than onnxruntime; numpy's ratio is its time over ours. The geomean of
-the onnxruntime ratios closes the table. The pw_ cases (1x1 convolutions of MobileNetV3 and
-EfficientNet) compile without the channels-last layout plan, as in those models, whose
-depthwise convolutions keep NCHW; their output, a graph output, is copied out of the GEMM's
+the onnxruntime ratios closes the table. The pw_ cases (1x1 convolutions of MobileNetV3's and
+EfficientNet's shapes) compile without the channels-last layout plan, as in models that keep
+NCHW (narrow grouped convolutions between the 1x1 ones); their output, a graph output, is copied out of the GEMM's
 view (in a model the next layer reads the view).
 
 Run: ``python benchmarks/bench_ops.py [--rounds 5] [--cases maxpool softmax ...] [--list]``
@@ -329,7 +329,7 @@ CASES = {
 
 
 # the cases compiled without the channels-last layout plan: a model's 1x1 convolutions run
-# in NCHW where its depthwise convolutions keep it so (MobileNetV3, EfficientNet)
+# in NCHW where its narrow grouped convolutions keep it so
 NCHW_CASES = {"pw_project", "pw_project28", "pw_expand_relu", "pw_expand_silu"}
 
 

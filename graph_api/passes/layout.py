@@ -3,8 +3,9 @@
 A convolution in NCHW reads its input one pixel at a time across channel planes and writes
 each tile of its channels-last accumulator back with a scatter. Channels-last (NHWC) gives
 it contiguous pixels and a contiguous store. This pass rewrites every 2-D ``Convolution``
-in ``NCX`` without groups, or in groups of at least ``CHANNELS_LAST_GROUP_WIDTH`` channels, to
-``NXC`` and carries the channels-last tensors through the ops that do not
+in ``NCX`` without groups, in groups of at least ``CHANNELS_LAST_GROUP_WIDTH`` channels, or
+depthwise with bound weights (which it permutes to HWIO, ``XIO``: a vector of channels reads
+one contiguous row of them), to ``NXC`` and carries the channels-last tensors through the ops that do not
 care about the order of their axes, so that a chain of convolutions converts once at its
 start and once where something needs NCHW again (TVM's layout alteration, oneDNN's
 channels-last tags). Carried through, when their activation input is channels-last:
@@ -18,9 +19,10 @@ channels-last tags). Carried through, when their activation input is channels-la
   channels last, or is the NCHW result itself when the reduced axes are dropped.
 
 The pass leaves a graph alone unless at least two thirds of its NCHW convolutions can run
-channels-last: with grouped convolutions between them (ShuffleNet's depthwise ones), tensors
-would flip between the layouts at each one, and the transposes cost more than the
-convolutions gain. For the same reason it drops a plan that transposes a tensor of some size
+channels-last: with narrow grouped convolutions between them, tensors would flip between
+the layouts at each one, and the transposes cost more than the convolutions gain. Nor does
+it convert a graph whose only convolutions are depthwise: they run about as fast in NCHW,
+and would only add the transposes. For the same reason it drops a plan that transposes a tensor of some size
 between two of its ops more than once per four convolutions (ZFNet's local response
 normalizations flip twice each, among five convolutions).
 
@@ -55,6 +57,7 @@ TO_CHANNELS_LAST = [0, 2, 3, 1]      # NCHW -> NHWC
 FLIP_MIN_ELEMENTS = 4096             # a transpose of fewer elements (a pooled vector) costs next to nothing
 FLIPS_PER_CONVOLUTION = 4            # a plan with a flip for every 4 convolutions or fewer is dropped
 TO_CHANNELS_FIRST = [0, 3, 1, 2]     # NHWC -> NCHW
+WEIGHTS_TO_XIO = [2, 3, 1, 0]        # OIHW -> HWIO
 CHANNELS_LAST_GROUP_WIDTH = 8        # grouped convolutions with groups this wide run channels-last
 LAYOUT_TRANSPOSE = "(layout transpose)"   # the name of the transposes the plan adds: no op of the model
 
@@ -79,9 +82,11 @@ def plan_layouts(graph) -> GraphIR:
     """
     graph = as_ir(graph, "plan_layouts")
     convs = [op for op in graph.ops if op.kind is OpKind.Convolution and get_attr(op, "data_format") == "NCX"]
-    converted = sum(_is_nchw_conv(op) for op in convs)
-    if not converted or 3 * converted < 2 * len(convs):
-        return graph
+    values = graph.constant_values
+    dense = sum(_is_nchw_conv(op) for op in convs)
+    converted = dense + sum(_is_depthwise(op, values) for op in convs)
+    if not dense or 3 * converted < 2 * len(convs):
+        return graph            # depthwise ones alone gain too little to pay for the transposes
     planned = _Planner(graph).run()
     ends = {t.id for t in graph.get_input_ports()} | set(output_ids(graph))    # converted once, needed anyway
     flips = [op for op in planned.ops if op.kind is OpKind.StaticTranspose
@@ -106,6 +111,19 @@ def _is_nchw_conv(op: Op) -> bool:
         op.outputs[0].shape[1] // groups >= CHANNELS_LAST_GROUP_WIDTH
 
 
+def _is_depthwise(op: Op, values: dict) -> bool:
+    """A 2-D NCHW depthwise convolution (one input and one output channel per group) with
+    bound weights in OIX: channels-last, the window template vectorizes its channels, with
+    the weights permuted to XIO so that a vector of channels reads one contiguous row."""
+    if op.kind is not OpKind.Convolution or get_attr(op, "data_format") != "NCX" or \
+            get_attr(op, "weights_format") != "OIX" or \
+            not (_is_4d(op.inputs[0]) and _is_4d(op.outputs[0]) and _is_4d(op.inputs[1])):
+        return False
+    weights, groups = op.inputs[1], get_attr(op, "groups")
+    return weights.id in values and groups > 1 and weights.shape[:2] == (groups, 1) and \
+        op.inputs[0].shape[1] == groups == op.outputs[0].shape[1]
+
+
 def _is_4d(t: LogicalTensor) -> bool:
     return t.is_known() and len(t.shape) == 4
 
@@ -125,9 +143,33 @@ class _Planner:
         self.last: dict[int, LogicalTensor] = {}     # NCHW tensor id -> its channels-last tensor
         self.first: set[int] = set()                 # ids whose NCHW form is produced (by the op or a transpose)
         self.ops: list[Op] = []
+        self.alias: dict[int, LogicalTensor] = {}    # a model's permute to NHWC -> the channels-last tensor
+
+    def _folds_permute(self, op: Op, outputs: set) -> bool:
+        """Whether ``op`` is a model's own permute between the layouts that the plan makes
+        needless (ConvNeXt's blocks permute each convolution's output to NHWC for their norm
+        and dense layers, and back): to NHWC, of a tensor whose channels-last form exists,
+        is that form; back to NCHW, of a tensor no op carried, has that tensor as its
+        channels-last form (a transpose is made where the NCHW one is needed, as for any)."""
+        if op.kind is not OpKind.StaticTranspose or not (_is_4d(op.inputs[0]) and _is_4d(op.outputs[0])):
+            return False
+        order = [a % 4 for a in get_attr(op, "order")]
+        source, out = op.inputs[0], op.outputs[0]
+        if order == TO_CHANNELS_LAST and source.id in self.last and out.id not in outputs:
+            self.alias[out.id] = self.last[source.id]
+            return True
+        if order == TO_CHANNELS_FIRST and source.id not in self.last:
+            self.last[out.id] = source
+            return True
+        return False
 
     def run(self) -> GraphIR:
+        outputs = set(output_ids(self.graph))
         for op in self.graph.topological_ops():
+            if self.alias and any(t.id in self.alias for t in op.inputs):
+                op = clone_op(op, inputs=[self.alias.get(t.id, t) for t in op.inputs])
+            if self._folds_permute(op, outputs):
+                continue
             converted = self._convert(op)
             if converted is None:
                 self.ops.append(clone_op(op, inputs=[self._nchw(t) for t in op.inputs]))
@@ -187,6 +229,12 @@ class _Planner:
         """The op rewritten to channels-last, or None when it stays as it is."""
         if _is_nchw_conv(op):
             return self._rewrite(op, [self._channels_last(op.inputs[0]), *op.inputs[1:]], {"data_format": "NXC"})
+        if _is_depthwise(op, self.values):
+            weights = op.inputs[1]
+            xio = self.fresh.constant(weights, _permuted(weights.shape, WEIGHTS_TO_XIO))
+            self.new_values[xio.id] = frozen(np.ascontiguousarray(self.values[weights.id].transpose(WEIGHTS_TO_XIO)))
+            return self._rewrite(op, [self._channels_last(op.inputs[0]), xio, *op.inputs[2:]],
+                                 {"data_format": "NXC", "weights_format": "XIO"})
         ins = op.inputs
         if not any(t.id in self.last for t in ins):
             return None

@@ -10,8 +10,8 @@ the pixels ``(C, H*W)`` (a view of the input), its register tiles run over sever
 channels by four vectors of pixels, and its output is stored contiguously: 1.5-4x faster on
 those layers (see ``benchmarks/bench_ops.py``'s pw_ cases).
 
-Where plan_layouts keeps convolutions in NCHW (MobileNetV3's and EfficientNet's depthwise
-convolutions between them), this pass rewrites each such convolution with bound weights (and
+Where plan_layouts keeps convolutions in NCHW (narrow grouped convolutions between them, or
+depthwise ones whose weights are fed at run time), this pass rewrites each such convolution with bound weights (and
 bias), no groups and at least ``MIN_PIXELS`` pixels per image: the input reshaped to
 ``(C, pixels)`` (``(N, C, pixels)`` for a batch), times the weights as an ``(O, C)`` matrix
 (bias ``(O, 1)``), then the elementwise epilogue (activation, residual add: each the only

@@ -41,7 +41,9 @@ class ReductionTemplate(Template):
     def __init__(self, dag, target=None):
         self.out = dag.outputs[0].op
         self.reductions = dag.of_class("reduction")
-        if self.out in self.reductions:
+        if any(_column_axis(op) is not None for op in self.reductions):
+            self.rows = 0        # a column reduction (NHWC's global pooling): whole, at root
+        elif self.out in self.reductions:
             self.rows = len(self.out.axis)
         else:
             self.rows = len(self.reductions[0].axis)

@@ -127,14 +127,19 @@ def _multiply_accumulate(src: Tensor, weight_at, kernel, strides, dilations, out
                          data_format: str, bias: Tensor | None, base: str, tag: str) -> Tensor:
     """``dst[n, g*ocg + o, y] = sum_{ci, k} src[n, g*icg + ci, y * stride + k * dilation] *
     weight_at(g, o, ci, k)`` (+ bias), ``src`` already padded. The accumulation is one compute,
-    laid out ``(N, G, O/G, *X)`` / ``(N, *X, G, O/G)`` when ``groups > 1``; one more compute
-    restores the channel axis and adds the bias where there is either. ``weight_at`` gets
-    ``g=None`` when there is one group."""
+    laid out ``(N, G, O/G, *X)`` / ``(N, *X, G, O/G)`` when ``groups > 1``, except in NXC with
+    one output channel per group (depthwise): ``(N, *X, 1, G)``, the channels last, so that
+    the window template vectorizes them (the unit axis, read by the weights alone, keeps it
+    a product's class, not a reduction's). One more compute restores the channel axis and adds the
+    bias where there is either. ``weight_at`` gets ``g=None`` when there is one group."""
     grouped = groups > 1
+    depthwise_last = grouped and ocg == 1 and data_format != "NCX"
 
     def body(*idx):
         n = idx[0]
-        if grouped:
+        if depthwise_last:
+            g, o, sp = idx[-1], idx[-2], idx[1:-2]
+        elif grouped:
             g, o, sp = (idx[1], idx[2], idx[3:]) if data_format == "NCX" else (idx[-2], idx[-1], idx[1:-2])
         else:
             g, (_, o, sp) = None, _split_data_index(data_format, idx)
@@ -145,7 +150,9 @@ def _multiply_accumulate(src: Tensor, weight_at, kernel, strides, dilations, out
         read = src[(n, ch, *pos) if data_format == "NCX" else (n, *pos, ch)]
         return rsum(read * weight_at(g, o, ci, ks), axis=[ci, *ks])
     n, oc = src.shape[0], groups * ocg
-    if grouped:
+    if depthwise_last:
+        acc_shape = (n, *outs, 1, groups)
+    elif grouped:
         acc_shape = (n, groups, ocg, *outs) if data_format == "NCX" else (n, *outs, groups, ocg)
     else:
         acc_shape = _data_shape(data_format, n, oc, outs)
@@ -156,7 +163,9 @@ def _multiply_accumulate(src: Tensor, weight_at, kernel, strides, dilations, out
 
     def epilogue(*idx):
         n_, o, sp = _split_data_index(data_format, idx)
-        if grouped:
+        if depthwise_last:
+            v = acc[(n_, *sp, 0, o)]
+        elif grouped:
             g, og = o // ocg, o % ocg
             v = acc[(n_, g, og, *sp) if data_format == "NCX" else (n_, *sp, g, og)]
         else:

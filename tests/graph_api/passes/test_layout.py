@@ -130,6 +130,88 @@ def test_a_graph_of_mostly_grouped_convolutions_is_left_alone():
     assert not transposes(plan_layouts(g))
 
 
+def mobilenet_block(c=6, size=11, bound=True):
+    """conv c -> 2c -> depthwise 3x3 (weights bound or fed) -> ReLU -> conv 2c -> c."""
+    values = {}
+    x = lt(0, (1, c, size, size))
+    c1, y1 = conv(0, x, 1, c, 2 * c, 2, size, values)
+    if bound:
+        dw, y2 = conv(1, y1, 3, 2 * c, 2 * c, 4, size, values, groups=2 * c)
+    else:
+        y2 = lt(4, y1.shape)
+        dw = op(1, "Convolution", [y1, lt(3, (2 * c, 1, 3, 3))], [y2], groups=2 * c, **PADDED)
+    r = lt(5, y2.shape)
+    c3, _ = conv(3, r, 6, 2 * c, c, 7, size, values)
+    return graph(c1, dw, op(2, "ReLU", [y2], [r]), c3, values=values)
+
+
+def test_a_mobilenet_block_runs_channels_last_with_its_depthwise_weights_in_hwio():
+    g = mobilenet_block()
+    planned = plan_layouts(g)
+    convs = [o for o in planned.ops if o.kind is OpKind.Convolution]
+    assert [o.attrs["data_format"] for o in convs] == ["NXC"] * 3
+    depthwise = convs[1]
+    assert depthwise.attrs["weights_format"] == "XIO" and depthwise.inputs[1].shape == (3, 3, 1, 12)
+    np.testing.assert_array_equal(planned.constant_values[depthwise.inputs[1].id],
+                                  g.constant_values[3].transpose(2, 3, 1, 0))
+    assert len(transposes(planned)) == 2                  # in once, out once
+    check_compiled(g, planned)
+
+
+def test_a_depthwise_convolution_with_weights_fed_at_run_time_stays_nchw():
+    # its weights cannot be put in HWIO before the run; the block's small tensors may flip
+    g = mobilenet_block(bound=False)
+    planned = plan_layouts(g)
+    convs = [o for o in planned.ops if o.kind is OpKind.Convolution]
+    assert [o.attrs["data_format"] for o in convs] == ["NXC", "NCX", "NXC"]
+    assert convs[1].inputs[1].id == 3 and convs[1].attrs["weights_format"] == "OIX"
+    check_compiled(g, planned)
+
+
+def convnext_block(c=6, size=9, permute_is_output=False):
+    """conv 3x3 -> depthwise 3x3 -> permute to NHWC -> LayerNorm -> MatMul c -> 2c -> GELU ->
+    MatMul 2c -> c -> permute back -> layer scale -> add the block's input."""
+    values = {}
+    x = lt(0, (1, c, size, size))
+    c1, y1 = conv(0, x, 1, c, c, 2, size, values)
+    dw, y2 = conv(1, y1, 3, c, c, 4, size, values, groups=c)
+    nhwc = (1, size, size, c)
+    p1, n = lt(5, nhwc), lt(6, nhwc)
+    gamma, beta = lt(7, (c,), constant=True), lt(8, (c,), constant=True)
+    w1, h, a = lt(9, (c, 2 * c), constant=True), lt(10, (1, size, size, 2 * c)), lt(11, (1, size, size, 2 * c))
+    w2, d, p2 = lt(12, (2 * c, c), constant=True), lt(13, nhwc), lt(14, (1, c, size, size))
+    scale, scaled, out = lt(15, (c, 1, 1), constant=True), lt(16, (1, c, size, size)), lt(17, (1, c, size, size))
+    for tid, shape in ((7, (c,)), (8, (c,)), (9, (c, 2 * c)), (12, (2 * c, c)), (15, (c, 1, 1))):
+        values[tid] = RNG.standard_normal(shape)
+    ops = [c1, dw, op(2, "StaticTranspose", [y2], [p1], order=[0, 2, 3, 1]),
+           op(3, "LayerNorm", [p1, gamma, beta], [n], keep_stats=False, begin_norm_axis=-1),
+           op(4, "MatMul", [n, w1], [h]), op(5, "GELU", [h], [a]), op(6, "MatMul", [a, w2], [d]),
+           op(7, "StaticTranspose", [d], [p2], order=[0, 3, 1, 2]), op(8, "Multiply", [p2, scale], [scaled]),
+           op(9, "Add", [scaled, y1], [out])]
+    if permute_is_output:
+        ops.append(op(10, "End", [p1], []))
+    return graph(*ops, values=values)
+
+
+def test_a_convnext_block_runs_channels_last_without_its_own_permutes():
+    g = convnext_block()
+    planned = plan_layouts(g)
+    assert [o.attrs["data_format"] for o in planned.ops if o.kind is OpKind.Convolution] == ["NXC"] * 2
+    assert [o.attrs["order"] for o in transposes(planned)] == [[0, 2, 3, 1], [0, 3, 1, 2]]   # in once, out once
+    norm = next(o for o in planned.ops if o.kind is OpKind.LayerNorm)
+    depthwise = [o for o in planned.ops if o.kind is OpKind.Convolution][1]
+    assert norm.inputs[0].id == depthwise.outputs[0].id          # the permute to NHWC is the conv's own output
+    check_compiled(g, planned)
+
+
+def test_a_permute_that_is_a_graph_output_is_kept():
+    g = convnext_block(permute_is_output=True)
+    planned = plan_layouts(g)
+    assert 5 in {t.id for o in planned.ops for t in o.outputs}   # produced under its own id
+    assert 5 in {t.id for t in planned.get_output_ports()}
+    assert_same_outputs(g, planned)
+
+
 @pytest.mark.parametrize("width", [8, 12])
 def test_convolutions_in_groups_of_eight_channels_or_more_run_channels_last(width):
     # RegNet's and ResNeXt's grouped 3x3 convolutions: the template tiles a group's channels

@@ -96,6 +96,18 @@ def test_reduction_then_reshape_global_pooling():
     check_all_configs(F, lambda x: x.mean(axis=(2, 3)), "reduction", rtol=1e-4, atol=1e-5)
 
 
+def test_reduction_channels_last_global_pooling_reduces_columns():
+    # NHWC's global average pool (squeeze-excite): each channel's sum runs down a column of
+    # pixels, the channels a vector wide, never a gather across them
+    X = placeholder((2, 9, 11, 21), name="X")
+    r, q = reduce_axis((0, 9), name="r"), reduce_axis((0, 11), name="q")
+    S = compute((2, 1, 1, 21), lambda n, h, w, c: rsum(X[n, r, q, c], axis=[r, q]), name="S")
+    F = compute((2, 1, 1, 21), lambda n, h, w, c: S[n, h, w, c] / 99.0, name="F")
+    t = check_all_configs(F, lambda x: x.mean(axis=(1, 2), keepdims=True), "reduction", rtol=1e-4, atol=1e-5)
+    assert t.rows == 0
+    assert "gather" not in t.build(t.default_config()).source("llvm")
+
+
 @in_parts
 def test_reduction_softmax(part):
     X = placeholder((9, 77), name="X")

@@ -127,6 +127,23 @@ def test_depthwise_convolution_with_an_epilogue_every_pair_of_knob_values(shape,
     check_configs(Y, [x, w, b], want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape, kernel, strides, pads, dil", DEPTHWISE[:3])
+def test_channels_last_depthwise_convolution_every_pair_of_knob_values(shape, kernel, strides, pads, dil):
+    # MobileNet's and EfficientNet's depthwise convolutions once plan_layouts runs them
+    # channels-last: the vector holds channels (2 vectors and 3 more), weights in XIO
+    c = 2 * LANES + 3
+    n, _, h, w_ = shape
+    X, W = placeholder((n, h, w_, c), name="X"), placeholder((*kernel, 1, c), name="W", constant=True)
+    B = placeholder((c,), name="B")
+    conv = window.conv(X, W, strides, pads, pads, dil, groups=c, data_format="NXC", weights_format="XIO", bias=B)
+    Y = compute(conv.shape, lambda *i: conv[i] * window.emin(window.emax(conv[i] + 3.0, 0.0), 6.0) / 6.0, name="Y")
+    x, w, b = (RNG.standard_normal(t.shape).astype("float32") for t in (X, W, B))
+    taps = windows(x.transpose(0, 3, 1, 2), kernel, strides, pads, pads, dil, 0)
+    want = hardswish(np.einsum("ncyxij,ijc->ncyx", taps, w[:, :, 0]) + b[None, :, None, None])
+    assert template_for(Y).name == "window"
+    check_configs(Y, [x, w, b], want.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("kind", ["max", "avg"])
 def test_channels_last_pooling_every_pair_of_knob_values(kind):
     # the vector runs over the channels and the rows knob blocks the output's columns

@@ -78,6 +78,8 @@ CONVS = [
     ((2, 6, 13), (9, 2, 3), [2], [1], [2], [1], 3, "NCX", "OIX", True),                       # 1-D, groups
     ((1, 4, 5, 6, 7), (3, 4, 2, 2, 3), [1, 2, 1], [0, 1, 1], [1, 0, 0], [1, 1, 2], 1, "NCX", "OIX", False),  # 3-D
     ((2, 9, 9, 4), (3, 3, 1, 4), [1, 1], [1, 1], [1, 1], [1, 1], 4, "NXC", "XIO", False),     # depthwise
+    ((1, 11, 9, 20), (5, 5, 1, 20), [2, 2], [2, 2], [2, 1], [1, 1], 20, "NXC", "XIO", True),  # depthwise, stride 2
+    ((1, 7, 8, 5), (3, 3, 1, 10), [1, 1], [1, 1], [1, 1], [1, 1], 5, "NXC", "XIO", True),    # channel multiplier 2
     ((2, 9, 10, 3), (5, 3, 3, 3), [2, 3], [0, 0], [0, 0], [1, 1], 1, "NXC", "OIX", False),    # no pad stage
 ]
 
@@ -90,8 +92,11 @@ def test_conv_against_loops(case):
     expected = ref_conv(feeds[x], feeds[w], strides, pads_begin, pads_end, dilations, groups, data_format,
                         weights_format, feeds[b] if bias else None)
     assert y.op.tag == "conv"
-    assert template_for(y).name == "complex"
-    check(y, feeds, expected, template="complex", rtol=1e-4, atol=1e-4)
+    oc = w.shape[0] if weights_format == "OIX" else w.shape[-1]
+    depthwise_last = data_format == "NXC" and groups == oc > 1     # a window, its channels vectorized
+    template = "window" if depthwise_last else "complex"
+    assert template_for(y).name == template
+    check(y, feeds, expected, template=template, rtol=1e-4, atol=1e-4)
 
 
 def test_conv_pad_is_its_own_stage_and_the_mac_is_an_outer_product():
