@@ -140,7 +140,11 @@ def test_channels_last_depthwise_convolution_every_pair_of_knob_values(shape, ke
     x, w, b = (RNG.standard_normal(t.shape).astype("float32") for t in (X, W, B))
     taps = windows(x.transpose(0, 3, 1, 2), kernel, strides, pads, pads, dil, 0)
     want = hardswish(np.einsum("ncyxij,ijc->ncyx", taps, w[:, :, 0]) + b[None, :, None, None])
-    assert template_for(Y).name == "window"
+    t = template_for(Y)
+    assert t.name == "window" and t.default_config()["rows"] == 4      # 4 columns share each tap's weights
+    func = lower(t.apply(t.default_config()), t.args)
+    window_loops = [n for n in walk(func.body) if isinstance(n, For) and n.var.name.startswith("k")]
+    assert all(any(isinstance(m, For) and m.var.name.startswith("ax2") for m in walk(loop)) for loop in window_loops)
     check_configs(Y, [x, w, b], want.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
 
 
