@@ -17,8 +17,9 @@ rows in NCHW, columns in NHWC): their accumulators stay in registers across the 
 which run outside them, so they share the weights' loads and the input they overlap (a 3x3
 stride-1 window over two output rows reads four input rows, not six). A depthwise convolution
 in NHWC blocks 4 columns by default (each tap's weights loaded once for 4 vectors: ConvNeXt's
-7x7 over 56x56x96 ran 1.9x faster than column by column); a pooling, which has no weights,
-blocks none.
+7x7 over 56x56x96 ran 1.9x faster than column by column), its window loops unrolled only
+when the block's taps are few (3x3: a 5x5 block of 4 columns built in twice the time rolled,
+and ran as fast); a pooling, which has no weights, blocks none.
 """
 from __future__ import annotations
 
@@ -59,7 +60,13 @@ class WindowTemplate(Template):
         cfg = {"vector": vector, "unroll": taps <= UNROLL_MAX_TAPS, "parallel": rows >= 2}
         if "rows" in self.space.knobs:        # NCHW, or NHWC with weights: as many as there are, up to 4
             most = max(r for r in ROWS if r <= self.out.output(0).shape[-2])
-            cfg["rows"] = most if _slides_along_last_axis(self.anchor) or self.anchor.tag == "conv" else 1
+            if _slides_along_last_axis(self.anchor):
+                cfg["rows"] = most
+            elif self.anchor.tag == "conv":   # a block's FMAs per tap in registers: taps unrolled if few
+                cfg["rows"] = most
+                cfg["unroll"] = taps * most <= UNROLL_MAX_TAPS
+            else:
+                cfg["rows"] = 1
         return cfg
 
     def schedule(self, s, cfg):
