@@ -184,8 +184,10 @@ def fold_transposes_into_attention(graph) -> GraphIR:
     reading it (their orders composed into the op's ``query_order``, ``key_order``,
     ``value_order`` and ``dst_order``), each transpose folded when the attention alone reads
     what it writes and that is no graph output. A value's or an output's transpose that would
-    move the last axis (the one the kernel reads and writes in vectors) stays as it is. The
-    input graph is not modified; its output tensors keep their ids.
+    move the last axis (the one the kernel reads and writes in vectors) stays as it is, and so
+    does an operand's transpose of data movement's output (``COPIES``, through reshapes): the
+    copy is made anyway, and transposes as it goes. The input graph is not modified; its
+    output tensors keep their ids.
 
     Example:
         >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
@@ -213,6 +215,21 @@ def fold_transposes_into_attention(graph) -> GraphIR:
     return graph.with_ops([new for new in (replaced.get(op.id, op) for op in graph.ops) if new is not None])
 
 
+COPIES = (OpKind.Slice, OpKind.StaticTranspose, OpKind.Concat, OpKind.Gather, OpKind.Pad, OpKind.Expand,
+          OpKind.Reorder)
+"""Data movement that writes a copy (a Slice that is no contiguous block, say)."""
+
+
+def _copied_anyway(graph: GraphIR, tensor_id: int) -> bool:
+    """Whether the tensor a transpose reads is, through reshapes, the output of data movement
+    (GPT-2's heads sliced from one projection of Q, K and V): the kernel that copies it then
+    transposes it too, at no cost, where the attention would read it across the grain."""
+    producer = graph.producer(tensor_id)
+    while producer is not None and producer.kind is OpKind.StaticReshape:
+        producer = graph.producer(producer.inputs[0].id)
+    return producer is not None and producer.kind in COPIES
+
+
 def _transpose_order(op: Op) -> list:
     """A StaticTranspose's order, every entry an axis in [0, rank)."""
     rank = len(op.inputs[0].shape)
@@ -232,13 +249,17 @@ def _folded(chain: _Chain, op: Op):
     """(the attention op with the transposes around it folded in, the transposes), or None."""
     inputs, attrs, removed = list(op.inputs), copy_attrs(op.attrs), []
     for slot, name in enumerate(OPERAND_ORDERS):
-        while (transpose := chain.sole_producer(inputs[slot].id, (OpKind.StaticTranspose,))) is not None \
+        source, order, transposes = inputs[slot], attrs.get(name, get_attr(op, name)), []
+        while (transpose := chain.sole_producer(source.id, (OpKind.StaticTranspose,))) is not None \
                 and transpose.inputs[0].is_known():
-            order = _composed(attrs.get(name, get_attr(op, name)), transpose, reading=True)
-            if name == "value_order" and order[-1] != len(order) - 1:
+            composed = _composed(order, transpose, reading=True)
+            if name == "value_order" and composed[-1] != len(composed) - 1:
                 break                       # the value's rows would be read across the grain
-            inputs[slot], attrs[name] = chain.graph.tensor(transpose.inputs[0].id), order
-            removed.append(transpose)
+            source, order = chain.graph.tensor(transpose.inputs[0].id), composed
+            transposes.append(transpose)
+        if transposes and not _copied_anyway(chain.graph, source.id):
+            inputs[slot], attrs[name] = source, order
+            removed += transposes
     outputs = list(op.outputs)
     while len(readers := chain.graph.consumers(outputs[0].id)) == 1 and outputs[0].id not in chain.outs and \
             readers[0].kind is OpKind.StaticTranspose and len(readers[0].outputs) == 1:

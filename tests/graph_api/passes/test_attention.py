@@ -124,13 +124,18 @@ S2, H2, D2, E2 = 13, 3, 8, 24              # rows (and keys), heads, head dim, m
 SPLIT, HEADS = (1, S2, H2, D2), (1, H2, S2, D2)
 
 
-def heads_graph(key_twice=False, value=(SPLIT, (0, 2, 1, 3)), merge=(0, 2, 1, 3), extra=None, returned=None):
+def heads_graph(key_twice=False, value=(SPLIT, (0, 2, 1, 3)), merge=(0, 2, 1, 3), extra=None, returned=None,
+                sliced=False):
     """BERT's self-attention from its projections (fed, (1, S2, E2)) to the merged context
     (1, S2, E2) -> ReLU: each projection reshaped to (1, S2, H2, D2) (``value``: the value's
     shape and order), a view, and transposed to heads (K to K^T, in two transposes when
     ``key_twice``), the context transposed by ``merge`` and reshaped back. ``extra``: a tensor
-    id an Exp reads too; ``returned``: a tensor id that is a graph output too."""
+    id an Exp reads too; ``returned``: a tensor id that is a graph output too; ``sliced``: the
+    query projection sliced from a wider one (GPT-2's Q, K and V projected at once)."""
     ops, values = [], {20: np.array(0.125, np.float32), 21: np.zeros((1, 1, 1, S2), np.float32)}
+    if sliced:
+        ops.append(op(9, "Slice", [lt(39, (1, S2, 3 * E2))], [lt(0, (1, S2, E2))], starts=[E2], ends=[2 * E2],
+                      axes=[2], steps=[1]))
     split = [(SPLIT, (0, 2, 1, 3)), (SPLIT, (0, 2, 1, 3) if key_twice else (0, 2, 3, 1)), value]
     for k, (shape, order) in enumerate(split):
         ops.append(op(10 + k, "StaticReshape", [lt(k, (1, S2, E2))], [lt(3 + k, shape)], shape=list(shape),
@@ -187,7 +192,9 @@ def test_transposes_in_a_row_compose():
     (dict(returned=34), [25]),                       # the context is a graph output
     (dict(value=((1, D2, H2, S2), (0, 2, 3, 1))), [15]),   # the value's rows would be read across the grain
     (dict(merge=(0, 1, 3, 2)), [25]),                # the output's rows would be written across the grain
-], ids=["query-read", "value-returned", "context-read", "context-returned", "value-across", "output-across"])
+    (dict(sliced=True), [13]),                       # the query's heads are copied from a slice anyway
+], ids=["query-read", "value-returned", "context-read", "context-returned", "value-across", "output-across",
+        "query-sliced"])
 def test_transposes_the_op_cannot_take_stay_as_they_are(case, kept):
     g = heads_graph(**case)
     out = fold_transposes_into_attention(fuse_attention(g))
