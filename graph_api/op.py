@@ -29,7 +29,9 @@ class OpKind(enum.Enum):
     * ``Resize``: ONNX's resampling of any axes to ``sizes``, nearest or linear, with its
       coordinate transformations and nearest rounding modes (oneDNN's Interpolate has two).
     * ``ScaledDotProductAttention``: ``softmax(query @ K^T * scale + mask) @ value`` over the
-      last axis (``graph_api.passes.fuse_attention`` makes it of the ops that spell it out).
+      last axis, its operands read and its output written through axis orders (a model's
+      heads where they lie; ``graph_api.passes.fuse_attention`` makes it of the ops that
+      spell it out, ``fold_transposes_into_attention`` folds the transposes around it).
     * ``Slice``: ``src[start:end:step]`` along ``axes`` (Python/ONNX clamping rules).
 
     Each has a schema, a shape rule, a reference implementation and a compute definition.

@@ -47,6 +47,7 @@ import weakref
 
 from .logical_tensor import DataType
 from .op import OpKind
+from .ops.attention import read_shapes
 from .ops.schema import get_attr
 
 ORT_TYPES = {DataType.f32: "float", DataType.f64: "double", DataType.f16: "float16", DataType.s32: "int32", DataType.s64: "int64",
@@ -76,8 +77,8 @@ def op_flop(op) -> int:
         return max(sizes, default=0)
     data, weights, out = op.inputs[0].shape, op.inputs[1].shape, op.outputs[0].shape
     if op.kind is OpKind.ScaledDotProductAttention:     # (..., Sq, Sk) scores, each a row of D then of Dv
-        keys = op.inputs[2].shape[-2]
-        return 2 * math.prod(out[:-1]) * keys * (data[-1] + out[-1])
+        query, _, value = read_shapes(op)
+        return 2 * (math.prod(out) // max(value[-1], 1)) * value[-2] * (query[-1] + value[-1])
     if op.kind is OpKind.MatMul:
         k = data[-2] if get_attr(op, "transpose_a") and len(data) > 1 else data[-1]
         return 2 * math.prod(out) * k

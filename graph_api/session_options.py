@@ -38,7 +38,8 @@ import enum
 from .logical_tensor import GraphError
 from .passes import (DEFAULT, compute_half_floats_in_f32, eliminate_common_subexpressions, eliminate_dead_ops,
                      flatten_dense_rows, flatten_pointwise_convolutions, fold_batch_norms, fold_constants,
-                     fold_into_weights, fuse_attention, recognize_norms, simplify_algebra, split_grouped_convolutions)
+                     fold_into_weights, fold_transposes_into_attention, fuse_attention, recognize_norms,
+                     simplify_algebra, split_grouped_convolutions)
 
 CPU = "CPUExecutionProvider"
 PROVIDERS = [CPU]
@@ -72,8 +73,8 @@ class GraphOptimizationLevel(enum.IntEnum):
 _BASIC = (compute_half_floats_in_f32, fold_constants, fold_into_weights, fold_batch_norms, simplify_algebra,
           split_grouped_convolutions, eliminate_common_subexpressions, eliminate_dead_ops)
 _EXTENDED = (compute_half_floats_in_f32, fold_constants, recognize_norms, fold_into_weights, fold_batch_norms,
-             simplify_algebra, fuse_attention, split_grouped_convolutions, flatten_pointwise_convolutions, flatten_dense_rows,
-             eliminate_common_subexpressions, eliminate_dead_ops)
+             simplify_algebra, fuse_attention, fold_transposes_into_attention, split_grouped_convolutions,
+             flatten_pointwise_convolutions, flatten_dense_rows, eliminate_common_subexpressions, eliminate_dead_ops)
 GRAPH_PASSES = {
     GraphOptimizationLevel.ORT_DISABLE_ALL: ("debug", ()),
     GraphOptimizationLevel.ORT_ENABLE_BASIC: ("fusion", _BASIC),
@@ -85,8 +86,9 @@ GRAPH_PASSES = {
 DISABLE_ALL: no pass, every op a partition of its own (no fusion); BASIC: constant folding,
 folds into weights and batch norms, algebraic simplification, grouped convolutions split,
 common subexpressions, dead ops, elementwise ops fused into their producer's kernel;
-EXTENDED: also norms and attention written op by op recognised as one op each, dense rows and
-the pixels of pointwise convolutions flattened into one GEMM;
+EXTENDED: also norms and attention written op by op recognised as one op each (attention reading
+and writing its heads where they lie), dense rows and the pixels of pointwise convolutions
+flattened into one GEMM;
 LAYOUT and ALL: also the channels-last layout plan (every pass, ``passes.DEFAULT``)."""
 
 

@@ -7,6 +7,14 @@ as the first MatMul reads it) when ``key_transposed``; ``value`` ``(..., Sk, Dv)
 ``mask``, added to the scaled scores ``(..., Sq, Sk)``, to which it broadcasts one way. The
 leading (batch) dims of the three operands broadcast (numpy). Output: ``(..., Sq, Dv)``.
 
+Layouts: the op reads ``query``, ``key`` and ``value`` transposed by ``query_order``,
+``key_order`` and ``value_order`` and writes its output transposed by ``dst_order`` (each as
+StaticTranspose's ``order``: ``read.shape[k] = input.shape[order[k]]``; empty, the default:
+as it is). The shapes above are those of the operands as read and of the output before its
+transposition. With them the heads a model splits from its projections, ``(B, S, H, D)`` read
+as ``(B, H, S, D)`` (``order`` ``[0, 2, 1, 3]``), and merges back after, need no copy
+(``graph_api.passes.fold_transposes_into_attention``).
+
 Example:
     >>> from tilefuse.graph_api.ops import op_def
     >>> op_def("ScaledDotProductAttention").schema.attrs["scale"].default
@@ -19,16 +27,57 @@ from tilefuse.tensorir import ops as T
 
 from ..op import Op
 from ._lower import _inputs
-from ._numpy import _bool, _check_broadcasts_to, _err, _f64, _float, _nin
+from ._numpy import _bool, _check_broadcasts_to, _err, _f64, _float, _ints, _nin
 from ._shapes import _one_way, _require, broadcast_shapes
 from .registry import define
 from .schema import FP, optional, schema, get_attr
 
+OPERAND_ORDERS = ("query_order", "key_order", "value_order")
+
+
+def order_problem(order, rank: int) -> str | None:
+    """What is wrong with ``order`` as the axis order of a rank-``rank`` tensor (a permutation
+    of its axes, or empty: as it is), or None.
+
+    Example:
+        >>> order_problem([0, 2, 1, 3], 4), order_problem([], 3), order_problem([0, 2, 2], 3)
+        (None, None, 'is not a permutation of the axes 0..2')
+    """
+    order = list(order)
+    if order and sorted(order) != list(range(rank)):
+        return "is not a permutation of the axes 0.." + str(rank - 1)
+    return None
+
+
+def _ordered(shape, order) -> tuple:
+    return tuple(shape[a] for a in order) if order else tuple(shape)
+
+
+def read_shapes(op: Op) -> list:
+    """The shapes of an attention op's query, key and value as it reads them (through their
+    orders), its inputs' shapes known.
+
+    Example:
+        >>> from tilefuse.graph_api import DataType, LogicalTensor, OpKind
+        >>> x = LogicalTensor(0, DataType.f32, (1, 5, 2, 8))
+        >>> read_shapes(Op(0, OpKind.ScaledDotProductAttention, [x, x, x], [], {"query_order": [0, 2, 1, 3]}))
+        [(1, 2, 5, 8), (1, 5, 2, 8), (1, 5, 2, 8)]
+    """
+    return [_ordered(t.shape, get_attr(op, name)) for t, name in zip(op.inputs, OPERAND_ORDERS)]
+
 
 # ---- shape rule -------------------------------------------------------------------------------------
 
+def _checked_order(op, name: str, rank: int, what: str) -> list:
+    order = list(get_attr(op, name))
+    problem = order_problem(order, rank)
+    _require(problem is None, f"{name} {order} {problem} of {what}")
+    return order
+
+
 def _shape_attention(op, s):
-    query, key, value = (tuple(x) for x in s[:3])
+    query, key, value = (_ordered(x, _checked_order(op, name, len(x), f"{name.split('_')[0]} {list(x)}"))
+                         for x, name in zip(s[:3], OPERAND_ORDERS))
     _require(min(len(query), len(key), len(value)) >= 2,
              f"query, key and value need rank >= 2, got shapes {list(query)}, {list(key)}, {list(value)}")
     depth, keys = key[-2:] if get_attr(op, "key_transposed") else key[-2:][::-1]
@@ -38,14 +87,23 @@ def _shape_attention(op, s):
     batch = broadcast_shapes(broadcast_shapes(query[:-2], key[:-2]), value[:-2])
     if len(s) == 4:
         _one_way(s[3], batch + (query[-2], keys), "mask")
-    return [batch + (query[-2], value[-1])]
+    out = batch + (query[-2], value[-1])
+    return [_ordered(out, _checked_order(op, "dst_order", len(out), f"the output {list(out)}"))]
 
 
 # ---- reference --------------------------------------------------------------------------------------
 
+def _transposed(op, name: str, x: np.ndarray, what: str) -> np.ndarray:
+    order = _ints(op, name, [])
+    problem = order_problem(order, x.ndim)
+    if problem:
+        raise _err(op, f"{name} {order} {problem} of {what} {x.shape}")
+    return np.transpose(x, order) if order else x
+
+
 def _ref_attention(op: Op, xs: list) -> list:
     _nin(op, xs, {3, 4})
-    query, key, value = (_f64(x) for x in xs[:3])
+    query, key, value = (_transposed(op, name, _f64(x), name.split("_")[0]) for x, name in zip(xs[:3], OPERAND_ORDERS))
     if min(query.ndim, key.ndim, value.ndim) < 2:
         raise _err(op, f"query, key and value need rank >= 2, got shapes {query.shape}, {key.shape}, {value.shape}")
     transposed = key if _bool(op, "key_transposed") else np.swapaxes(key, -1, -2)
@@ -64,19 +122,22 @@ def _ref_attention(op: Op, xs: list) -> list:
     with np.errstate(all="ignore"):      # a row all -inf is NaN, as SoftMax's is
         e = np.exp(scores - scores.max(axis=-1, keepdims=True))
         probabilities = e / e.sum(axis=-1, keepdims=True)
-    return [np.matmul(probabilities, value)]
+    return [_transposed(op, "dst_order", np.matmul(probabilities, value), "the output")]
 
 
 # ---- lowering ---------------------------------------------------------------------------------------
 
 def _lower_attention(op, xs):
     _inputs(op, xs, 3, 4)
+    orders = {name: get_attr(op, name) for name in (*OPERAND_ORDERS, "dst_order")}
     return T.scaled_dot_product_attention(*xs[:3], mask=xs[3] if len(xs) == 4 else None,
-                                          scale=get_attr(op, "scale"), key_transposed=get_attr(op, "key_transposed"))
+                                          scale=get_attr(op, "scale"), key_transposed=get_attr(op, "key_transposed"),
+                                          **orders)
 
 
 # ---- the record -------------------------------------------------------------------------------------
 
 define(schema("ScaledDotProductAttention", "query:T key:T value:T mask:T", "dst:T",
-              {"scale": optional("f32", 1.0), "key_transposed": optional("bool", False)}, {"T": FP}, n_in={3, 4}),
+              {"scale": optional("f32", 1.0), "key_transposed": optional("bool", False),
+               **{name: optional("s64[]", []) for name in (*OPERAND_ORDERS, "dst_order")}}, {"T": FP}, n_in={3, 4}),
        shape=_shape_attention, reference=_ref_attention, lower=_lower_attention)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from tilefuse.tensorir import trace as _trace
 
 from .algebraic import simplify_algebra
-from .attention import fuse_attention
+from .attention import fold_transposes_into_attention, fuse_attention
 from .channel_scale import scale_weights_by_channel_gates
 from .constants import fold_constants
 from .cse import eliminate_common_subexpressions
@@ -34,7 +34,8 @@ from .pointwise import flatten_pointwise_convolutions
 from .weights import fold_batch_norms, fold_into_weights
 
 DEFAULT = (compute_half_floats_in_f32, fold_constants, recognize_norms, fold_into_weights, fold_batch_norms, simplify_algebra,
-           fuse_attention, split_grouped_convolutions, plan_layouts, scale_weights_by_channel_gates, flatten_pointwise_convolutions, flatten_dense_rows,
+           fuse_attention, fold_transposes_into_attention, split_grouped_convolutions, plan_layouts,
+           scale_weights_by_channel_gates, flatten_pointwise_convolutions, flatten_dense_rows,
            eliminate_common_subexpressions, eliminate_dead_ops)
 
 
@@ -53,6 +54,7 @@ def run_passes(graph, passes=DEFAULT, *, trace=None):
 
 
 __all__ = ["DEFAULT", "compute_half_floats_in_f32", "default_outputs", "eliminate_common_subexpressions", "eliminate_dead_ops",
-           "flatten_dense_rows", "fuse_attention", "flatten_pointwise_convolutions", "fold_batch_norms", "fold_constants", "fold_into_weights",
-           "plan_layouts", "recognize_norms", "run_passes", "scale_weights_by_channel_gates",
+           "flatten_dense_rows", "fold_transposes_into_attention", "fuse_attention", "flatten_pointwise_convolutions",
+           "fold_batch_norms", "fold_constants", "fold_into_weights", "plan_layouts", "recognize_norms", "run_passes",
+           "scale_weights_by_channel_gates",
            "simplify_algebra", "split_grouped_convolutions"]

@@ -17,6 +17,12 @@ that broadcasts one way to the scores (BERT's ``(1, 1, 1, S)``, T5's position bi
 causal mask folded to a constant); the SoftMax is over the last axis, with no stats output.
 Anything else stays as it is.
 
+``fold_transposes_into_attention`` then lets each attention op read its operands through the
+StaticTransposes that feed it and write its output through the one after it: the heads a model
+splits from its projections (``(B, S, H*D)`` reshaped, a view, to ``(B, S, H, D)`` and transposed
+to ``(B, H, S, D)``, K to ``(B, H, D, S)``) and merges back after (transposed to ``(B, S, H, D)``,
+reshaped to ``(B, S, H*D)``) are then read and written where they lie, and no copy is made.
+
 Example:
     >>> import numpy as np
     >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind, PropertyType
@@ -38,8 +44,9 @@ import numpy as np
 from ..ir import GraphIR
 from ..logical_tensor import DataType
 from ..op import Op, OpKind
+from ..ops.attention import OPERAND_ORDERS
 from ..ops.schema import get_attr
-from ._util import FreshIds, as_ir, covered_by, output_ids
+from ._util import FreshIds, as_ir, clone_op, copy_attrs, covered_by, output_ids
 
 COMPUTED = (DataType.f32, DataType.f64)
 
@@ -169,3 +176,98 @@ def fuse_attention(graph) -> GraphIR:
     if not replaced:
         return graph
     return graph.with_ops([new for new in (replaced.get(op.id, op) for op in graph.ops) if new is not None])
+
+
+def fold_transposes_into_attention(graph) -> GraphIR:
+    """A new graph in which each ScaledDotProductAttention op reads its query, key and value
+    through the StaticTransposes producing them and writes its output through a StaticTranspose
+    reading it (their orders composed into the op's ``query_order``, ``key_order``,
+    ``value_order`` and ``dst_order``), each transpose folded when the attention alone reads
+    what it writes and that is no graph output. A value's or an output's transpose that would
+    move the last axis (the one the kernel reads and writes in vectors) stays as it is, and so
+    does an operand's transpose of data movement's output (``COPIES``, through reshapes): the
+    copy is made anyway, and transposes as it goes. The input graph is not modified; its
+    output tensors keep their ids.
+
+    Example:
+        >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
+        >>> t = lambda i, s: LogicalTensor(i, DataType.f32, s)
+        >>> g = Graph()
+        >>> _ = g.add_op(Op(0, OpKind.StaticTranspose, [t(0, (1, 5, 2, 8))], [t(1, (1, 2, 5, 8))], {"order": [0, 2, 1, 3]}))
+        >>> _ = g.add_op(Op(1, OpKind.ScaledDotProductAttention, [t(1, (1, 2, 5, 8))] * 3, [t(2, (1, 2, 5, 8))]))
+        >>> _ = g.add_op(Op(2, OpKind.StaticTranspose, [t(2, (1, 2, 5, 8))], [t(3, (1, 5, 2, 8))], {"order": [0, 2, 1, 3]}))
+        >>> g.finalize()
+        >>> (attention,) = fold_transposes_into_attention(g).ops
+        >>> [t.id for t in attention.inputs], [t.id for t in attention.outputs], attention.attrs["dst_order"]
+        ([0, 0, 0], [3], [0, 2, 1, 3])
+    """
+    graph = as_ir(graph, "fold_transposes_into_attention")
+    chain, replaced = _Chain(graph, set(output_ids(graph))), {}
+    for op in graph.topological_ops():
+        if op.kind is OpKind.ScaledDotProductAttention:
+            folded = _folded(chain, op)
+            if folded is not None:
+                new, removed = folded
+                replaced.update({o.id: None for o in removed})
+                replaced[op.id] = new
+    if not replaced:
+        return graph
+    return graph.with_ops([new for new in (replaced.get(op.id, op) for op in graph.ops) if new is not None])
+
+
+COPIES = (OpKind.Slice, OpKind.StaticTranspose, OpKind.Concat, OpKind.Gather, OpKind.Pad, OpKind.Expand,
+          OpKind.Reorder)
+"""Data movement that writes a copy (a Slice that is no contiguous block, say)."""
+
+
+def _copied_anyway(graph: GraphIR, tensor_id: int) -> bool:
+    """Whether the tensor a transpose reads is, through reshapes, the output of data movement
+    (GPT-2's heads sliced from one projection of Q, K and V): the kernel that copies it then
+    transposes it too, at no cost, where the attention would read it across the grain."""
+    producer = graph.producer(tensor_id)
+    while producer is not None and producer.kind is OpKind.StaticReshape:
+        producer = graph.producer(producer.inputs[0].id)
+    return producer is not None and producer.kind in COPIES
+
+
+def _transpose_order(op: Op) -> list:
+    """A StaticTranspose's order, every entry an axis in [0, rank)."""
+    rank = len(op.inputs[0].shape)
+    return [a % rank for a in get_attr(op, "order")] or list(range(rank))[::-1]
+
+
+def _composed(order, transpose: Op, reading: bool) -> list:
+    """The order of an operand read through ``order`` (empty: as it is) from a tensor that
+    ``transpose`` made (``reading``), or of an output written through ``order`` and then
+    transposed by ``transpose``."""
+    order = list(order) or list(range(len(transpose.outputs[0].shape)))
+    inner = _transpose_order(transpose)
+    return [inner[a] for a in order] if reading else [order[a] for a in inner]
+
+
+def _folded(chain: _Chain, op: Op):
+    """(the attention op with the transposes around it folded in, the transposes), or None."""
+    inputs, attrs, removed = list(op.inputs), copy_attrs(op.attrs), []
+    for slot, name in enumerate(OPERAND_ORDERS):
+        source, order, transposes = inputs[slot], attrs.get(name, get_attr(op, name)), []
+        while (transpose := chain.sole_producer(source.id, (OpKind.StaticTranspose,))) is not None \
+                and transpose.inputs[0].is_known():
+            composed = _composed(order, transpose, reading=True)
+            if name == "value_order" and composed[-1] != len(composed) - 1:
+                break                       # the value's rows would be read across the grain
+            source, order = chain.graph.tensor(transpose.inputs[0].id), composed
+            transposes.append(transpose)
+        if transposes and not _copied_anyway(chain.graph, source.id):
+            inputs[slot], attrs[name] = source, order
+            removed += transposes
+    outputs = list(op.outputs)
+    while len(readers := chain.graph.consumers(outputs[0].id)) == 1 and outputs[0].id not in chain.outs and \
+            readers[0].kind is OpKind.StaticTranspose and len(readers[0].outputs) == 1:
+        order = _composed(attrs.get("dst_order", get_attr(op, "dst_order")), readers[0], reading=False)
+        if order[-1] != len(order) - 1:
+            break                           # the output's rows would be written across the grain
+        outputs, attrs["dst_order"] = [chain.graph.tensor(readers[0].outputs[0].id)], order
+        removed.append(readers[0])
+    if not removed:
+        return None
+    return clone_op(op, inputs=inputs, outputs=outputs, attrs=attrs, folded=removed), removed

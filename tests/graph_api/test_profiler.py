@@ -114,6 +114,12 @@ def test_peaks_are_measured_once_per_thread_count():
                                               LogicalTensor(1, DataType.f32, (2, 3, 7, 8)),
                                               LogicalTensor(2, DataType.f32, (2, 3, 7, 4))],
         [LogicalTensor(3, DataType.f32, (2, 3, 5, 4))]), 2 * (2 * 3 * 5 * 7) * (8 + 4)),
+    (Op(0, OpKind.ScaledDotProductAttention, [LogicalTensor(0, DataType.f32, (2, 5, 3, 8)),     # heads split
+                                              LogicalTensor(1, DataType.f32, (2, 7, 3, 8)),     # and merged
+                                              LogicalTensor(2, DataType.f32, (2, 7, 3, 4))],    # by orders
+        [LogicalTensor(3, DataType.f32, (2, 5, 3, 4))],
+        {"query_order": [0, 2, 1, 3], "key_order": [0, 2, 1, 3], "value_order": [0, 2, 1, 3],
+         "dst_order": [0, 2, 1, 3]}), 2 * (2 * 3 * 5 * 7) * (8 + 4)),
     (Op(0, OpKind.Add, [LogicalTensor(0, DataType.f32, (4, 8)), LogicalTensor(1, DataType.f32, (8,))],
         [LogicalTensor(2, DataType.f32, (4, 8))]), 32),
     (Op(0, OpKind.ReLU, [LogicalTensor(0, DataType.f32, None)], [LogicalTensor(1, DataType.f32, None)]), 0)])

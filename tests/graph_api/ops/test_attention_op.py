@@ -57,3 +57,58 @@ def test_the_reference_refuses_operands_that_do_not_fit(arrays, message):
     values = [np.zeros(s) for s in arrays]
     with pytest.raises(GraphError, match=message):
         evaluate(op(arrays), values)
+
+
+# ---- operands read, and the output written, through axis orders ------------------------------------
+
+HEADS = [0, 2, 1, 3]           # (batch, rows, heads, depth) read as (batch, heads, rows, depth)
+
+
+def test_orders_read_the_operands_transposed_and_write_the_output_transposed():
+    split = dict(query_order=HEADS, key_order=[0, 2, 3, 1], value_order=HEADS, key_transposed=True)
+    assert shape([(2, 5, 3, 8), (2, 7, 3, 8), (2, 7, 3, 4)], **split) == (2, 3, 5, 4)
+    assert shape([(2, 5, 3, 8), (2, 7, 3, 8), (2, 7, 3, 4), (2, 1, 1, 7)], **split, dst_order=HEADS) == (2, 5, 3, 4)
+    assert shape([(5, 8), (7, 8), (7, 4)], query_order=[], dst_order=[1, 0]) == (4, 5)
+
+
+@pytest.mark.parametrize("shapes, attrs, message", [
+    ([(2, 5, 3, 8)] * 3, {"query_order": [0, 2, 1]}, r"query_order \[0, 2, 1\] is not a permutation of the axes "
+                                                      r"0..3 of query \[2, 5, 3, 8\]"),
+    ([(2, 5, 3, 8)] * 3, {"key_order": [0, 2, 1, 1]}, r"key_order \[0, 2, 1, 1\] is not a permutation"),
+    ([(2, 5, 3, 8)] * 3, {"value_order": [0, 2, 1, 4]}, r"value_order \[0, 2, 1, 4\] is not a permutation"),
+    ([(2, 5, 3, 8)] * 3, {"dst_order": [-1, 0, 1, 2]}, r"dst_order \[-1, 0, 1, 2\] is not a permutation of the "
+                                                       r"axes 0..3 of the output \[2, 5, 3, 8\]"),
+    ([(2, 5, 3, 8), (2, 7, 3, 8), (2, 7, 3, 4)], {"query_order": HEADS, "value_order": HEADS},
+     r"key \[2, 7, 3, 8\] has 3 keys but value \[2, 3, 7, 4\] has 7"),      # the key read as it lies
+])
+def test_bad_orders_are_refused_naming_the_op(shapes, attrs, message):
+    with pytest.raises(GraphError, match=r"op 7 \(ScaledDotProductAttention\): .*" + message):
+        shape(shapes, **attrs)
+
+
+def test_an_order_that_is_no_list_of_ints_is_refused_when_the_op_is_added():
+    with pytest.raises(GraphError, match="attribute 'query_order' must be s64\\[\\], got 'bshd'"):
+        Graph().add_op(op([(5, 8), (7, 8), (7, 4)], query_order="bshd"))
+
+
+def test_the_reference_reads_and_writes_through_the_orders():
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal(s) for s in ((2, 5, 3, 8), (2, 7, 3, 8), (2, 7, 3, 4)))
+    heads = [np.transpose(x, HEADS) for x in (q, k, v)]
+    want = evaluate(op([x.shape for x in heads], scale=0.5), heads)[0]
+    attrs = dict(scale=0.5, query_order=HEADS, key_order=HEADS, value_order=HEADS, dst_order=HEADS)
+    got = evaluate(op([q.shape, k.shape, v.shape], **attrs), [q, k, v])[0]
+    np.testing.assert_allclose(got, np.transpose(want, HEADS), rtol=1e-12)
+    attrs.update(key_order=[0, 2, 3, 1], key_transposed=True)        # K^T read from K as it lies
+    got = evaluate(op([q.shape, k.shape, v.shape], **attrs), [q, k, v])[0]
+    np.testing.assert_allclose(got, np.transpose(want, HEADS), rtol=1e-12)
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"value_order": [1, 0]}, r"value_order \[1, 0\] is not a permutation of the axes 0..2 of value \(2, 7, 4\)"),
+    ({"dst_order": [0, 1]}, r"dst_order \[0, 1\] is not a permutation of the axes 0..2 of the output \(2, 5, 4\)"),
+])
+def test_the_reference_refuses_bad_orders(attrs, message):
+    shapes = [(2, 5, 8), (2, 7, 8), (2, 7, 4)]
+    with pytest.raises(GraphError, match=message):
+        evaluate(op(shapes, **attrs), [np.zeros(s) for s in shapes])

@@ -4,8 +4,8 @@ chains it must leave as they are."""
 import numpy as np
 import pytest
 
-from tilefuse.graph_api import OpKind, compile_graph
-from tilefuse.graph_api.passes import DEFAULT, fuse_attention
+from tilefuse.graph_api import OpKind, compile_graph, reference
+from tilefuse.graph_api.passes import DEFAULT, fold_transposes_into_attention, fuse_attention
 from passes_helpers import assert_same_outputs, feeds_for, graph, lt, op, snapshot
 
 B, H, S, K, D = 2, 3, 13, 11, 8
@@ -116,3 +116,103 @@ def test_compiled_the_attention_is_one_partition_and_matches_numpy():
     want = np.maximum((p / p.sum(-1, keepdims=True)) @ v, 0)
     got = compiled.run({k: feeds[k] for k in (0, 1, 2, 4)})[16]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# ---- the heads' split and merge folded into the attention op ----------------------------------------
+
+S2, H2, D2, E2 = 13, 3, 8, 24              # rows (and keys), heads, head dim, model width (= H2 * D2)
+SPLIT, HEADS = (1, S2, H2, D2), (1, H2, S2, D2)
+
+
+def heads_graph(key_twice=False, value=(SPLIT, (0, 2, 1, 3)), merge=(0, 2, 1, 3), extra=None, returned=None,
+                sliced=False):
+    """BERT's self-attention from its projections (fed, (1, S2, E2)) to the merged context
+    (1, S2, E2) -> ReLU: each projection reshaped to (1, S2, H2, D2) (``value``: the value's
+    shape and order), a view, and transposed to heads (K to K^T, in two transposes when
+    ``key_twice``), the context transposed by ``merge`` and reshaped back. ``extra``: a tensor
+    id an Exp reads too; ``returned``: a tensor id that is a graph output too; ``sliced``: the
+    query projection sliced from a wider one (GPT-2's Q, K and V projected at once)."""
+    ops, values = [], {20: np.array(0.125, np.float32), 21: np.zeros((1, 1, 1, S2), np.float32)}
+    if sliced:
+        ops.append(op(9, "Slice", [lt(39, (1, S2, 3 * E2))], [lt(0, (1, S2, E2))], starts=[E2], ends=[2 * E2],
+                      axes=[2], steps=[1]))
+    split = [(SPLIT, (0, 2, 1, 3)), (SPLIT, (0, 2, 1, 3) if key_twice else (0, 2, 3, 1)), value]
+    for k, (shape, order) in enumerate(split):
+        ops.append(op(10 + k, "StaticReshape", [lt(k, (1, S2, E2))], [lt(3 + k, shape)], shape=list(shape),
+                      special_zero=False))
+        ops.append(op(13 + k, "StaticTranspose", [lt(3 + k, shape)], [lt(6 + k, tuple(shape[a] for a in order))],
+                      order=list(order)))
+    kt = 7
+    if key_twice:
+        ops.append(op(16, "StaticTranspose", [lt(7, HEADS)], [lt(9, (1, H2, D2, S2))], order=[0, 1, 3, 2]))
+        kt = 9
+    scores = (1, H2, S2, S2)
+    ops += [op(20, "MatMul", [lt(6, HEADS), lt(kt, (1, H2, D2, S2))], [lt(30, scores)]),
+            op(21, "Multiply", [lt(30, scores), lt(20, (), constant=True)], [lt(31, scores)]),
+            op(22, "Add", [lt(31, scores), lt(21, (1, 1, 1, S2), constant=True)], [lt(32, scores)]),
+            op(23, "SoftMax", [lt(32, scores)], [lt(33, scores)], axis=-1),
+            op(24, "MatMul", [lt(33, scores), lt(8, HEADS)], [lt(34, HEADS)])]
+    merged = tuple(HEADS[a] for a in merge)
+    ops += [op(25, "StaticTranspose", [lt(34, HEADS)], [lt(35, merged)], order=list(merge)),
+            op(26, "StaticReshape", [lt(35, merged)], [lt(36, (1, S2, E2))], shape=[1, S2, E2], special_zero=False),
+            op(27, "ReLU", [lt(36, (1, S2, E2))], [lt(37, (1, S2, E2))])]
+    if extra is not None:
+        ops.append(op(28, "Exp", [lt(extra, HEADS)], [lt(38, HEADS)]))
+    if returned is not None:
+        ops.append(op(29, "End", [lt(returned, HEADS)], []))
+    return graph(*ops, values=values)
+
+
+def test_the_heads_split_and_merge_are_read_and_written_where_they_lie():
+    g = fuse_attention(heads_graph())
+    before = snapshot(g)
+    out = fold_transposes_into_attention(g)
+    assert snapshot(g) == before
+    assert kinds(out) == [OpKind.StaticReshape] * 3 + [OpKind.ScaledDotProductAttention, OpKind.StaticReshape,
+                                                       OpKind.ReLU]
+    attention = out.topological_ops()[3]
+    assert attention.attrs == {"scale": 0.125, "key_transposed": True, "query_order": [0, 2, 1, 3],
+                               "key_order": [0, 2, 3, 1], "value_order": [0, 2, 1, 3], "dst_order": [0, 2, 1, 3]}
+    assert [t.id for t in attention.inputs] == [3, 4, 5, 21] and [t.id for t in attention.outputs] == [35]
+    assert len(attention.covers) == 5 + 4           # the chain's five ops and the four transposes
+    assert_same_outputs(g, out, ids=[37])
+
+
+def test_transposes_in_a_row_compose():
+    g = fuse_attention(heads_graph(key_twice=True))
+    attention = next(o for o in fold_transposes_into_attention(g).ops if o.kind is OpKind.ScaledDotProductAttention)
+    assert attention.attrs["key_order"] == [0, 2, 3, 1] and attention.inputs[1].id == 4
+    assert_same_outputs(g, fold_transposes_into_attention(g), ids=[37])
+
+
+@pytest.mark.parametrize("case, kept", [
+    (dict(extra=6), [13]),                           # the query's heads are read elsewhere too
+    (dict(returned=8), [15]),                        # the value's heads are a graph output
+    (dict(extra=34), [25]),                          # the context is read elsewhere too
+    (dict(returned=34), [25]),                       # the context is a graph output
+    (dict(value=((1, D2, H2, S2), (0, 2, 3, 1))), [15]),   # the value's rows would be read across the grain
+    (dict(merge=(0, 1, 3, 2)), [25]),                # the output's rows would be written across the grain
+    (dict(sliced=True), [13]),                       # the query's heads are copied from a slice anyway
+], ids=["query-read", "value-returned", "context-read", "context-returned", "value-across", "output-across",
+        "query-sliced"])
+def test_transposes_the_op_cannot_take_stay_as_they_are(case, kept):
+    g = heads_graph(**case)
+    out = fold_transposes_into_attention(fuse_attention(g))
+    assert kinds(out).count(OpKind.ScaledDotProductAttention) == 1
+    assert sorted(o.id for o in out.ops if o.kind is OpKind.StaticTranspose) == kept
+    assert_same_outputs(g, out)
+
+
+def test_the_fold_runs_in_the_default_pipeline_right_after_the_fusion():
+    assert DEFAULT.index(fold_transposes_into_attention) == DEFAULT.index(fuse_attention) + 1
+
+
+def test_compiled_no_copy_is_made_between_the_projections_and_the_merged_context():
+    g = heads_graph()
+    compiled = compile_graph(g)
+    steps = [(s.kind, [o.kind for o in s.ops], s.view is not None) for s in compiled.steps]
+    assert [kinds for _, kinds, view in steps if not view] == [[OpKind.ScaledDotProductAttention], [OpKind.ReLU]]
+    assert all(kinds == [OpKind.StaticReshape] for _, kinds, view in steps if view)
+    feeds = feeds_for(g)
+    want = reference.run(g, feeds)[37]
+    np.testing.assert_allclose(compiled.run({k: feeds[k] for k in (0, 1, 2)})[37], want, rtol=1e-4, atol=1e-5)

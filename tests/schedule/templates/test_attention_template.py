@@ -97,8 +97,9 @@ def test_kernels_match_numpy(case, overrides):
     np.testing.assert_allclose(run(out, feeds, config), expected, rtol=1e-4, atol=1e-5)
 
 
-def test_an_elementwise_epilogue_is_applied_as_the_output_is_stored():
-    out, feeds, expected = attention(1, 2, 30, 40, 8, 16)
+@pytest.mark.parametrize("heads_apart", [False, True], ids=["heads-outside", "heads-split-and-merged"])
+def test_an_elementwise_epilogue_is_applied_as_the_output_is_stored(heads_apart):
+    out, feeds, expected = (split_heads if heads_apart else attention)(1, 2, 30, 40, 8, 16)
     bias = placeholder((16,), name="bias")
     y = compute(out.shape, lambda *i: out[i] + bias[i[-1]], name="biased")
     b = RNG.standard_normal(16).astype("float32")
@@ -109,7 +110,10 @@ def test_every_knob_is_in_the_space_and_the_template_is_registered():
     out, _, _ = attention(1, 2, 9, 11, 8, 8)
     t = template_for(out)
     assert isinstance(t, AttentionTemplate)
-    assert set(t.space.knobs) == {"block", "tile_i", "tile_j", "tile_o", "unroll_k", "pack"}
+    assert set(t.space.knobs) == {"block", "tile_i", "tile_j", "tile_o", "unroll_k", "pack", "pack_value"}
+    assert t.space.knobs["pack_value"].candidates == (False,)      # its values' rows lie one after the other
+    stored = {k: v for k, v in t.default_config().values.items() if k != "pack_value"}      # tuned before the knob
+    assert t.space.get(t.space.index_of(Config(stored)))["pack_value"] is False
 
 
 def test_float64_attention_takes_tiles_of_its_own_lanes():
@@ -137,3 +141,46 @@ def test_a_context_that_reads_no_exponentials_of_the_scores_gives_way_to_the_opa
     context = ops.matmul(weights, v)
     out = compute((5, 3), lambda i, e: context[i, e] / total[i], name="out")
     assert Dag.of([out]).attention() is not None and template_for(out).name == "opaque"
+
+
+HEADS = [0, 2, 1, 3]         # (batch, rows, heads, depth) read as (batch, heads, rows, depth)
+
+
+def split_heads(batch, heads, rows, keys, depth, width, mask_shape=None):
+    """BERT's attention with its heads split from and merged back into (batch, rows, heads,
+    depth) by orders: K^T read from K as it lies (order [0, 2, 3, 1])."""
+    q, k = placeholder((batch, rows, heads, depth), name="q"), placeholder((batch, keys, heads, depth), name="k")
+    v = placeholder((batch, keys, heads, width), name="v")
+    args = [q, k, v] + ([placeholder(mask_shape, name="mask")] if mask_shape else [])
+    values = [RNG.standard_normal(a.shape).astype("float32") for a in args]
+    out = scaled_dot_product_attention(*args[:3], args[3] if mask_shape else None, scale=0.125, key_transposed=True,
+                                       query_order=HEADS, key_order=[0, 2, 3, 1], value_order=HEADS, dst_order=HEADS)
+    read = [np.transpose(values[0], HEADS), np.transpose(values[1], [0, 2, 3, 1]), np.transpose(values[2], HEADS)]
+    expected = numpy_attention(*read, values[3] if mask_shape else None, 0.125, True)
+    return out, dict(zip(args, values)), np.transpose(expected, HEADS)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"pack": False}, {"pack_value": True},
+                                       {"block": 12, "tile_i": 4, "tile_j": 32, "tile_o": 4, "unroll_k": 2},
+                                       {"pack": True, "pack_value": True, "tile_j": 48, "tile_i": 8, "tile_o": 1,
+                                        "unroll_k": 1}],
+                         ids=["default", "unpacked", "values-packed", "smaller", "packed"])
+def test_heads_split_and_merged_by_orders_match_numpy(overrides):
+    out, feeds, expected = split_heads(2, 3, 50, 37, 16, 24, mask_shape=(2, 1, 1, 37))
+    assert out.shape == (2, 50, 3, 24)
+    t = template_for(out)
+    np.testing.assert_allclose(run(out, feeds, Config({**t.default_config().values, **overrides})), expected,
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("keys, pack_value", [(128, False), (384, True), (1500, True)])
+def test_keys_read_across_the_heads_are_packed_and_values_a_head_apart_past_32_kib(keys, pack_value):
+    out, _, _ = split_heads(1, 6, 24, keys, 64, 64)
+    config = template_for(out, AVX512).default_config()
+    assert config["pack"] is True and config["pack_value"] is pack_value
+
+
+def test_an_output_written_with_its_columns_across_the_grain_gives_way_to_the_opaque_template():
+    q, k, v = (placeholder((1, 2, 9, 8), name=n) for n in "qkv")
+    out = scaled_dot_product_attention(q, k, v, dst_order=[0, 1, 3, 2])
+    assert out.shape == (1, 2, 8, 9) and template_for(out).name == "opaque"

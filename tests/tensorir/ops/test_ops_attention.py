@@ -66,3 +66,37 @@ def test_bad_operands_are_refused_naming_the_op():
         scaled_dot_product_attention(q, placeholder((2, 7, 8), "float64"), v)
     with pytest.raises(ValueError, match="attribute scale must be a number"):
         scaled_dot_product_attention(q, k, v, scale="x")
+
+
+@pytest.mark.parametrize("q_shape, k_shape, v_shape, orders, key_transposed", [
+    # BERT's heads split from (batch, rows, heads, depth), K^T read from K as it lies, merged back
+    ((2, 37, 3, 16), (2, 29, 3, 16), (2, 29, 3, 13),
+     dict(query_order=[0, 2, 1, 3], key_order=[0, 2, 3, 1], value_order=[0, 2, 1, 3], dst_order=[0, 2, 1, 3]), True),
+    ((37, 16), (16, 29), (29, 5), dict(key_order=[1, 0]), False),             # K^T given, read as K
+    ((3, 9, 8), (3, 9, 8), (3, 9, 5), dict(query_order=[0, 1, 2], dst_order=[1, 0, 2]), False),
+])
+def test_operands_read_and_output_written_through_orders_match_numpy(q_shape, k_shape, v_shape, orders,
+                                                                    key_transposed):
+    q, k, v = placeholder(q_shape, name="q"), placeholder(k_shape, name="k"), placeholder(v_shape, name="v")
+    feeds = {q: rand(q_shape), k: rand(k_shape), v: rand(v_shape)}
+    read = [np.transpose(feeds[t], orders[name]) if orders.get(name) else feeds[t]
+            for t, name in ((q, "query_order"), (k, "key_order"), (v, "value_order"))]
+    expected = reference(*read, scale=0.25, key_transposed=key_transposed)
+    if orders.get("dst_order"):
+        expected = np.transpose(expected, orders["dst_order"])
+    out = scaled_dot_product_attention(q, k, v, scale=0.25, key_transposed=key_transposed, **orders)
+    assert out.shape == expected.shape
+    check(out, feeds, expected, template="attention", rtol=1e-4, atol=1e-5)
+
+
+def test_bad_orders_are_refused_naming_the_op():
+    q, k, v = placeholder((2, 5, 8), name="q"), placeholder((2, 7, 8), name="k"), placeholder((2, 7, 4), name="v")
+    with pytest.raises(ValueError, match=r"ScaledDotProductAttention: attribute query_order=\[0, 1\] is not a "
+                                         r"permutation of the 3 axes of query"):
+        scaled_dot_product_attention(q, k, v, query_order=[0, 1])
+    with pytest.raises(ValueError, match=r"attribute dst_order=\[0, 0, 1\] is not a permutation of the 3 axes of dst"):
+        scaled_dot_product_attention(q, k, v, dst_order=[0, 0, 1])
+    with pytest.raises(ValueError, match="attribute value_order must be a list of ints"):
+        scaled_dot_product_attention(q, k, v, value_order=[0, 1.5, 2])
+    with pytest.raises(ValueError, match=r"query \(2, 8, 5\) has depth 5 but key"):
+        scaled_dot_product_attention(q, k, v, query_order=[0, 2, 1])
