@@ -37,6 +37,8 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import mmap
 import operator
 import os
@@ -51,8 +53,8 @@ from ..graph import Graph
 from ..limits import check_tensor_bytes
 from ..logical_tensor import DataType, GraphError, LogicalTensor
 from ..op import OpKind
-from .builder import (ONNX_DTYPES, Builder, Node, OnnxDynamicShape, OnnxRefused, OnnxUnsupported, _type_name,
-                      data_type)
+from .builder import (ONNX_DTYPES, Builder, Node, OnnxDynamicShape, OnnxRefused, OnnxUnsupported, Unread,
+                      _type_name, data_type)
 from .node import check_onnx_node, run_onnx_node, wildcard_attrs
 from .ops import ONNX_OPS
 from .skeleton import skeleton
@@ -311,7 +313,8 @@ def import_onnx(model, constant_inputs: dict | None = None, input_shapes: dict |
     loaded = load_model(model)
     where = loaded.where
     try:
-        return _import(loaded, path, constant_inputs, input_shapes)
+        with loaded.weights.reading_ahead() if loaded.weights is not None else contextlib.nullcontext():
+            return _import(loaded, path, constant_inputs, input_shapes)
     except GraphError as e:             # every refusal names the model
         if e.args and isinstance(e.args[0], str) and where not in e.args[0]:
             e.args = (f"{where}: {e.args[0]}", *e.args[1:])
@@ -338,9 +341,9 @@ def _import(loaded: LoadedModel, path, constant_inputs, input_shapes) -> OnnxImp
     graph_proto = model.graph
     initializers = {t.name: t for t in graph_proto.initializer}
     b = Builder(opset, _onnx_types(model, input_shapes))
-    for name, t in initializers.items():
-        b.values[name] = weights.array(name) if weights is not None and name in weights else \
-            _read(lambda: onnx.numpy_helper.to_array(t), f"initializer {name!r} cannot be read")
+    for name, t in initializers.items():    # the stored ones read when a node needs them (read ahead meanwhile)
+        b.values[name] = Unread(functools.partial(weights.array, name)) if weights is not None and name in weights \
+            else _read(lambda: onnx.numpy_helper.to_array(t), f"initializer {name!r} cannot be read")
     for sparse in graph_proto.sparse_initializer:
         b.values[sparse.values.name] = _read(lambda: _dense(sparse),
                                              f"initializer {sparse.values.name!r} cannot be read")
@@ -381,6 +384,7 @@ def _import(loaded: LoadedModel, path, constant_inputs, input_shapes) -> OnnxImp
             if n not in b.values and n not in b.tensors:
                 raise GraphError(f"{node.label} reads {n!r}, which is no graph input, initializer or output of an "
                                  f"earlier node (missing input, or nodes out of order)")
+        b.values.read(present)
         if proto.op_type not in _RANDOM_OPS and all(n in b.values for n in present) and \
                 not (proto.op_type == "Dropout" and _training(node, b)):
             _fold(b, node, convert, wildcard_attrs(proto, node_opset, _typed(b, implicit)), implicit)
