@@ -740,3 +740,17 @@ def test_an_attention_mask_from_int64_ids_compiles_with_no_fallback():
     got = compiled.run({ids["attention_mask"]: mask, ids["scores"]: scores})[dict(imp.outputs)["probs"]]
     want, = expected_outputs(model, {"attention_mask": mask, "scores": scores})
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_loaded_model_is_checked_once_per_set_of_input_shapes(monkeypatch):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+    loaded = importer.load_model(model.SerializeToString())
+    checked = []
+    real = importer._check
+    monkeypatch.setattr(importer, "_check", lambda *args: (checked.append(args[3]), real(*args))[1])
+    importer.check_model(loaded)                        # a session checks the model it opens
+    for shapes in ({"x": (2, 3)}, {"x": (2, 3)}, {"x": (4, 3)}):
+        import_onnx(loaded, input_shapes=shapes)
+    assert checked == [None, {"x": (2, 3)}, {"x": (4, 3)}]
