@@ -188,6 +188,7 @@ class Builder:
         self.values = KnownValues()
         self.graph_inputs: set[str] = set()
         self.bound: dict[int, np.ndarray] = {}
+        self.folds: dict = {}                   # what a fold computed from -> its results (importer._fold)
         self._pending: list[Op] = []
         self._next_tensor = 0
         self._next_op = 0

@@ -404,7 +404,7 @@ def _import(loaded: LoadedModel, path, constant_inputs, input_shapes) -> OnnxImp
         b.values.read(present)
         if proto.op_type not in _RANDOM_OPS and all(n in b.values for n in present) and \
                 not (proto.op_type == "Dropout" and _training(node, b)):
-            _fold(b, node, convert, wildcard_attrs(proto, node_opset, _typed(b, implicit)), implicit)
+            _fold(b, node, convert, lambda: wildcard_attrs(proto, node_opset, _typed(b, implicit)), implicit)
             continue
         results = None
         if convert is not None:
@@ -522,11 +522,34 @@ def _typed(b: Builder, names) -> list:
     return out
 
 
-def _fold(b: Builder, node: Node, convert, attrs: dict, implicit=()) -> None:
+FOLD_KEY_ELEMENTS = 4096
+"""A fold is looked up among the earlier ones only when its inputs hold at most this many
+elements each (comparing larger ones costs about what folding again does)."""
+
+
+def _fold(b: Builder, node: Node, convert, attrs, implicit=()) -> None:
     """Evaluate a node whose inputs are all known now, with our reference interpreter on the
-    ops it maps to (or onnx's reference implementation for an op we do not map)."""
+    ops it maps to (or onnx's reference implementation, with the Wildcard attributes
+    ``attrs()`` gives, for an op we do not map). A fold of the same op on the same values as an
+    earlier one takes copies of its results: exported transformers compute the same shapes in
+    every layer (ViT-B/16: 731 folds of 52 kinds)."""
     for name in filter(None, node.outputs):   # what onnx's shape inference knows, before computing it
         _check_output_size(b, node, name)
+    inputs = [b.values[n] for n in node.inputs if n] + [b.values[n] for n in implicit]
+    key = _fold_key(node, inputs)
+    if key in b.folds:
+        outs = [v if v is None else v.copy() for v in b.folds[key]]
+    else:
+        outs = _folded(b, node, convert, attrs, implicit, inputs)
+        if key is not None:
+            b.folds[key] = [v if v is None else v.copy() for v in outs]
+    for name, v in zip(node.outputs, outs):
+        if name and v is not None:
+            b.values[name] = v
+
+
+def _folded(b: Builder, node: Node, convert, attrs, implicit, inputs) -> list:
+    """The values of a fold's outputs (None for an absent or unknown one)."""
     outs = None
     if convert is not None and not implicit:
         try:
@@ -541,12 +564,23 @@ def _fold(b: Builder, node: Node, convert, attrs: dict, implicit=()) -> None:
         except (OnnxUnsupported, GraphError, ValueError, TypeError, KeyError, IndexError):
             b.discard()
     if outs is None:
-        values = run_onnx_node(attrs, [b.values[n] for n in node.inputs if n] + [b.values[n] for n in implicit])
-        it = iter(values)
+        it = iter(run_onnx_node(attrs(), inputs))
         outs = [next(it) if n else None for n in node.outputs]
-    for name, v in zip(node.outputs, outs):
-        if name and v is not None:
-            b.values[name] = np.asarray(v)
+    return [None if v is None else np.asarray(v) for v in outs]
+
+
+def _fold_key(node: Node, inputs: list) -> tuple | None:
+    """What a fold computes from: the node's op, opset, attributes, which inputs and outputs it
+    has, and its inputs' values; None when an input is large or holds objects."""
+    values = []
+    for v in inputs:
+        v = np.asarray(v)
+        if v.size > FOLD_KEY_ELEMENTS or v.dtype.hasobject:
+            return None
+        values.append((v.dtype.str, v.shape, v.tobytes()))
+    proto = node.proto
+    return (proto.domain, proto.op_type, node.opset, tuple(a.SerializeToString() for a in proto.attribute),
+            tuple(bool(n) for n in proto.input), tuple(bool(n) for n in proto.output), tuple(values))
 
 
 def _bind_outputs(b: Builder, node: Node, results) -> None:
