@@ -34,8 +34,11 @@ from __future__ import annotations
 
 import threading
 
-RUN_BYTES = 32 << 20
-"""Bytes of weights one read of the thread fills, at most (fewer when one weight is larger)."""
+RUN_BYTES = 128 << 20
+"""Bytes of weights one read of the thread fills, at most (more when one weight is larger)."""
+FIRST_RUN_BYTES = 8 << 20
+"""... the first read; each next one may fill twice as many (up to ``RUN_BYTES``): the import
+soon has its first weights, and the thread asks for the GIL back a few times in all."""
 RUN_GAP = 1 << 16
 """Bytes between two weights one read takes in (protobuf fields, small initializers), at most."""
 RUN_WEIGHTS = 256
@@ -54,6 +57,7 @@ class ReadAhead:
         self._read = read
         self._state = {w.name: None for w in self._order}      # None: not read; _READING; the array
         self._next = 0
+        self._run_bytes = FIRST_RUN_BYTES
         self._stopping = False
         self._changed = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="tilefuse-read-ahead", daemon=True)
@@ -110,9 +114,10 @@ class ReadAhead:
                 self._next += 1
                 continue
             if run and (weight.offset - run[-1].offset - run[-1].length > RUN_GAP or
-                        weight.offset + weight.length - run[0].offset > RUN_BYTES):
+                        weight.offset + weight.length - run[0].offset > self._run_bytes):
                 break
             run.append(weight)
             self._state[weight.name] = _READING
             self._next += 1
+        self._run_bytes = min(2 * self._run_bytes, RUN_BYTES)
         return run

@@ -52,6 +52,7 @@ def test_every_weight_is_read_once_in_file_order_and_handed_out_once():
 def test_runs_end_at_a_wide_gap_and_at_their_size_bound(monkeypatch):
     monkeypatch.setattr(read_ahead, "RUN_GAP", 50)
     monkeypatch.setattr(read_ahead, "RUN_BYTES", 1000)
+    monkeypatch.setattr(read_ahead, "FIRST_RUN_BYTES", 1000)
     weights = _weights((0, 100), (140, 100), (300, 100), (400, 1000), (1400, 10), (1500, 2000))
     read = Recorder()
     ahead = ReadAhead(weights, read)
@@ -59,6 +60,17 @@ def test_runs_end_at_a_wide_gap_and_at_their_size_bound(monkeypatch):
     ahead.stop()
     # a gap of 40 bytes, then of 60; 1100 bytes; 1010 bytes; one larger than the bound alone
     assert read.runs == [["w0", "w1"], ["w2"], ["w3"], ["w4"], ["w5"]]
+
+
+def test_each_run_may_take_twice_the_bytes_of_the_one_before_up_to_the_bound(monkeypatch):
+    monkeypatch.setattr(read_ahead, "FIRST_RUN_BYTES", 100)
+    monkeypatch.setattr(read_ahead, "RUN_BYTES", 400)
+    weights = _weights(*[(100 * k, 100) for k in range(12)])
+    read = Recorder()
+    ahead = ReadAhead(weights, read)
+    ahead._thread.join(5)
+    ahead.stop()
+    assert [len(run) for run in read.runs] == [1, 2, 4, 4, 1]
 
 
 def test_a_take_waits_for_the_weight_being_read_and_a_weight_taken_first_is_not_read():
