@@ -37,6 +37,7 @@ import numpy as np
 
 from tilefuse.tensorir.runtime.abi import PARAM_ALIGN
 from tilefuse.tensorir.runtime.aligned import on_cache_line
+from tilefuse.tensorir.runtime.spare_memory import SpareMemory
 
 from .memory_plan import MemoryPlan, plan_memory
 from .op import OpKind
@@ -127,23 +128,25 @@ def _settled(steps: list, bound: dict, outputs) -> tuple[list, dict]:
     its bound weights now; of the constants, only those a step left or a graph output reads
     are kept. ``bound`` is emptied as it goes: a constant no later step reads leaves it as
     soon as it is packed or used, so where nothing else holds it, it is freed before the next
-    weight is packed."""
+    weight is packed, or its memory holds a later packed weight of its size (``SpareMemory``:
+    no pages to fault in)."""
     last_reader = {}
     for k, step in enumerate(steps):
         for key in step.input_ids:
             last_reader[key] = k
     keep = set(outputs)
     values, left = bound, []
+    spare = SpareMemory(spec for step in steps for spec in step.packed_specs())
     for k, step in enumerate(steps):
         if step.constant and all(tid in values for tid in step.input_ids):
             values.update(step.run(values))
         else:
-            values.update(step.prepack(values))
+            values.update(step.prepack(values, spare.empty))
             left.append(step)
             keep.update(step.reads())
         for key in step.input_ids:
             if last_reader[key] == k and key not in keep:
-                values.pop(key, None)
+                spare.give(values.pop(key, None))     # its memory serves a later pack of its size
     return left, {key: on_cache_line(value) for key, value in values.items() if key in keep}
 
 

@@ -193,14 +193,15 @@ def build_all(jobs: list, kernel_caches: list = (), workers: int | None = None) 
             _built.put(job.key, built)
             results[k] = built
     firsts = [jobs[indices[0]] for indices in missing.values()]
-    with kernel_progress(len(firsts)) as bar:
-        for job, built, indices in zip(firsts, _build_in_workers(firsts, workers, bar), missing.values()):
-            if built is None:
-                built = job.build()
-                bar.update()
-            _built.put(job.key, built)
-            for k in indices:
-                results[k] = built
+    if firsts:
+        with kernel_progress(len(firsts)) as bar:
+            for job, built, indices in zip(firsts, _build_in_workers(firsts, workers, bar), missing.values()):
+                if built is None:
+                    built = job.build()
+                    bar.update()
+                _built.put(job.key, built)
+                for k in indices:
+                    results[k] = built
     for job, built in zip(jobs, results):   # the caches get what they lacked
         for cache in lacking.pop(job.key, ()):
             cache.cache_kernel(job.cache_key, _freeze(built))

@@ -18,6 +18,7 @@ Example:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,7 +59,7 @@ class MemoryPlan:
         arrays = {}
         for tid, (block, shape, dtype) in self.tensors.items():
             dtype = np.dtype(dtype)
-            count = int(np.prod(shape, dtype=np.int64))
+            count = math.prod(shape)
             arrays[tid] = blocks[block][:count * dtype.itemsize].view(dtype).reshape(shape)
         return arrays
 
@@ -109,7 +110,7 @@ def plan_memory(steps, views: dict, keep: set, wholes: dict | None = None, in_pl
                 tensors[r] = (tensors[over][0], shape, dtype)
                 ending[k].remove(over)      # now the block of r, freed after r's last reader
                 continue
-            need = max(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, 1)
+            need = max(math.prod(shape) * np.dtype(dtype).itemsize, 1)
             fitting = [b for b in free if sizes[b] >= need]
             if fitting:
                 block = min(fitting, key=lambda b: sizes[b])

@@ -7,22 +7,17 @@ redraws at a bounded rate, which a hand-written bar would all have to repeat.
 """
 from __future__ import annotations
 
+import functools
 import sys
-
-from tqdm import tqdm
 
 SHOW_AFTER_SECONDS = 2.0
 
 
-class _Bar(tqdm):
-    """tqdm without its monitor thread: the kernel builds fork worker processes, and a fork
-    with another thread running is refused (``build._build_in_workers``)."""
-    monitor_interval = 0
-
-
-def kernel_progress(total: int) -> tqdm:
-    """A bar over ``total`` kernels to compile, to use as a context manager and advance with
-    ``update()`` per kernel built; it draws nothing where standard error is not a terminal.
+def kernel_progress(total: int):
+    """A bar over ``total`` kernels to compile (a ``tqdm``), to use as a context manager and
+    advance with ``update()`` per kernel built; it draws nothing where standard error is not a
+    terminal. tqdm is imported here, by a compile with kernels to build: a warm start has none
+    and does without its import (15 ms).
 
     Example:
         >>> with kernel_progress(68) as bar:      # here standard error is no terminal
@@ -30,8 +25,19 @@ def kernel_progress(total: int) -> tqdm:
         >>> bar.total, bar.disable
         (68, True)
     """
-    return _Bar(total=total, desc="tilefuse: compiling kernels", unit="kernel", delay=SHOW_AFTER_SECONDS,
-                leave=False, file=sys.stderr, disable=not _terminal(sys.stderr), dynamic_ncols=True)
+    return _bar_type()(total=total, desc="tilefuse: compiling kernels", unit="kernel", delay=SHOW_AFTER_SECONDS,
+                       leave=False, file=sys.stderr, disable=not _terminal(sys.stderr), dynamic_ncols=True)
+
+
+@functools.cache
+def _bar_type() -> type:
+    from tqdm import tqdm
+
+    class Bar(tqdm):
+        """tqdm without its monitor thread: the kernel builds fork worker processes, and a fork
+        with another thread running is refused (``build._build_in_workers``)."""
+        monitor_interval = 0
+    return Bar
 
 
 def _terminal(stream) -> bool:

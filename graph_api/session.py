@@ -680,11 +680,11 @@ class _OnnxSource:
 
     @classmethod
     def of(cls, model) -> "_OnnxSource":
-        from .onnx.importer import _check, load_model
+        from .onnx.importer import check_model, load_model
         path = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
         loaded = load_model(model)
         proto, where = loaded.proto, loaded.where
-        _check(proto, where, path)
+        check_model(loaded, path)
         initializers = {t.name for t in proto.graph.initializer}
         inputs = [_node_arg(vi, where) for vi in proto.graph.input if vi.name not in initializers]
         outputs = [_node_arg(vi, where) for vi in proto.graph.output]

@@ -65,17 +65,25 @@ class Step:
             return list(self.input_ids)
         return [key for written, key in self.args if not written]
 
-    def prepack(self, values: dict) -> dict:
+    def packed_specs(self) -> list:
+        """(shape, dtype) of each array ``prepack`` may make (none but a ``PrepackedKernel``'s)."""
+        if not isinstance(self.kernel, PrepackedKernel):
+            return []
+        return [(tuple(kernel.args[-1].shape), kernel.args[-1].dtype) for kernel, _ in self.kernel.packs]
+
+    def prepack(self, values: dict, empty=aligned_empty) -> dict:
         """Pack the constant weights of a ``PrepackedKernel`` now, when ``values`` holds them
-        all: the step then calls the main kernel on the packed copies (and no longer reads the
-        originals); returns the packed arrays by key (empty when there is nothing to pack)."""
+        all, into arrays made by ``empty(shape, dtype)``: the step then calls the main kernel on
+        the packed copies (and no longer reads the originals); returns the packed arrays by key
+        (empty when there is nothing to pack)."""
         kernel = self.kernel
         if not isinstance(kernel, PrepackedKernel):
             return {}
         positions = kernel.constant_positions
         if any(self.args[i][0] or self.args[i][1] not in values for i in positions):
             return {}
-        packed = kernel.pack([values[self.args[i][1]] if i in positions else None for i in range(len(self.args))])
+        packed = kernel.pack([values[self.args[i][1]] if i in positions else None for i in range(len(self.args))],
+                             empty)
         keys = [("packed", self.index, k) for k in range(len(packed))]
         self.args = [self.args[k] if role == "arg" else (False, keys[k]) for role, k in kernel.main_args]
         self.kernel = kernel.main

@@ -119,6 +119,48 @@ class Node:
         return self.attrs[name]
 
 
+class Unread:
+    """A value of ``KnownValues`` not read yet: ``read()`` reads it."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, read):
+        self.read = read
+
+
+class KnownValues(dict):
+    """The values known at import by ONNX name (``Builder.values``). One entered as an
+    ``Unread`` is read when it is first looked up: a model's large weights are read ahead
+    while the graph is built (``weights.ModelWeights.reading_ahead``), each waited for only
+    when a node needs its value.
+
+    Example:
+        >>> values = KnownValues(w=Unread(lambda: np.ones(2)))
+        >>> "w" in values, values["w"].tolist()
+        (True, [1.0, 1.0])
+    """
+
+    def __getitem__(self, name: str):
+        value = super().__getitem__(name)
+        if type(value) is Unread:
+            value = value.read()
+            self[name] = value
+        return value
+
+    def read(self, names) -> None:
+        """Read those of ``names`` not read yet (a node's inputs before it is converted: a
+        weight that cannot be read is the model's error, never taken for the node's).
+
+        Example:
+            >>> values = KnownValues(w=Unread(lambda: np.ones(2)))
+            >>> values.read(["w", "x"]); type(dict.get(values, "w")).__name__
+            'ndarray'
+        """
+        for name in names:
+            if type(self.get(name)) is Unread:
+                self[name] = dict.__getitem__(self, name).read()
+
+
 class Builder:
     """The graph under construction: ONNX names bound to logical tensors (or to values known
     at import), fresh tensor and op ids, and the ops of the node being converted (committed to
@@ -143,9 +185,10 @@ class Builder:
         self.onnx_types = onnx_types            # name -> (elem type, shape or None) from onnx's inference
         self.graph = Graph()
         self.tensors: dict[str, LogicalTensor] = {}
-        self.values: dict[str, np.ndarray] = {}
+        self.values = KnownValues()
         self.graph_inputs: set[str] = set()
         self.bound: dict[int, np.ndarray] = {}
+        self.folds: dict = {}                   # what a fold computed from -> its results (importer._fold)
         self._pending: list[Op] = []
         self._next_tensor = 0
         self._next_op = 0

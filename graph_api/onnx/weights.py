@@ -8,6 +8,8 @@ large initializers (more than ``skeleton.SKELETON_ELEMENTS`` elements) into a sm
 model that protobuf parses in milliseconds, and notes where each left-out ``raw_data`` lies
 (``StoredWeight``). ``ModelWeights`` then reads one into an array of its own, on a cache line,
 when the import needs it: each weight is read once, and the file's pages are never mapped.
+During an import they are read ahead, in file order, on a thread of their own
+(``ModelWeights.reading_ahead``), while the import builds its graph.
 
 Only what the wire format needs is decoded: ``ModelProto.graph`` (field 7),
 ``GraphProto.initializer`` (field 5), and in each initializer its dims (1), data type (2),
@@ -29,9 +31,9 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +42,7 @@ from tilefuse.tensorir.runtime.aligned import aligned_empty
 
 from ..logical_tensor import GraphError
 from ..mapped_file import file_stamp
+from .read_ahead import ReadAhead
 from .skeleton import SKELETON_ELEMENTS
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -95,7 +98,7 @@ class ModelWeights:
         """``source``: the serialized model, or the model file open for binary reading (named
         ``path`` in errors), which this object then owns."""
         self.stored, self.path = stored, path
-        self._lock = threading.Lock()
+        self._ahead = None              # a ReadAhead while ``reading_ahead``
         if isinstance(source, (bytes, bytearray, memoryview)):
             self._file, self._data = None, source
         else:
@@ -108,30 +111,86 @@ class ModelWeights:
     def array(self, name: str) -> np.ndarray:
         """The array of stored weight ``name``: its own memory, on a cache line."""
         weight = self.stored[name]
+        ahead = self._ahead
+        array = ahead.take(name) if ahead is not None else None
+        return array if array is not None else self._read([weight])[0]
+
+    @contextlib.contextmanager
+    def reading_ahead(self):
+        """Within it, the weights are read in file order on a thread of their own
+        (``read_ahead.ReadAhead``; ``array`` waits for one being read, and reads one the thread
+        has not reached), so that an import builds its graph while they are read; on leaving
+        it, that thread has ended and what it read and no one took is dropped.
+
+        Example:
+            >>> import numpy as np
+            >>> from onnx import helper, numpy_helper
+            >>> w = numpy_helper.from_array(np.ones((100, 100), np.float32), "w")
+            >>> data = helper.make_model(helper.make_graph([], "g", [], [], [w])).SerializeToString()
+            >>> weights = ModelWeights(data, split_weights(data)[1])
+            >>> with weights.reading_ahead():
+            ...     float(weights.array("w").sum())
+            10000.0
+        """
+        if self._ahead is not None:         # another import of this model reads them ahead
+            yield self
+            return
+        readable = []
+        for weight in self.stored.values():
+            try:
+                self._array_type(weight)
+                readable.append(weight)
+            except GraphError:              # refused when the import asks for it
+                pass
+        self._ahead = ReadAhead(readable, self._read)
+        try:
+            yield self
+        finally:
+            ahead, self._ahead = self._ahead, None
+            ahead.stop()
+
+    def _array_type(self, weight: StoredWeight) -> np.dtype:
+        """The dtype of ``weight``'s array; GraphError when its data type has none or its data
+        does not fill its dims."""
         from onnx import helper
         try:
             dtype = np.dtype(helper.tensor_dtype_to_np_dtype(weight.data_type))
         except (KeyError, TypeError, ValueError):
-            raise GraphError(f"initializer {name!r} has data type {weight.data_type}, which has no array type") from None
+            raise GraphError(f"initializer {weight.name!r} has data type {weight.data_type}, which has no array "
+                             f"type") from None
         count = math.prod(weight.dims)
         if count < 0 or dtype.itemsize * count != weight.length:
-            raise GraphError(f"initializer {name!r} cannot be read: {weight.length} bytes of data for dims "
+            raise GraphError(f"initializer {weight.name!r} cannot be read: {weight.length} bytes of data for dims "
                              f"{list(weight.dims)} of {dtype.name}")
-        array = aligned_empty((count,), dtype)
-        target = array.view(np.uint8)
+        return dtype
+
+    def _read(self, run: list) -> list:
+        """The arrays of ``run``, stored weights in file order: from a file in one system call
+        (the bytes between them read into a scratch buffer), GraphError when it changed in place
+        since it was opened or ends inside one of them."""
+        arrays = [aligned_empty(weight.dims, self._array_type(weight)) for weight in run]
+        targets = [array.reshape(-1).view(np.uint8) for array in arrays]
         if self._file is None:
-            target[:] = np.frombuffer(self._data, np.uint8, weight.length, weight.offset)
+            for weight, target in zip(run, targets):
+                target[:] = np.frombuffer(self._data, np.uint8, weight.length, weight.offset)
         else:
-            with self._lock:
-                if file_stamp(os.fstat(self._file.fileno())) != self._stamp:
-                    raise GraphError(f"ONNX model file {self.path!r} was changed in place since it was opened; "
-                                     f"open the model again")
-                self._file.seek(weight.offset)
-                if self._file.readinto(target) != weight.length:
-                    raise GraphError(f"initializer {name!r} cannot be read: the file ends inside its data")
+            if file_stamp(os.fstat(self._file.fileno())) != self._stamp:
+                raise GraphError(f"ONNX model file {self.path!r} was changed in place since it was opened; "
+                                 f"open the model again")
+            start, end = run[0].offset, run[-1].offset + run[-1].length
+            gaps = [b.offset - a.offset - a.length for a, b in zip(run, run[1:])]
+            scratch = memoryview(bytearray(max(gaps, default=0)))
+            buffers = [targets[0]]
+            for gap, target in zip(gaps, targets[1:]):
+                buffers += [scratch[:gap], target] if gap else [target]
+            done = _read_into(self._file.fileno(), buffers, start)
+            if done < end - start:
+                cut = next(weight for weight in run if weight.offset + weight.length > start + done)
+                raise GraphError(f"initializer {cut.name!r} cannot be read: the file ends inside its data")
         if not np.little_endian:            # ONNX keeps raw data little-endian
-            array.byteswap(inplace=True)
-        return array.reshape(weight.dims)
+            for array in arrays:
+                array.byteswap(inplace=True)
+        return arrays
 
     def fill(self, proto) -> None:
         """Put every stored weight's data back into ``proto`` (the model they were split from),
@@ -144,6 +203,23 @@ class ModelWeights:
         """Let the model file go."""
         if self._file is not None:
             self._file.close()
+
+
+def _read_into(fd: int, buffers: list, offset: int) -> int:
+    """Bytes read from ``fd`` at ``offset`` into ``buffers`` in turn (``os.preadv``, again
+    after a short read) until they are full or the file ends."""
+    total = 0
+    while buffers:
+        got = os.preadv(fd, buffers, offset + total)
+        if got == 0:
+            break
+        total += got
+        while buffers and got >= len(buffers[0]):
+            got -= len(buffers[0])
+            buffers = buffers[1:]
+        if got:
+            buffers = [buffers[0][got:], *buffers[1:]]
+    return total
 
 
 def _graph(view, start: int, end: int, stored: dict) -> bytearray:

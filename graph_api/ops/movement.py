@@ -8,6 +8,7 @@ Example:
 """
 from __future__ import annotations
 
+import math
 import numpy as np
 from tilefuse.tensorir import ops as T
 
@@ -66,11 +67,11 @@ def _shape_reshape(op, s):
         _require(all(k < len(src) for k, d in enumerate(shape) if d == 0),
                  f"special_zero: shape {shape} copies a dim the input {list(src)} does not have")
         shape = [src[k] if d == 0 else d for k, d in enumerate(shape)]
-    size, known = int(np.prod(src, dtype=np.int64)), int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+    size, known = math.prod(src), math.prod([d for d in shape if d != -1])
     if -1 in shape:
         _require(known != 0 and size % known == 0, f"cannot infer the -1 in {shape} for input {list(src)}")
         shape[shape.index(-1)] = size // known
-    _require(int(np.prod(shape, dtype=np.int64)) == size, f"cannot reshape {list(src)} to {shape}")
+    _require(math.prod(shape) == size, f"cannot reshape {list(src)} to {shape}")
     return [tuple(shape)]
 
 
@@ -229,7 +230,7 @@ def _ref_reshape(op: Op, xs: list) -> list:
         out.append(d)
     if out.count(-1) > 1:
         raise _err(op, f"shape {shape} has more than one -1")
-    known = int(np.prod([d for d in out if d != -1], dtype=np.int64))
+    known = math.prod([d for d in out if d != -1])
     if -1 in out:
         if known == 0 or x.size % known:
             raise _err(op, f"cannot reshape src {x.shape} to {shape}")

@@ -45,6 +45,7 @@ Example:
 """
 from __future__ import annotations
 
+import math
 import numpy as np
 
 from ..ir import GraphIR
@@ -91,7 +92,7 @@ def plan_layouts(graph) -> GraphIR:
     ends = {t.id for t in graph.get_input_ports()} | set(output_ids(graph))    # converted once, needed anyway
     flips = [op for op in planned.ops if op.kind is OpKind.StaticTranspose
              and op.inputs[0].id not in ends and op.outputs[0].id not in ends
-             and int(np.prod(op.inputs[0].shape, dtype=np.int64)) >= FLIP_MIN_ELEMENTS]
+             and math.prod(op.inputs[0].shape) >= FLIP_MIN_ELEMENTS]
     return graph if FLIPS_PER_CONVOLUTION * len(flips) > converted else planned
 
 
@@ -213,7 +214,7 @@ class _Planner:
             return None
         if t.id in self.last or (_is_4d(t) and rank == 4):
             return self._channels_last(t)
-        size = int(np.prod(t.shape, dtype=np.int64))
+        size = math.prod(t.shape)
         if size == 1:
             return t
         if t.id in self.values and len(t.shape) < rank:

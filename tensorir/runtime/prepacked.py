@@ -83,11 +83,12 @@ class PrepackedKernel:
         """
         return list(self._constant_positions)
 
-    def pack(self, arrays) -> list[np.ndarray]:
+    def pack(self, arrays, empty=aligned_empty) -> list[np.ndarray]:
         """The packed tensors, one per pack, computed from ``arrays`` (the call's arguments;
-        only those at ``constant_positions`` are read, the others may be None). Nothing is
-        kept: a caller that holds the packed tensors calls ``main`` itself (``main_args`` say
-        where they go).
+        only those at ``constant_positions`` are read, the others may be None) into arrays
+        made by ``empty(shape, dtype)`` (each on a cache line; every element is written).
+        Nothing is kept: a caller that holds the packed tensors calls ``main`` itself
+        (``main_args`` say where they go).
 
         Example:
             >>> from tilefuse.tensorir import placeholder, compute
@@ -104,7 +105,7 @@ class PrepackedKernel:
         """
         packed = []
         for kernel, positions in self.packs:
-            out = aligned_empty(kernel.args[-1].shape, kernel.args[-1].dtype)
+            out = empty(kernel.args[-1].shape, kernel.args[-1].dtype)
             kernel(*[arrays[i] for i in positions], out)
             packed.append(out)
         return packed

@@ -34,7 +34,7 @@ PROGRAM = textwrap.dedent("""
     sess = InferenceSession(sys.argv[1])
     x = sess.get_inputs()[0]
     (y,) = sess.run(None, {x.name: np.linspace(-1, 1, int(np.prod(x.shape)), dtype="float32").reshape(x.shape)})
-    print(json.dumps({"sum": float(np.abs(y).sum()), "built": len(built)}))
+    print(json.dumps({"sum": float(np.abs(y).sum()), "built": len(built), "tqdm": "tqdm" in sys.modules}))
 """)
 
 
@@ -55,6 +55,7 @@ def test_a_second_process_reads_every_kernel_from_the_disk_cache(tmp_path):
     assert first["built"] > 0
     second = _result(_run(tmp_path, "cached-only"))
     assert second["sum"] == first["sum"]
+    assert first["tqdm"] and not second["tqdm"]          # no bar, nor its import, when nothing is built
     # and the thread pool's code and the host's description (target._host_facts)
     assert len(DiskKernelCache(tmp_path).entries()) == first["built"] + 2
 

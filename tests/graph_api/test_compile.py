@@ -429,3 +429,34 @@ def test_a_gather_index_fed_out_of_range_is_refused_as_onnxruntime_does():
     for bad, value in (([0, 3, 1, 1], 3), ([-4, 0, 0, 0], -4)):
         with pytest.raises(GraphError, match=rf"index {value} is out of range \[-3, 2\] of Gather 'embed' \(axis 0\)"):
             compiled.run({1: np.array(bad)})
+
+
+def test_a_packed_weight_takes_the_memory_of_an_earlier_weight_of_its_size(monkeypatch):
+    from tilefuse.graph_api import from_onnx
+    from tilefuse.tensorir.runtime import spare_memory
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    weights = [rng.standard_normal((96, 96)).astype(np.float32) / 10 for _ in range(4)]
+    nodes = [helper.make_node("MatMul", ["x" if k == 0 else f"h{k}", f"w{k}"], [f"h{k + 1}" if k < 3 else "y"])
+             for k in range(4)]
+    model = helper.make_model(helper.make_graph(
+        nodes, "layers", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 96])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 96])],
+        [numpy_helper.from_array(w, f"w{k}") for k, w in enumerate(weights)]))
+    made = []
+    real = spare_memory.aligned_empty
+    monkeypatch.setattr(spare_memory, "aligned_empty", lambda *args: made.append(args) or real(*args))
+    packs = []
+    spare_empty = spare_memory.SpareMemory.empty
+    monkeypatch.setattr(spare_memory.SpareMemory, "empty", lambda self, *args: packs.append(args) or
+                        spare_empty(self, *args))
+    g = from_onnx(model.SerializeToString())
+    (x,) = [t for t in g.get_input_ports() if t.id not in g.constant_values]
+    compiled = compile_graph(g, owned=True)
+    assert len(packs) == 4 and len(made) == 1          # the three later packs in the earlier weights' memory
+    feed = rng.standard_normal((3, 96)).astype(np.float32)
+    want = feed @ weights[0] @ weights[1] @ weights[2] @ weights[3]
+    for _ in range(2):
+        (got,) = compiled.run({x.id: feed}).values()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

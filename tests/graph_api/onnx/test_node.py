@@ -41,6 +41,25 @@ def test_an_integer_zero_divisor_is_refused(op):
         run_onnx_node(wildcard_attrs(node, 17), [np.array([4, 5], np.int64), np.array([2, 0], np.int64)])
 
 
+@pytest.mark.parametrize("start, limit, delta", [(0, 128, 1), (5, -7, -3), (3, 3, 1), (9, 2, 1), (-4, 11, 4)])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int16])
+def test_an_integer_range_matches_onnx_without_a_reference_evaluator(start, limit, delta, dtype, monkeypatch):
+    node = helper.make_node("Range", ["start", "limit", "delta"], ["y"])
+    inputs = [np.array(v, dtype) for v in (start, limit, delta)]
+    want = ReferenceEvaluator(node).run(None, dict(zip(["start", "limit", "delta"], inputs)))[0]
+    monkeypatch.setattr(onnx_node, "_evaluator", lambda *args: pytest.fail("built a reference evaluator"))
+    (got,) = run_onnx_node(wildcard_attrs(node, 17), inputs)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+def test_an_integer_range_with_a_zero_delta_is_refused_and_a_float_range_runs_in_onnx():
+    node = helper.make_node("Range", ["start", "limit", "delta"], ["y"])
+    with pytest.raises(GraphError, match="ONNX Range node 'y': delta is zero"):
+        run_onnx_node(wildcard_attrs(node, 17), [np.array(v, np.int64) for v in (0, 4, 0)])
+    (got,) = run_onnx_node(wildcard_attrs(node, 17), [np.array(v, np.float32) for v in (0.5, 2.0, 0.5)])
+    assert got.dtype == np.float32 and got.tolist() == [0.5, 1.0, 1.5]
+
+
 def test_floats_and_mixed_dtypes_still_run_onnx_s_reference_implementation():
     node = helper.make_node("Div", ["a", "b"], ["y"])
     (got,) = run_onnx_node(wildcard_attrs(node, 17), [np.array([1.0, -3.0], np.float32), np.array([2.0, 2.0], np.float32)])

@@ -300,6 +300,47 @@ def test_shape_computations_fold_into_a_static_reshape():
     np.testing.assert_array_equal(out, x.reshape(2, 12))
 
 
+def test_a_fold_repeated_on_the_same_values_is_computed_once(monkeypatch):
+    def layer(k):           # x reshaped to (batch, -1) from its own shape: the same folds in every layer
+        return [helper.make_node("Shape", [f"h{k}"], [f"s{k}"]),
+                helper.make_node("Gather", [f"s{k}", "zero"], [f"n{k}"], axis=0),
+                helper.make_node("Unsqueeze", [f"n{k}", "axes"], [f"u{k}"]),
+                helper.make_node("Concat", [f"u{k}", "minus1"], [f"shape{k}"], axis=0),
+                helper.make_node("Reshape", [f"h{k}", f"shape{k}"], [f"r{k}"]),
+                helper.make_node("Relu", [f"r{k}"], [f"h{k + 1}"])]
+    nodes = [helper.make_node("Identity", ["x"], ["h0"])] + [n for k in range(3) for n in layer(k)]
+    nodes.append(helper.make_node("Mul", ["n0", "two"], ["n_twice"]))        # another op on a folded value
+    inits = [numpy_helper.from_array(v, name) for name, v in
+             (("zero", i64(0)), ("axes", i64([0])), ("minus1", i64([-1])), ("two", i64(2)))]
+    model = _model(nodes, [_float_input("x", [2, 12])],
+                   [_float_input("h3", None), helper.make_tensor_value_info("n_twice", TensorProto.INT64, [])], inits)
+    computed = []
+    real = importer._folded
+    monkeypatch.setattr(importer, "_folded", lambda b, node, *args: (computed.append(node.op_type),
+                                                                      real(b, node, *args))[1])
+    imp = import_onnx(model)
+    assert computed == ["Gather", "Unsqueeze", "Concat", "Mul"]     # each Shape is known; the rest once each
+    reshapes = [op.attrs["shape"] for op in imp.graph.ops if op.kind is OpKind.StaticReshape]
+    assert reshapes == [[2, -1]] * 3
+    x = f32(2, 12)
+    outputs = compile_graph(imp.graph).run({imp.inputs[0][1]: x})
+    np.testing.assert_array_equal(outputs[dict(imp.outputs)["h3"]], np.maximum(x, 0))
+    assert outputs[dict(imp.outputs)["n_twice"]].tolist() == 4
+
+
+def test_a_repeated_fold_gives_each_output_an_array_of_its_own():
+    from tilefuse.graph_api.onnx.builder import Builder, Node
+    b = Builder(17, {})
+    b.values["a"] = i64([[1, 2, 3]])
+    for out in ("y1", "y2", "y3"):
+        node = Node.of(helper.make_node("Transpose", ["a"], [out]), 17)
+        importer._fold(b, node, ONNX_OPS["Transpose"], lambda: pytest.fail("ran onnx's implementation"))
+    assert len(b.folds) == 1 and b.values["y2"].tolist() == b.values["y3"].tolist() == [[1], [2], [3]]
+    assert not np.shares_memory(b.values["y2"], b.values["y3"])
+    (kept,) = b.folds.values()
+    assert not any(np.shares_memory(b.values[y], v) for y in ("y2", "y3") for v in kept)
+
+
 def test_initializers_are_bound_constants_and_graph_outputs_are_produced_once():
     w = f32(3, 4)
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"]),
@@ -740,3 +781,17 @@ def test_an_attention_mask_from_int64_ids_compiles_with_no_fallback():
     got = compiled.run({ids["attention_mask"]: mask, ids["scores"]: scores})[dict(imp.outputs)["probs"]]
     want, = expected_outputs(model, {"attention_mask": mask, "scores": scores})
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_loaded_model_is_checked_once_per_set_of_input_shapes(monkeypatch):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+    loaded = importer.load_model(model.SerializeToString())
+    checked = []
+    real = importer._check
+    monkeypatch.setattr(importer, "_check", lambda *args: (checked.append(args[3]), real(*args))[1])
+    importer.check_model(loaded)                        # a session checks the model it opens
+    for shapes in ({"x": (2, 3)}, {"x": (2, 3)}, {"x": (4, 3)}):
+        import_onnx(loaded, input_shapes=shapes)
+    assert checked == [None, {"x": (2, 3)}, {"x": (4, 3)}]

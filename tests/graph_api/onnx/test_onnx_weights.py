@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -109,6 +110,50 @@ def test_a_file_changed_in_place_under_a_session_is_refused_at_the_next_import(t
     os.utime(path, ns=(1, 1))
     with pytest.raises(GraphError, match="was changed in place since it was opened"):
         session.run(None, {"x": np.ones((2, 96), np.float32)})
+
+
+@pytest.mark.parametrize("source", ["file", "bytes"])
+def test_weights_read_ahead_are_the_weights_and_no_thread_outlives_the_reading(tmp_path, source):
+    data = _model().SerializeToString()
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data)
+    stored = split_weights(data)[1]
+    weights = ModelWeights(open(path, "rb"), stored, str(path)) if source == "file" else ModelWeights(data, stored)
+    before = threading.active_count()
+    with weights.reading_ahead():
+        got = {name: weights.array(name) for name in stored}
+    assert threading.active_count() == before
+    for name, array in got.items():
+        assert array.ctypes.data % 64 == 0 and array.flags.writeable
+        np.testing.assert_array_equal(array, WEIGHTS[name])
+    assert weights.array("w32") is not got["w32"]        # read again, outside: an array of its own
+    weights.close()
+
+
+def test_a_file_changed_in_place_before_its_weights_are_read_ahead_is_refused_with_no_thread_left(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(), path)
+    loaded = load_model(str(path))
+    with open(path, "r+b") as f:
+        f.seek(-100, os.SEEK_END)
+        f.write(b"\0" * 10)
+    os.utime(path, ns=(1, 1))
+    before = threading.active_count()
+    with pytest.raises(GraphError, match="was changed in place since it was opened"):
+        import_onnx(loaded, input_shapes={"x": (2, 96)})
+    assert threading.active_count() == before
+    loaded.weights.close()
+
+
+def test_an_import_that_fails_leaves_no_reading_thread_so_a_cold_compile_may_fork_its_workers(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(), path)
+    before = threading.active_count()
+    with pytest.raises(GraphError, match="dynamic dim"):
+        import_onnx(str(path))                      # refused after the weights began to be read
+    assert threading.active_count() == before
+    import_onnx(str(path), input_shapes={"x": (2, 96)})
+    assert threading.active_count() == before
 
 
 PEAK = textwrap.dedent("""
