@@ -571,14 +571,17 @@ def _folded(b: Builder, node: Node, convert, attrs, implicit, inputs) -> list:
 
 def _fold_key(node: Node, inputs: list) -> tuple | None:
     """What a fold computes from: the node's op, opset, attributes, which inputs and outputs it
-    has, and its inputs' values; None when an input is large or holds objects."""
+    has, and its inputs' values; None when an input is large or holds objects, or the node
+    carries no NodeProto."""
+    proto = node.proto
+    if proto is None:
+        return None
     values = []
     for v in inputs:
         v = np.asarray(v)
         if v.size > FOLD_KEY_ELEMENTS or v.dtype.hasobject:
             return None
         values.append((v.dtype.str, v.shape, v.tobytes()))
-    proto = node.proto
     return (proto.domain, proto.op_type, node.opset, tuple(a.SerializeToString() for a in proto.attribute),
             tuple(bool(n) for n in proto.input), tuple(bool(n) for n in proto.output), tuple(values))
 

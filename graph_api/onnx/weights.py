@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tilefuse.tensorir.runtime.aligned import aligned_empty
+from tilefuse.tensorir.runtime.small_pages import use_small_pages
 
 from ..logical_tensor import GraphError
 from ..mapped_file import file_stamp
@@ -169,6 +170,8 @@ class ModelWeights:
         (the bytes between them read into a scratch buffer), GraphError when it changed in place
         since it was opened or ends inside one of them."""
         arrays = [aligned_empty(weight.dims, self._array_type(weight)) for weight in run]
+        for array in arrays:                # filled once: no huge pages to fault in
+            use_small_pages(array)
         targets = [array.reshape(-1).view(np.uint8) for array in arrays]
         if self._file is None:
             for weight, target in zip(run, targets):

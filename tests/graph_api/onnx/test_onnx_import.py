@@ -339,6 +339,9 @@ def test_a_repeated_fold_gives_each_output_an_array_of_its_own():
     assert not np.shares_memory(b.values["y2"], b.values["y3"])
     (kept,) = b.folds.values()
     assert not any(np.shares_memory(b.values[y], v) for y in ("y2", "y3") for v in kept)
+    bare = Node("Transpose", "", ["a"], ["y4"], {}, 17)             # no NodeProto to key it by: folded alone
+    importer._fold(b, bare, ONNX_OPS["Transpose"], lambda: pytest.fail("ran onnx's implementation"))
+    assert b.values["y4"].tolist() == [[1], [2], [3]] and len(b.folds) == 1
 
 
 def test_initializers_are_bound_constants_and_graph_outputs_are_produced_once():
