@@ -5,10 +5,12 @@ each tile of its channels-last accumulator back with a scatter. Channels-last (N
 it contiguous pixels and a contiguous store. This pass rewrites every 2-D ``Convolution``
 in ``NCX`` without groups, in groups of at least ``CHANNELS_LAST_GROUP_WIDTH`` channels, or
 depthwise with bound weights (which it permutes to HWIO, ``XIO``: a vector of channels reads
-one contiguous row of them), to ``NXC`` and carries the channels-last tensors through the ops that do not
-care about the order of their axes, so that a chain of convolutions converts once at its
-start and once where something needs NCHW again (TVM's layout alteration, oneDNN's
-channels-last tags). Carried through, when their activation input is channels-last:
+one contiguous row of them), to ``NXC``, and carries the channels-last tensors through the
+ops that do not care about the order of their axes, so that a chain of convolutions converts
+once at its start and once where something needs NCHW again (TVM's layout alteration,
+oneDNN's channels-last tags). A model's own permutes between the layouts (ConvNeXt's, around
+each block's norm and dense layers) fold away. Carried through, when their activation input
+is channels-last:
 
 * elementwise unary ops, and binary ones whose other operand is channels-last too, a
   constant (permuted here) or a scalar; a 4-D operand in NCHW is converted;
@@ -20,11 +22,11 @@ channels-last tags). Carried through, when their activation input is channels-la
 
 The pass leaves a graph alone unless at least two thirds of its NCHW convolutions can run
 channels-last: with narrow grouped convolutions between them, tensors would flip between
-the layouts at each one, and the transposes cost more than the convolutions gain. Nor does
-it convert a graph whose only convolutions are depthwise: they run about as fast in NCHW,
-and would only add the transposes. For the same reason it drops a plan that transposes a tensor of some size
-between two of its ops more than once per four convolutions (ZFNet's local response
-normalizations flip twice each, among five convolutions).
+the layouts at each one, and the transposes cost more than the convolutions gain. For the
+same reason it drops a plan that transposes a tensor of some size between two of its ops
+more than once per four convolutions (ZFNet's local response normalizations flip twice
+each, among five convolutions). Nor does it convert a graph whose only convolutions are
+depthwise: they run about as fast in NCHW, and would only add the transposes.
 
 Anything else that reads a channels-last tensor, and every graph output, gets it back in
 NCHW from a ``StaticTranspose`` that produces the original tensor id, so the graph's outputs
@@ -46,6 +48,7 @@ Example:
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from ..ir import GraphIR
