@@ -6,6 +6,7 @@ import numpy as np
 from ..ir import GraphIR
 from ..logical_tensor import GraphError, LogicalTensor, PropertyType
 from ..op import Op, OpKind
+from ..ops.schema import get_attr
 
 
 def copy_attrs(attrs: dict) -> dict:
@@ -71,6 +72,20 @@ class FreshIds:
     def op_id(self) -> int:
         self._op += 1
         return self._op - 1
+
+
+def transpose_order(op: Op) -> list:
+    """A StaticTranspose's order with every entry an axis in [0, rank), its input's rank known
+    (empty, the default, reverses the axes).
+
+    Example:
+        >>> from tilefuse.graph_api import DataType
+        >>> x, y = LogicalTensor(0, DataType.f32, (2, 3, 4)), LogicalTensor(1, DataType.f32, (4, 2, 3))
+        >>> transpose_order(Op(0, OpKind.StaticTranspose, [x], [y], {"order": [-1, 0, 1]}))
+        [2, 0, 1]
+    """
+    rank = len(op.inputs[0].shape)
+    return [a % rank for a in get_attr(op, "order")] or list(range(rank))[::-1]
 
 
 def reshape(fresh: FreshIds, t: LogicalTensor, out: LogicalTensor, name: str) -> Op:

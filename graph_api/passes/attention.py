@@ -46,7 +46,7 @@ from ..logical_tensor import DataType
 from ..op import Op, OpKind
 from ..ops.attention import OPERAND_ORDERS
 from ..ops.schema import get_attr
-from ._util import FreshIds, as_ir, clone_op, copy_attrs, covered_by, output_ids
+from ._util import FreshIds, as_ir, clone_op, copy_attrs, covered_by, output_ids, transpose_order
 
 COMPUTED = (DataType.f32, DataType.f64)
 
@@ -230,18 +230,12 @@ def _copied_anyway(graph: GraphIR, tensor_id: int) -> bool:
     return producer is not None and producer.kind in COPIES
 
 
-def _transpose_order(op: Op) -> list:
-    """A StaticTranspose's order, every entry an axis in [0, rank)."""
-    rank = len(op.inputs[0].shape)
-    return [a % rank for a in get_attr(op, "order")] or list(range(rank))[::-1]
-
-
 def _composed(order, transpose: Op, reading: bool) -> list:
     """The order of an operand read through ``order`` (empty: as it is) from a tensor that
     ``transpose`` made (``reading``), or of an output written through ``order`` and then
     transposed by ``transpose``."""
     order = list(order) or list(range(len(transpose.outputs[0].shape)))
-    inner = _transpose_order(transpose)
+    inner = transpose_order(transpose)
     return [inner[a] for a in order] if reading else [order[a] for a in inner]
 
 

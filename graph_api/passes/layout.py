@@ -55,7 +55,7 @@ from ..ir import GraphIR
 from ..logical_tensor import LogicalTensor
 from ..op import Op, OpKind
 from ..ops.schema import get_attr
-from ._util import FreshIds, as_ir, clone_op, frozen, output_ids
+from ._util import FreshIds, as_ir, clone_op, frozen, output_ids, transpose_order
 
 TO_CHANNELS_LAST = [0, 2, 3, 1]      # NCHW -> NHWC
 FLIP_MIN_ELEMENTS = 4096             # a transpose of fewer elements (a pooled vector) costs next to nothing
@@ -157,7 +157,7 @@ class _Planner:
         channels-last form (a transpose is made where the NCHW one is needed, as for any)."""
         if op.kind is not OpKind.StaticTranspose or not (_is_4d(op.inputs[0]) and _is_4d(op.outputs[0])):
             return False
-        order = [a % 4 for a in get_attr(op, "order")]
+        order = transpose_order(op)
         source, out = op.inputs[0], op.outputs[0]
         if order == TO_CHANNELS_LAST and source.id in self.last and out.id not in outputs:
             self.alias[out.id] = self.last[source.id]
