@@ -6,8 +6,11 @@ Each case is a small ONNX model built here with ``onnx.helper`` and seeded weigh
 ``compile_graph(from_onnx(model))`` is checked against onnxruntime's output, then both are
 timed in interleaved blocks (best block of ``--rounds``) with a pause between blocks, so that
 neither library's spinning worker threads slow the other. The ratio is onnxruntime's time over
-ours: above 1 is faster than onnxruntime; numpy's ratio is its time over ours. The geomean of
-the onnxruntime ratios closes the table. The pw_ cases (1x1 convolutions of MobileNetV3's and
+ours: above 1 is faster than onnxruntime; numpy's ratio is its time over ours. The peak column
+is our time's share of the FMA peak measured at the start of the run: the flops of the case's
+multiply-adds (products, convolutions, attention; a Winograd convolution's counted as the
+direct algorithm's, so it can pass 100%) over our time. The geomean of the onnxruntime ratios
+closes the table. The pw_ cases (1x1 convolutions of MobileNetV3's and
 EfficientNet's shapes) compile without the channels-last layout plan, as in models that keep
 NCHW (narrow grouped convolutions between the 1x1 ones); their output, a graph output, is copied out of the GEMM's
 view (in a model the next layer reads the view).
@@ -335,13 +338,14 @@ NCHW_CASES = {"pw_project", "pw_project28", "pw_expand_relu", "pw_expand_silu"}
 
 # ---------------------------------------------------------------------------- timing
 
-def bench_case(key: str, rounds: int) -> tuple[float, float, float | None, str]:
-    """(onnxruntime seconds, tilefuse seconds, numpy seconds or None, notes) of one case,
-    outputs checked first."""
+def bench_case(key: str, rounds: int) -> tuple[float, float, float | None, int, str]:
+    """(onnxruntime seconds, tilefuse seconds, numpy seconds or None, the flops of its
+    multiply-adds, notes) of one case, outputs checked first."""
     import onnxruntime
     from tilefuse import graph_api
     from tilefuse.graph_api.onnx.importer import import_onnx
     from tilefuse.graph_api.passes import DEFAULT, plan_layouts
+    from tilefuse.graph_api.profiler import multiply_add_flop
     _, make, *numpy_of = CASES[key]
     model = make()
     mb_feeds = _feeds(model)
@@ -370,7 +374,8 @@ def bench_case(key: str, rounds: int) -> tuple[float, float, float | None, str]:
         np.testing.assert_allclose(numpy_of[0](mb_feeds, model), want, rtol=2e-3, atol=2e-3)
         engines["numpy"] = lambda: numpy_of[0](mb_feeds, model)
     times = timed_interleaved(engines, rounds)
-    return times["ort"], times["ours"], times.get("numpy"), notes
+    flop = multiply_add_flop([op for step in compiled.steps for op in step.ops])
+    return times["ort"], times["ours"], times.get("numpy"), flop, notes
 
 
 def _feeds(model) -> dict:
@@ -391,23 +396,28 @@ def main(argv=None) -> int:
             print(f"{key:18} {title}")
         return 0
     import onnxruntime
+    from machine import copy_bandwidth_gbs, fma_peak_gflops
+    peak = fma_peak_gflops()
     print(f"{os.cpu_count()} CPUs; onnxruntime {onnxruntime.__version__}; ratio = onnxruntime time / tilefuse time "
           f"(above 1: tilefuse faster); default configs")
-    print(f"{'case':42} {'onnxruntime':>12} {'tilefuse':>12} {'ratio':>7} {'numpy':>12} {'ratio':>7}  notes")
+    print(f"measured now: FMA peak {peak:.0f} GFLOPS, copy {copy_bandwidth_gbs():.1f} GB/s; peak = tilefuse's "
+          f"multiply-adds as a share of the FMA peak")
+    print(f"{'case':42} {'onnxruntime':>12} {'tilefuse':>12} {'ratio':>7} {'peak':>5} {'numpy':>12} {'ratio':>7}  notes")
     ratios = []
     for key in args.cases:
         title = CASES[key][0]
         try:
-            ort, ours, numpy_seconds, notes = bench_case(key, args.rounds)
+            ort, ours, numpy_seconds, flop, notes = bench_case(key, args.rounds)
         except Exception as e:          # a case that fails is reported, the others still run
-            print(f"{title:42} {'-':>12} {'-':>12} {'-':>7} {'-':>12} {'-':>7}  FAILED: {type(e).__name__}: "
-                  f"{str(e)[:120]}")
+            print(f"{title:42} {'-':>12} {'-':>12} {'-':>7} {'-':>5} {'-':>12} {'-':>7}  FAILED: "
+                  f"{type(e).__name__}: {str(e)[:120]}")
             continue
         ratios.append(ort / ours)
         versus_numpy = f"{numpy_seconds * 1e3:9.3f} ms {numpy_seconds / ours:6.2f}x" if numpy_seconds else \
             f"{'-':>12} {'-':>7}"
-        print(f"{title:42} {ort * 1e3:9.3f} ms {ours * 1e3:9.3f} ms {ort / ours:6.2f}x {versus_numpy}  {notes}",
-              flush=True)
+        share = f"{flop / ours / 1e9 / peak:5.0%}" if flop else f"{'-':>5}"
+        print(f"{title:42} {ort * 1e3:9.3f} ms {ours * 1e3:9.3f} ms {ort / ours:6.2f}x {share} {versus_numpy}  "
+              f"{notes}", flush=True)
     if ratios:
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"geomean of {len(ratios)} ratios: {geomean:.2f}x; lowest {min(ratios):.2f}x")

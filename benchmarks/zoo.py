@@ -185,8 +185,7 @@ def print_profile(session, feeds: dict, top: int, peak_gflops: float) -> None:
     not from cache as when a step is timed alone; the best of 10 runs), with its GFLOP and
     its share of the FMA peak, then the same partitions (ops and output shape) summed."""
     from bench_onnx import _describe
-    from tilefuse.graph_api import OpKind
-    from tilefuse.graph_api.profiler import op_flop
+    from tilefuse.graph_api.profiler import multiply_add_flop
     key = tuple(np.asarray(v).shape for v in feeds.values())
     compiled = session._compiled[key]
     graph = compiled.graph
@@ -199,9 +198,7 @@ def print_profile(session, feeds: dict, top: int, peak_gflops: float) -> None:
     def row(seconds, flop):
         share = f"{flop / seconds / 1e9 / peak_gflops:6.0%}" if flop and seconds else f"{'-':>6}"
         return f"{seconds * 1e6:9.1f} {seconds / total * 100:5.1f}% {flop / 1e9:7.3f} {share}"
-    products = (OpKind.MatMul, OpKind.Convolution, OpKind.ConvTranspose,        # what the FMA peak is for
-                OpKind.ScaledDotProductAttention)
-    flops = {index: sum(op_flop(op) for op in steps[index].ops if op.kind in products) for index in times}
+    flops = {index: multiply_add_flop(steps[index].ops) for index in times}
     print(f"    steps timed in a run sum to {total * 1e3:.2f} ms; FMA peak {peak_gflops:.0f} GFLOPS")
     print(f"    {'step us':>9} {'share':>6} {'GFLOP':>7} {'peak':>6}  partition")
     for index in sorted(times, key=lambda i: -times[i])[:top]:

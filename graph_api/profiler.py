@@ -90,6 +90,20 @@ def op_flop(op) -> int:
     return 2 * math.prod(data) * math.prod(weights) // max(channels, 1)
 
 
+def multiply_add_flop(ops) -> int:
+    """The flops of the multiply-adds among ``ops`` (MatMul, convolutions, attention: what
+    the FMA peak is a peak of), ``op_flop`` summed; elementwise ops count nothing.
+
+    Example:
+        >>> from tilefuse.graph_api import DataType, LogicalTensor, Op, OpKind
+        >>> a = LogicalTensor(0, DataType.f32, (4, 8)); b = LogicalTensor(1, DataType.f32, (8, 2))
+        >>> c, d = LogicalTensor(2, DataType.f32, (4, 2)), LogicalTensor(3, DataType.f32, (4, 2))
+        >>> multiply_add_flop([Op(0, OpKind.MatMul, [a, b], [c]), Op(1, OpKind.ReLU, [c], [d])])
+        128
+    """
+    return sum(op_flop(op) for op in ops if op.kind in _MULTIPLY_ADDS)
+
+
 def partition_cost(step) -> dict:
     """What the profile says of a step (``graph_api.steps.Step``) besides its time: its
     ``nodes``, ``op_name``, ``kind``, ``runs``, the ``input_type_shape`` and

@@ -68,6 +68,8 @@ A 3x3, stride-1 or 2, channels-last convolution with constant weights has a "win
 computes it as above; m = 2, 3 or 4 redefines the anchor as Winograd's F(m x m, 3 x 3)
 (``schedule/templates/winograd.py``), whose matrix products take the tile knobs, and
 "winograd_fused" computes its stages per row of tiles (register tiles that divide the row).
+The default takes Winograd at stride 1 where its tiles serve enough products
+(``winograd.default_winograd``).
 
 With several outputs, one of them is tiled as above (the output every other one reads the
 anchor's values through, e.g. relu when the DAG returns relu and relu squared); the others
@@ -91,7 +93,7 @@ from tilefuse.tensorir.walk import substitute, walk
 
 from .base import CACHE_LINE_BYTES, Template, fetch_next_panel, fetch_panel_ahead, fuse_all, vectorize_by_registers
 from .injective import PARALLEL_MIN_ELEMENTS, extent, schedule_elementwise
-from .winograd import TILE_SIZES, schedule_winograd, tile_grid, winograd_operands
+from .winograd import TILE_SIZES, default_winograd, schedule_winograd, tile_grid, winograd_operands
 
 TILE_I = [1, 2, 4, 6, 7, 8, 12, 14, 16]
 TILE_J = [8, 16, 32, 48, 64]
@@ -417,6 +419,12 @@ class ComplexTemplate(Template):
         return ordered or values["order"] == "ij"
 
     def default(self):
+        direct = self._direct_default()
+        m, fused = default_winograd(self.winograd, self.anchor.output(0).shape) if self.winograd else (0, False)
+        return {**direct, **self._winograd_values(m, fused, direct)} if m else direct
+
+    def _direct_default(self) -> dict:
+        """``default_for`` the layout a direct kernel takes by default."""
         lanes = self.target.lanes(self.out.dtype)
         channels = self._extents("channels")[1] if "channels" in self.layouts else 0
         # a convolution's whole vectors of channels, or enough of them that a partial one is rare
@@ -573,9 +581,21 @@ class ComplexTemplate(Template):
         if "fetch_next_panel" in self.space.knobs:
             config["fetch_next_panel"] = pack and order == "ji" and not streamed and layout == "rows"
         if self.winograd is not None:
-            config["winograd"] = 0
-            config["winograd_fused"] = False
+            config["winograd"], config["winograd_fused"] = 0, False
         return {"layout": layout, **config} if len(self.layouts) > 1 else config
+
+    def _winograd_values(self, m: int, fused: bool, direct: dict) -> dict:
+        """The knob values, over ``direct`` (a direct config's), of Winograd F(m x m, 3 x 3):
+        the direct register tile, the filters fetched 2 KiB ahead; fused, as many tiles per
+        register tile (up to 8) as divide a row of tiles."""
+        values = {"winograd": m, "winograd_fused": fused, "pack": False, "unroll_k": 1}
+        if "prefetch" in self.space.knobs:
+            values["prefetch"] = PREFETCH_BYTES[1]
+        if "fetch_next_panel" in self.space.knobs:
+            values["fetch_next_panel"] = False
+        row = self._tiles_per_row(m)
+        values["tile_i"] = max(t for t in TILE_I if row % t == 0 and t <= 8) if fused else direct["tile_i"]
+        return values
 
     def alternatives(self):
         """Winograd at each tile size, with the default's register tile (in which its
@@ -584,14 +604,8 @@ class ComplexTemplate(Template):
         8) as divide a row of tiles."""
         if self.winograd is None:
             return []
-        found = []
-        ahead = {"prefetch": PREFETCH_BYTES[1]} if "prefetch" in self.space.knobs else {}
-        for m in TILE_SIZES:
-            row = self._tiles_per_row(m)
-            found += [{"winograd": m, "pack": False, "unroll_k": 1, **ahead},
-                      {"winograd": m, "pack": False, "unroll_k": 1, "winograd_fused": True, **ahead,
-                       "tile_i": max(t for t in TILE_I if row % t == 0 and t <= 8)}]
-        return found
+        direct = self._direct_default()
+        return [self._winograd_values(m, fused, direct) for m in TILE_SIZES for fused in (False, True)]
 
     def schedule(self, s, cfg):
         dag = self.dag

@@ -12,7 +12,7 @@ import pytest
 
 from tilefuse.schedule import ScheduleError, build, create_schedule, template_for
 from tilefuse.schedule.space import Config
-from tilefuse.schedule.templates.winograd import TILE_SIZES, winograd_operands
+from tilefuse.schedule.templates.winograd import TILE_SIZES, default_winograd, winograd_operands
 from tilefuse.tensorir import compute, ops, placeholder, reduce_axis, sum as rsum
 from tilefuse.tensorir.expr import Reduce
 from tilefuse.tensorir.intrinsics import cast
@@ -95,6 +95,43 @@ def test_matching_convolutions_get_the_knob_and_default_to_the_direct_convolutio
     assert t.space.knobs["winograd"].candidates == (0, *TILE_SIZES) == (0, 2, 3, 4)
     assert t.default_config()["winograd"] == 0
     assert all(cfg["winograd"] in (0, 2, 3, 4) for cfg in t.space.sample(5))
+
+
+@pytest.mark.parametrize("shape, expected", [
+    ((1, 56, 56, 64, 64), (4, True)),       # 196 tiles of 4x4; 590 KiB of filters, 6x less than the tiles
+    ((1, 28, 28, 128, 128), (4, False)),    # 49 tiles: the 2.4 MB of filters outweigh them
+    ((1, 14, 14, 256, 256), (2, False)),    # 16 tiles of 4x4, 49 of 2x2
+    ((8, 7, 7, 512, 512), (2, False)),      # a batch's tiles count: 8 x 16
+    ((1, 7, 7, 512, 512), (0, False)),      # at most 16 tiles: direct
+    ((1, 224, 224, 3, 64), (0, False)),     # 3 input channels
+    ((1, 160, 160, 96, 8), (0, False)),     # 8 output channels
+])
+def test_the_default_takes_winograd_where_its_tiles_serve_enough_products(shape, expected):
+    n, h, w, c, o = shape
+    y = _conv((n, h, w, c), (3, 3, c, o))
+    assert default_winograd(winograd_operands(_anchor(y)), y.shape) == expected
+    cfg = template_for(y).default_config()
+    assert (cfg["winograd"], cfg["winograd_fused"]) == expected
+    strided = _conv((n, 2 * h, 2 * w, c), (3, 3, c, o), strides=(2, 2))     # never at stride 2
+    assert default_winograd(winograd_operands(_anchor(strided)), strided.shape) == (0, False)
+
+
+@pytest.mark.parametrize("shape, expected", [((1, 30, 29, 24, 20), (4, True)),    # 8 x 8 tiles, a row of 30 by 4
+                                             ((2, 15, 13, 32, 40), (2, True)),
+                                             ((1, 14, 13, 96, 80), (2, False))])
+def test_the_default_winograd_build_matches_numpy_on_rows_its_tiles_do_not_divide(shape, expected):
+    n, h, w, c, o = shape
+    x, b = placeholder((n, h, w, c), name="x"), placeholder((o,), name="b", constant=True)
+    wt = placeholder((3, 3, c, o), name="w", constant=True)
+    t = template_for(ops.relu(ops.conv(x, wt, [1, 1], [1, 1], [1, 1], [1, 1], bias=b)))
+    cfg = t.default_config()
+    assert (cfg["winograd"], cfg["winograd_fused"]) == expected and t.space.searchable(t.space.index_of(cfg))
+    arrays = {"x": RNG.standard_normal(x.shape).astype("float32"), "w": RNG.standard_normal(wt.shape).astype("float32"),
+              "b": RNG.standard_normal(o).astype("float32")}
+    want = np.maximum(_reference(arrays["x"], arrays["w"], "XIO", (1, 1), (1, 1)) + arrays["b"], 0)
+    out = np.full(want.shape, np.nan, "float32")
+    t.build(cfg)(*(arrays[a.name] for a in t.args[:-1]), out)
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-4 * np.abs(want).max())
 
 
 def test_the_starting_points_are_winograd_at_each_tile_size_and_allowed_by_the_rules():
