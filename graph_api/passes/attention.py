@@ -15,13 +15,21 @@ probabilities are its first; the scale is a bound constant of one element (a Div
 scores first), which keeps the scores' shape; the mask is any tensor of the scores' data type
 that broadcasts one way to the scores (BERT's ``(1, 1, 1, S)``, T5's position bias, GPT-2's
 causal mask folded to a constant); the SoftMax is over the last axis, with no stats output.
-Anything else stays as it is.
+Anything else stays as it is. A scalar the query or the key is multiplied (or divided) by on
+their way from the projections, through transposes and reshapes, is such a scale too and goes
+into the op's (``(c Q) K^T = c (Q K^T)``, the mask added after): ViT multiplies both its Q
+and K heads by ``D^-1/4``, Swin its Q windows by ``D^-1/2``, Whisper its Q projection; the
+movement between is then left to read the tensor unscaled, and the copy the multiply made is
+gone. A scale of the value or of more than one element stays as it is.
 
 ``fold_transposes_into_attention`` then lets each attention op read its operands through the
 StaticTransposes that feed it and write its output through the one after it: the heads a model
 splits from its projections (``(B, S, H*D)`` reshaped, a view, to ``(B, S, H, D)`` and transposed
 to ``(B, H, S, D)``, K to ``(B, H, D, S)``) and merges back after (transposed to ``(B, S, H, D)``,
 reshaped to ``(B, S, H*D)``) are then read and written where they lie, and no copy is made.
+Reshapes that only add or drop unit axes between the transposes (ViT's ``(H, S, D)`` heads
+made ``(1, H, S, D)``) are read through too: the attention reads the tensor before them
+reshaped to its rank, a view.
 
 Example:
     >>> import numpy as np
@@ -45,8 +53,9 @@ from ..ir import GraphIR
 from ..logical_tensor import DataType
 from ..op import Op, OpKind
 from ..ops.attention import OPERAND_ORDERS
+from ..ops.movement import slice_view
 from ..ops.schema import get_attr
-from ._util import FreshIds, as_ir, clone_op, copy_attrs, covered_by, output_ids, transpose_order
+from ._util import FreshIds, as_ir, clone_op, copy_attrs, covered_by, output_ids, transpose_order, view_before
 
 COMPUTED = (DataType.f32, DataType.f64)
 
@@ -74,8 +83,8 @@ class _Chain:
             return None
         other = self.graph.tensor(ids[1 - ids.index(scores_id)])
         value = self.graph.constant_values.get(other.id)
-        if value is None or value.size != 1 or not other.is_known() or \
-                len(other.shape) > len(op.outputs[0].shape):
+        if value is None or value.size != 1 or not other.is_known() or not op.outputs[0].is_known() or \
+                self.graph.tensor(scores_id).shape != op.outputs[0].shape:
             return None
         factor = float(np.asarray(value, np.float64).reshape(-1)[0])
         if op.kind is OpKind.Divide:
@@ -146,11 +155,40 @@ def _attention(graph: GraphIR, softmax: Op, outs: set, fresh: FreshIds):
     inputs = [query, key, graph.tensor(context.inputs[1].id)] + ([mask] if mask is not None else [])
     if len({t.dtype for t in inputs + [context.outputs[0]]}) != 1:
         return None
-    ops = scale_ops[::-1] + ops + [softmax, context]
+    ops, moved = scale_ops[::-1] + ops + [softmax, context], {}
+    for slot in (0, 1):
+        if [t.id for t in inputs].count(inputs[slot].id) == 1:
+            inputs[slot], factor, scalings = _unscaled(chain, inputs[slot], moved)
+            scale, ops = scale * factor, scalings + ops
     attention = Op(fresh.op_id(), OpKind.ScaledDotProductAttention, inputs, [graph.tensor(context.outputs[0].id)],
                    {"scale": scale, "key_transposed": not get_attr(product, "transpose_b")},
                    name=context.name, covers=covered_by(ops))
-    return ops, attention
+    return ops, attention, moved
+
+
+MOVEMENT = (OpKind.StaticTranspose, OpKind.StaticReshape)
+
+
+def _unscaled(chain: _Chain, operand, moved: dict):
+    """(the tensor the query or key ``operand`` is before the scalars it is multiplied by
+    through transposes and reshapes, the product of those scalars, their Multiply and Divide
+    ops): ``moved`` (op id -> op) takes the movement op reading each scaled tensor, made to
+    read the tensor unscaled; the attention reads the returned tensor."""
+    factor, scalings, reader, tensor = 1.0, [], None, operand
+    while (producer := chain.sole_producer(tensor.id, MOVEMENT + (OpKind.Multiply, OpKind.Divide))) is not None:
+        if producer.kind in MOVEMENT:
+            reader, tensor = producer, chain.graph.tensor(producer.inputs[0].id)
+            continue
+        found = [(t, f) for t in producer.inputs if (f := chain.scale(producer, t.id)) is not None]
+        if not found:
+            break
+        tensor, factor = chain.graph.tensor(found[0][0].id), factor * found[0][1]
+        scalings.append(producer)
+        if reader is None:
+            operand = tensor
+        else:
+            moved[reader.id] = clone_op(reader, inputs=[tensor, *reader.inputs[1:]])
+    return operand, factor, scalings
 
 
 def fuse_attention(graph) -> GraphIR:
@@ -170,8 +208,9 @@ def fuse_attention(graph) -> GraphIR:
         found = _attention(graph, softmax, outs, fresh)
         if found is None:
             continue
-        ops, attention = found
+        ops, attention, moved = found
         replaced.update({o.id: None for o in ops})
+        replaced.update(moved)
         replaced[ops[-1].id] = attention        # where the chain ended: every input is made before
     if not replaced:
         return graph
@@ -180,14 +219,16 @@ def fuse_attention(graph) -> GraphIR:
 
 def fold_transposes_into_attention(graph) -> GraphIR:
     """A new graph in which each ScaledDotProductAttention op reads its query, key and value
-    through the StaticTransposes producing them and writes its output through a StaticTranspose
-    reading it (their orders composed into the op's ``query_order``, ``key_order``,
-    ``value_order`` and ``dst_order``), each transpose folded when the attention alone reads
-    what it writes and that is no graph output. A value's or an output's transpose that would
-    move the last axis (the one the kernel reads and writes in vectors) stays as it is, and so
-    does an operand's transpose of data movement's output (``COPIES``, through reshapes): the
-    copy is made anyway, and transposes as it goes. The input graph is not modified; its
-    output tensors keep their ids.
+    through the StaticTransposes producing them, and the reshapes adding or dropping unit axes
+    between them, and writes its output through a StaticTranspose reading it (their orders
+    composed into the op's ``query_order``, ``key_order``, ``value_order`` and ``dst_order``;
+    an operand whose transposes change its rank read through a new reshape, a view, of the
+    tensor before them), each op folded when the attention alone reads what it writes and that
+    is no graph output. A value's or an output's transpose that would move the last axis (the
+    one the kernel reads and writes in vectors) stays as it is, and so does an operand's
+    transpose of data movement's output (``COPIES``, through reshapes; not a Slice that is a
+    view): the copy is made anyway, and transposes as it goes. The input graph is not
+    modified; its output tensors keep their ids.
 
     Example:
         >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
@@ -202,17 +243,17 @@ def fold_transposes_into_attention(graph) -> GraphIR:
         ([0, 0, 0], [3], [0, 2, 1, 3])
     """
     graph = as_ir(graph, "fold_transposes_into_attention")
-    chain, replaced = _Chain(graph, set(output_ids(graph))), {}
+    chain, fresh, replaced = _Chain(graph, set(output_ids(graph))), FreshIds(graph), {}
     for op in graph.topological_ops():
         if op.kind is OpKind.ScaledDotProductAttention:
-            folded = _folded(chain, op)
+            folded = _folded(chain, op, fresh, replaced)
             if folded is not None:
                 new, removed = folded
-                replaced.update({o.id: None for o in removed})
-                replaced[op.id] = new
+                replaced.update({o.id: [] for o in removed})
+                replaced.setdefault(op.id, []).append(new)
     if not replaced:
         return graph
-    return graph.with_ops([new for new in (replaced.get(op.id, op) for op in graph.ops) if new is not None])
+    return graph.with_ops([new for op in graph.ops for new in replaced.get(op.id, [op])])
 
 
 COPIES = (OpKind.Slice, OpKind.StaticTranspose, OpKind.Concat, OpKind.Gather, OpKind.Pad, OpKind.Expand,
@@ -223,41 +264,102 @@ COPIES = (OpKind.Slice, OpKind.StaticTranspose, OpKind.Concat, OpKind.Gather, Op
 def _copied_anyway(graph: GraphIR, tensor_id: int) -> bool:
     """Whether the tensor a transpose reads is, through reshapes, the output of data movement
     (GPT-2's heads sliced from one projection of Q, K and V): the kernel that copies it then
-    transposes it too, at no cost, where the attention would read it across the grain."""
+    transposes it too, at no cost, where the attention would read it across the grain. A
+    Slice that is a view (``slice_view``: ViT's Q, K and V, blocks of one tensor) copies
+    nothing."""
     producer = graph.producer(tensor_id)
     while producer is not None and producer.kind is OpKind.StaticReshape:
         producer = graph.producer(producer.inputs[0].id)
-    return producer is not None and producer.kind in COPIES
+    return producer is not None and producer.kind in COPIES and slice_view(producer) is None
 
 
-def _composed(order, transpose: Op, reading: bool) -> list:
-    """The order of an operand read through ``order`` (empty: as it is) from a tensor that
-    ``transpose`` made (``reading``), or of an output written through ``order`` and then
-    transposed by ``transpose``."""
+def _unit_axes(reshape: Op) -> list | None:
+    """For each axis of a StaticReshape's output, the axis of its input it is (None: a unit
+    axis), when the reshape only adds or drops unit axes; else None.
+
+    Example:
+        >>> from tilefuse.graph_api import DataType, LogicalTensor
+        >>> x, y = LogicalTensor(0, DataType.f32, (12, 1, 5)), LogicalTensor(1, DataType.f32, (1, 12, 5))
+        >>> _unit_axes(Op(0, OpKind.StaticReshape, [x], [y], {"shape": [1, 12, 5]}))
+        [None, 0, 2]
+    """
+    source, shape = reshape.inputs[0].shape, reshape.outputs[0].shape
+    ins, outs = ([k for k, n in enumerate(s) if n != 1] for s in (source, shape))
+    if [source[k] for k in ins] != [shape[k] for k in outs]:
+        return None
+    axes = [None] * len(shape)
+    for i, o in zip(ins, outs):
+        axes[o] = i
+    return axes
+
+
+def _read_through(chain: _Chain, operand, order, along_grain: bool):
+    """(the tensor, the axis of it each axis of ``operand`` read through ``order`` is (None: a
+    unit axis), the ops between) for the farthest StaticTranspose producing ``operand`` through
+    transposes and reshapes that add or drop unit axes, each tensor between read by the next op
+    alone; ``along_grain``: the last axis read stays the last of each tensor but unit axes (a
+    value's rows); None when no transpose is found."""
+    axes = list(order) or list(range(len(operand.shape)))
+    tensor, ops, farthest = operand, [], None
+    while (mover := chain.sole_producer(tensor.id, MOVEMENT)) is not None and mover.inputs[0].is_known() and \
+            mover.outputs[0].is_known():
+        inner = transpose_order(mover) if mover.kind is OpKind.StaticTranspose else _unit_axes(mover)
+        if inner is None:
+            break
+        read = [None if a is None else inner[a] for a in axes]
+        source = chain.graph.tensor(mover.inputs[0].id)
+        if along_grain and (read[-1] is None or any(n != 1 for n in source.shape[read[-1] + 1:])):
+            break                           # the value's rows would be read across the grain
+        tensor, axes, ops = source, read, ops + [mover]
+        if mover.kind is OpKind.StaticTranspose:
+            farthest = tensor, axes, ops
+    return farthest
+
+
+def _viewed(chain: _Chain, fresh: FreshIds, replaced: dict, tensor, axes, into: Op, along_grain: bool):
+    """(a tensor holding ``tensor``'s data, the order in which an attention op ``into`` reads
+    it, the reshapes it replaces) for an operand whose axes are ``tensor``'s ``axes`` (None:
+    unit axes); when they are no permutation of ``tensor``'s axes, or move its last
+    ``along_grain``, the tensor is ``tensor`` reshaped (a view) to its dims of more than one
+    element after as many unit dims as needed, in place of the reshapes in a row read by the
+    next alone that make ``tensor`` (a partition of reshapes in a row is a copy)."""
+    rank = len(axes)
+    if None not in axes and len(tensor.shape) == rank and (not along_grain or axes[-1] == rank - 1):
+        return tensor, axes, []
+    kept = [k for k, n in enumerate(tensor.shape) if n != 1]
+    units = iter(range(rank - len(kept)))
+    order = [rank - len(kept) + kept.index(a) if a in kept else next(units) for a in axes]
+    shape = (1,) * (rank - len(kept)) + tuple(tensor.shape[k] for k in kept)
+    reshapes = []
+    while (producer := chain.sole_producer(tensor.id, (OpKind.StaticReshape,))) is not None:
+        tensor = chain.graph.tensor(producer.inputs[0].id)
+        reshapes.append(producer)
+    return view_before(fresh, replaced, tensor, shape, into), order, reshapes
+
+
+def _written(order, transpose: Op) -> list:
+    """The order of an output written through ``order`` (empty: as it is) and then transposed
+    by ``transpose``."""
     order = list(order) or list(range(len(transpose.outputs[0].shape)))
-    inner = transpose_order(transpose)
-    return [inner[a] for a in order] if reading else [order[a] for a in inner]
+    return [order[a] for a in transpose_order(transpose)]
 
 
-def _folded(chain: _Chain, op: Op):
-    """(the attention op with the transposes around it folded in, the transposes), or None."""
+def _folded(chain: _Chain, op: Op, fresh: FreshIds, replaced: dict):
+    """(the attention op with the transposes around it folded in, the ops folded), or None; the
+    reshapes it reads through instead go into ``replaced`` (op id -> the ops in its place)."""
     inputs, attrs, removed = list(op.inputs), copy_attrs(op.attrs), []
     for slot, name in enumerate(OPERAND_ORDERS):
-        source, order, transposes = inputs[slot], attrs.get(name, get_attr(op, name)), []
-        while (transpose := chain.sole_producer(source.id, (OpKind.StaticTranspose,))) is not None \
-                and transpose.inputs[0].is_known():
-            composed = _composed(order, transpose, reading=True)
-            if name == "value_order" and composed[-1] != len(composed) - 1:
-                break                       # the value's rows would be read across the grain
-            source, order = chain.graph.tensor(transpose.inputs[0].id), composed
-            transposes.append(transpose)
-        if transposes and not _copied_anyway(chain.graph, source.id):
-            inputs[slot], attrs[name] = source, order
-            removed += transposes
+        if [t.id for t in op.inputs].count(inputs[slot].id) != 1:
+            continue                        # what it reads twice may be read in two ways
+        along_grain = name == "value_order"
+        found = _read_through(chain, inputs[slot], attrs.get(name, get_attr(op, name)), along_grain)
+        if found is not None and not _copied_anyway(chain.graph, found[0].id):
+            inputs[slot], attrs[name], reshapes = _viewed(chain, fresh, replaced, *found[:2], op, along_grain)
+            removed += found[2] + reshapes
     outputs = list(op.outputs)
     while len(readers := chain.graph.consumers(outputs[0].id)) == 1 and outputs[0].id not in chain.outs and \
             readers[0].kind is OpKind.StaticTranspose and len(readers[0].outputs) == 1:
-        order = _composed(attrs.get("dst_order", get_attr(op, "dst_order")), readers[0], reading=False)
+        order = _written(attrs.get("dst_order", get_attr(op, "dst_order")), readers[0])
         if order[-1] != len(order) - 1:
             break                           # the output's rows would be written across the grain
         outputs, attrs["dst_order"] = [chain.graph.tensor(readers[0].outputs[0].id)], order

@@ -216,3 +216,193 @@ def test_compiled_no_copy_is_made_between_the_projections_and_the_merged_context
     feeds = feeds_for(g)
     want = reference.run(g, feeds)[37]
     np.testing.assert_allclose(compiled.run({k: feeds[k] for k in (0, 1, 2)})[37], want, rtol=1e-4, atol=1e-5)
+
+
+# ---- scalars multiplying Q or K folded into the scale -----------------------------------------------
+
+def scaled_heads_graph(where, factor=(), kind="Multiply", fed=False, read_too=False):
+    """``heads_graph`` (its scores times 0.125) with the query's, key's or value's head split
+    scaled on the way (``where``: "query-before-split" on its projection, "query-split" between its
+    reshape and transpose, "query-heads" after its transpose, "key-heads" on K^T, "value-heads") by a Multiply or Divide (``kind``, the data
+    first) of tensor 40, a bound constant of shape ``factor`` (or fed, ``fed``) holding 0.5s;
+    ``read_too``: the scaled tensor is returned too."""
+    g = heads_graph()
+    ops, values = [o for o in g.ops], {**g.constant_values}
+    at = {"query-before-split": (10, 0), "query-split": (13, 3), "query-heads": (20, 6), "key-heads": (20, 7),
+          "value-heads": (24, 8)}
+    reader_id, scaled = at[where]
+    reader = next(o for o in ops if o.id == reader_id)
+    shape = next(t.shape for t in reader.inputs if t.id == scaled)
+    if not fed:
+        values[40] = np.full(factor, 0.5, np.float32)
+    ops.append(op(30, kind, [lt(scaled, shape), lt(40, factor, constant=not fed)], [lt(41, shape)]))
+    ops[ops.index(reader)] = op(reader.id, reader.kind.value,
+                                [lt(41, shape) if t.id == scaled else t for t in reader.inputs], reader.outputs,
+                                **reader.attrs)
+    if read_too:
+        ops.append(op(31, "End", [lt(41, shape)], []))
+    return graph(*ops, values=values)
+
+
+def attention_of(g):
+    return next(o for o in g.ops if o.kind is OpKind.ScaledDotProductAttention)
+
+
+@pytest.mark.parametrize("where, kind, factor", [
+    ("query-before-split", "Multiply", ()),          # q_proj(x) * scaling (Whisper), then split into heads
+    ("query-split", "Multiply", ()),                 # on the heads split, before their transpose
+    ("query-heads", "Multiply", (1,)),               # q * scale on the heads, after their transpose (ViT)
+    ("key-heads", "Multiply", (1, 1, 1, 1)),         # k^T * scale (ViT scales both)
+    ("query-heads", "Divide", ()),                   # q / sqrt(d)
+])
+def test_a_scalar_on_the_query_or_key_is_folded_into_the_scale(where, kind, factor):
+    g = scaled_heads_graph(where, factor, kind)
+    before = snapshot(g)
+    fused = fuse_attention(g)
+    assert snapshot(g) == before
+    assert OpKind.Multiply not in kinds(fused) and OpKind.Divide not in kinds(fused)
+    assert attention_of(fused).attrs["scale"] == 0.125 * (0.5 if kind == "Multiply" else 2.0)
+    assert len(attention_of(fused).covers) == 5 + 1
+    out = fold_transposes_into_attention(fused)
+    assert kinds(out) == [OpKind.StaticReshape] * 3 + [OpKind.ScaledDotProductAttention, OpKind.StaticReshape,
+                                                       OpKind.ReLU]
+    assert_same_outputs(g, out, ids=[37])
+
+
+@pytest.mark.parametrize("case", [
+    dict(where="query-heads", factor=(D2,)),          # per channel: no scalar
+    dict(where="query-before-split", factor=(E2,)),
+    dict(where="query-heads", fed=True),              # a scalar fed at run time
+    dict(where="value-heads"),                        # the value's scale is no factor of the scores
+    dict(where="query-heads", read_too=True),         # the scaled query is returned too
+    dict(where="query-before-split", kind="Divide", factor=(1,)),   # see below: 1 / 0.5 times the data
+], ids=["per-channel", "per-channel-before-split", "fed", "value", "returned", "divides-by-data"])
+def test_a_scale_the_attention_cannot_take_stays_as_it_is(case):
+    g = scaled_heads_graph(**case)
+    if case.get("kind") == "Divide":           # the constant first: 0.5 / data
+        scaling = next(o for o in g.ops if o.id == 30)
+        g = graph(*[op(30, "Divide", scaling.inputs[::-1], scaling.outputs) if o is scaling else o for o in g.ops],
+                  values=g.constant_values)
+    out = fold_transposes_into_attention(fuse_attention(g))
+    assert attention_of(out).attrs["scale"] == 0.125
+    assert [o.id for o in out.ops if o.kind in (OpKind.Multiply, OpKind.Divide)] == [30]
+    assert_same_outputs(g, out)
+
+
+def test_a_scale_that_broadcasts_the_scores_up_stays_as_it_is():      # as one that broadcasts Q or K up
+    up = (1,) + SCORES
+    g = graph(op(0, "MatMul", [lt(0, Q), lt(1, KT)], [lt(10, SCORES)]),
+              op(1, "Multiply", [lt(10, SCORES), lt(3, (1,) * 5, constant=True)], [lt(11, up)]),
+              op(3, "SoftMax", [lt(11, up)], [lt(13, up)], axis=-1),
+              op(4, "MatMul", [lt(13, up), lt(2, V)], [lt(15, (1,) + OUT)]),
+              values={3: np.full((1,) * 5, 0.125, np.float32)})
+    assert kinds(fuse_attention(g)) == kinds(g)
+
+
+def test_a_query_that_is_the_key_too_keeps_its_scale():
+    t = (1, H2, S2, D2)
+    g = graph(op(0, "Multiply", [lt(0, t), lt(40, (), constant=True)], [lt(1, t)]),
+              op(1, "MatMul", [lt(1, t), lt(1, t)], [lt(2, (1, H2, S2, S2))], transpose_b=True),
+              op(2, "SoftMax", [lt(2, (1, H2, S2, S2))], [lt(3, (1, H2, S2, S2))], axis=-1),
+              op(3, "MatMul", [lt(3, (1, H2, S2, S2)), lt(4, t)], [lt(5, t)]),
+              values={40: np.array(0.5, np.float32)})
+    out = fuse_attention(g)
+    assert kinds(out) == [OpKind.Multiply, OpKind.ScaledDotProductAttention]
+    assert attention_of(out).attrs["scale"] == 1.0
+    assert_same_outputs(g, out)
+
+
+# ---- heads split from one projection of Q, K and V (ViT, Swin) --------------------------------------
+
+def vit_graph(scale_query=True, scale_key=True, window_heads=False):
+    """ViT-B/16's self-attention, small: the projection of Q, K and V at once (fed, (S2, 3 E2))
+    reshaped to (S2, 3, E2) and transposed (a copy) to (3, S2, E2), Q, K and V sliced from it
+    (views), each reshaped to (S2, H2, D2), transposed to (H2, S2, D2) and reshaped to (1, H2, S2,
+    D2), K then transposed to K^T, Q and K multiplied by sqrt(1 / sqrt(D2)) when asked (tensor
+    40); the context transposed to (S2, 1, H2, D2) -> ReLU. ``window_heads``: Swin's instead, the
+    copy transposing to (3, 1, H2, S2, D2), each slice reshaped to (1, H2, S2, D2) alone (and
+    the key not transposed)."""
+    E3, heads = 3 * E2, (1, H2, S2, D2)
+    ops = [op(0, "StaticReshape", [lt(0, (S2, E3))], [lt(1, (S2, 3, H2, D2))], shape=[S2, 3, H2, D2],
+              special_zero=False)]
+    whole = (3, 1, H2, S2, D2) if window_heads else (3, S2, H2, D2)
+    ops.append(op(1, "StaticTranspose", [lt(1, (S2, 3, H2, D2))], [lt(2, whole)],
+                  order=[1, 0, 2, 3] if not window_heads else [1, 3, 2, 0, 4]))
+    if window_heads:
+        ops[0] = op(0, "StaticReshape", [lt(0, (S2, E3))], [lt(1, (S2, 3, H2, 1, D2))], shape=[S2, 3, H2, 1, D2],
+                    special_zero=False)
+        ops[1] = op(1, "StaticTranspose", [lt(1, (S2, 3, H2, 1, D2))], [lt(2, whole)], order=[1, 3, 2, 0, 4])
+    operands = []
+    for k in range(3):
+        piece = (1,) + whole[1:]
+        ops.append(op(2 + k, "Slice", [lt(2, whole)], [lt(3 + k, piece)], starts=[k], ends=[k + 1], axes=[0],
+                      steps=[1]))
+        if window_heads:
+            ops.append(op(5 + k, "StaticReshape", [lt(3 + k, piece)], [lt(20 + k, heads)], shape=list(heads),
+                          special_zero=False))
+        else:
+            ops += [op(5 + k, "StaticReshape", [lt(3 + k, piece)], [lt(6 + k, (S2, H2, D2))], shape=[S2, H2, D2],
+                       special_zero=False),
+                    op(8 + k, "StaticTranspose", [lt(6 + k, (S2, H2, D2))], [lt(9 + k, (H2, S2, D2))],
+                       order=[1, 0, 2]),
+                    op(11 + k, "StaticReshape", [lt(9 + k, (H2, S2, D2))], [lt(20 + k, heads)], shape=list(heads),
+                       special_zero=False)]
+        operands.append(20 + k)
+    key = (1, H2, S2, D2) if window_heads else (1, H2, D2, S2)
+    if not window_heads:
+        ops.append(op(14, "StaticTranspose", [lt(21, heads)], [lt(23, key)], order=[0, 1, 3, 2]))
+        operands[1] = 23
+    for k, (wanted, t) in enumerate([(scale_query, operands[0]), (scale_key, operands[1])]):
+        if wanted:
+            shape = heads if k == 0 else key
+            ops.append(op(15 + k, "Multiply", [lt(t, shape), lt(40, (1,), constant=True)], [lt(24 + k, shape)]))
+            operands[k] = 24 + k
+    scores = (1, H2, S2, S2)
+    ops += [op(20, "MatMul", [lt(operands[0], heads), lt(operands[1], key)], [lt(30, scores)],
+               transpose_b=window_heads),
+            op(21, "SoftMax", [lt(30, scores)], [lt(31, scores)], axis=-1),
+            op(22, "MatMul", [lt(31, scores), lt(22, heads)], [lt(32, heads)]),
+            op(23, "StaticTranspose", [lt(32, heads)], [lt(33, (S2, 1, H2, D2))], order=[2, 0, 1, 3]),
+            op(24, "ReLU", [lt(33, (S2, 1, H2, D2))], [lt(34, (S2, 1, H2, D2))])]
+    return graph(*ops, values={40: np.array([D2 ** -0.25], np.float32)})
+
+
+def test_vit_heads_sliced_as_views_are_read_where_they_lie():
+    g = vit_graph()
+    out = fold_transposes_into_attention(fuse_attention(g))
+    attention = attention_of(out)
+    assert attention.attrs == {"scale": pytest.approx(D2 ** -0.5), "key_transposed": True,
+                               "query_order": [0, 2, 1, 3], "key_order": [0, 2, 3, 1], "value_order": [0, 2, 1, 3],
+                               "dst_order": [2, 0, 1, 3]}
+    sources = [out.producer(t.id) for t in attention.inputs]
+    assert [o.kind for o in sources] == [OpKind.StaticReshape] * 3
+    assert [(o.inputs[0].id, o.outputs[0].shape) for o in sources] == [(k, (1, S2, H2, D2)) for k in (3, 4, 5)]
+    assert [o.kind for o in out.ops if o.kind in (OpKind.StaticTranspose, OpKind.Multiply)] == [OpKind.StaticTranspose]
+    assert not out.consumers(6) and 6 not in [t.id for t in out.get_output_ports()]    # no reshape left unread
+    assert_same_outputs(g, out, ids=[34])
+
+
+@pytest.mark.parametrize("g, scale", [(vit_graph(), D2 ** -0.5), (vit_graph(window_heads=True, scale_key=False), D2 ** -0.25)],
+                         ids=["vit", "swin"])
+def test_compiled_heads_sliced_as_views_need_no_copy_but_the_split(g, scale):
+    compiled = compile_graph(g)
+    kernels = [[o.kind for o in s.ops] for s in compiled.steps if s.view is None]
+    assert kernels == [[OpKind.StaticReshape, OpKind.StaticTranspose], [OpKind.ScaledDotProductAttention, OpKind.ReLU]]
+    feeds = feeds_for(g)
+    x = feeds[0].astype(np.float64).reshape(S2, 3, H2, D2)
+    q, k, v = (x[:, j].transpose(1, 0, 2)[None] for j in range(3))
+    scores = q @ k.swapaxes(-1, -2) * scale
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    context = (p / p.sum(-1, keepdims=True)) @ v
+    want = np.maximum(context.transpose(2, 0, 1, 3), 0)
+    np.testing.assert_allclose(compiled.run({0: feeds[0]})[34], want, rtol=1e-4, atol=1e-5)
+
+
+def test_an_operand_read_twice_keeps_its_transposes():
+    t, x = (1, H2, S2, D2), (1, H2, D2, S2)
+    g = graph(op(0, "StaticTranspose", [lt(0, x)], [lt(1, t)], order=[0, 1, 3, 2]),
+              op(1, "ScaledDotProductAttention", [lt(1, t)] * 3, [lt(2, t)], key_transposed=False),
+              op(2, "ReLU", [lt(2, t)], [lt(3, t)]))
+    out = fold_transposes_into_attention(g)
+    assert kinds(out) == kinds(g)           # as the value, its transpose would move the last axis
+    assert_same_outputs(g, out)
