@@ -234,13 +234,16 @@ def fold_transposes_into_attention(graph) -> GraphIR:
         >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
         >>> t = lambda i, s: LogicalTensor(i, DataType.f32, s)
         >>> g = Graph()
-        >>> _ = g.add_op(Op(0, OpKind.StaticTranspose, [t(0, (1, 5, 2, 8))], [t(1, (1, 2, 5, 8))], {"order": [0, 2, 1, 3]}))
-        >>> _ = g.add_op(Op(1, OpKind.ScaledDotProductAttention, [t(1, (1, 2, 5, 8))] * 3, [t(2, (1, 2, 5, 8))]))
-        >>> _ = g.add_op(Op(2, OpKind.StaticTranspose, [t(2, (1, 2, 5, 8))], [t(3, (1, 5, 2, 8))], {"order": [0, 2, 1, 3]}))
+        >>> for k in range(3):       # heads (1, 5, 2, 8) -> (1, 2, 5, 8) of Q, K and V
+        ...     _ = g.add_op(Op(k, OpKind.StaticTranspose, [t(k, (1, 5, 2, 8))], [t(10 + k, (1, 2, 5, 8))],
+        ...                     {"order": [0, 2, 1, 3]}))
+        >>> _ = g.add_op(Op(3, OpKind.ScaledDotProductAttention, [t(10 + k, (1, 2, 5, 8)) for k in range(3)],
+        ...                 [t(20, (1, 2, 5, 8))]))
+        >>> _ = g.add_op(Op(4, OpKind.StaticTranspose, [t(20, (1, 2, 5, 8))], [t(21, (1, 5, 2, 8))], {"order": [0, 2, 1, 3]}))
         >>> g.finalize()
         >>> (attention,) = fold_transposes_into_attention(g).ops
         >>> [t.id for t in attention.inputs], [t.id for t in attention.outputs], attention.attrs["dst_order"]
-        ([0, 0, 0], [3], [0, 2, 1, 3])
+        ([0, 1, 2], [21], [0, 2, 1, 3])
     """
     graph = as_ir(graph, "fold_transposes_into_attention")
     chain, fresh, replaced = _Chain(graph, set(output_ids(graph))), FreshIds(graph), {}
