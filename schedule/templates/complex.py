@@ -101,6 +101,7 @@ BLOCKS = [1, 2, 4, 8, 16]      # register tiles per cache block along an axis (1
 UNROLL_K = [1, 2, 4, 8]        # copies of the register tile per trip of the innermost reduce loop
 PREFETCH_BYTES = [0, 2048, 4096]   # how far ahead in its panel the reduction fetches the packed weights
 STREAMED_ROWS = 64           # weights that serve at most this many output rows stream from memory
+PANEL_SWEEPS = 4             # row tiles that share the fetch of the next panel, at least (see default_for)
 DEFAULT_UNROLL_K = 4           # the default's copies of the register tile, at most (see default_for)
 CONVOLUTION_TAGS = ("conv", "conv_transpose")   # anchors whose channels layout is the default one
 WEIGHTS_IN_L2 = 256 * 1024   # packed weights up to this size stay in L2 (half of the smallest L2 we run on)
@@ -477,13 +478,16 @@ class ComplexTemplate(Template):
           one trip of 14 FMAs and 9 loads plus the loop's own 3 instructions nearly fills the
           4-wide issue of a core with two FMA ports (Skylake-AVX512: resnet50's 1x1 and 3x3
           layers ran 10-40% faster unrolled; the kernel compiles in up to twice the time);
-        * prefetch: 2 KiB ahead when the packed weights do not fit ``WEIGHTS_IN_L2`` and serve
+        * fetch_next_panel: where the weights are swept panel by panel ("ji") by at least
+          ``PANEL_SWEEPS`` row tiles, which share the fetch: BERT-base 1.02-1.08x -> 1.18x
+          onnxruntime's speed, ViT-B/16 1.10x -> 1.22x, T5-small's encoder 1.09x -> 1.29x;
+          on 7x7 maps (7 row tiles) it beat fetching 2 KiB ahead in the panel: resnet18's
+          7x7x512 3x3 layers 1.20 -> 0.93 ms, resnext50's 7x7x2048 1x1 ones 1.12 -> 0.94;
+        * prefetch: 2 KiB ahead when the packed weights do not fit ``WEIGHTS_IN_L2``, serve
           at most ``STREAMED_ROWS`` output rows (they stream from memory: 5-12% on resnet50's
-          7x7 layers and its classifier), else none (3-9% slower on its 14x14 and 56x56 ones);
-        * fetch_next_panel: where the weights are swept panel by panel ("ji") and not
-          fetched ahead in their panel (more than ``STREAMED_ROWS`` rows): BERT-base 1.02-1.08x
-          -> 1.18x onnxruntime's speed, ViT-B/16 1.10x -> 1.22x, T5-small's encoder 1.09x ->
-          1.29x;
+          7x7 layers and its classifier) and are not fetched a panel ahead (a row tile or
+          three: fetching the next panel one row tile alone, AlexNet's 9216 -> 4096 layer took
+          8.2 ms against 5.3), else none (3-9% slower on resnet50's 14x14 and 56x56 layers);
         * pack: constant weights, packed once at compile time; data, packed on every call, only
           when its matrix (a batch's own, in a batch of products) outgrows ``WEIGHTS_IN_L2``
           and at least ``PACKED_DATA_ROWS`` output rows read it: unpacked, a panel's rows lie
@@ -569,17 +573,20 @@ class ComplexTemplate(Template):
             tile_i = max([t for t in candidates if t * per_group * vectors <= budget] or [1])
         order = "ij" if swept is not None and swept <= WEIGHTS_IN_L2 else "ji"
         # weights too large for L2 that serve few output rows stream from memory: fetched ahead
-        streamed = pack and order == "ji" and extent(self.out.output(0).shape) // j_extent <= STREAMED_ROWS
+        out_rows = extent(self.out.output(0).shape) // j_extent
+        streamed = pack and order == "ji" and out_rows <= STREAMED_ROWS
         unrolls = self.space.knobs["unroll_k"].candidates
         unroll_k = max(u for u in unrolls if u <= DEFAULT_UNROLL_K)
         if unroll_k == 1:       # a short loop that no copy count divides (a 5- or 7-wide filter row): whole
             unroll_k = max(unrolls)
         config = {"tile_i": tile_i, "tile_j": tile_j, "order": order, "pack": pack, "block_i": 1, "block_j": 1,
                   "unroll_k": unroll_k}
+        sweeps = "fetch_next_panel" in self.space.knobs and pack and order == "ji" and layout == "rows" and \
+            -(-out_rows // tile_i) >= PANEL_SWEEPS
         if "prefetch" in self.space.knobs:
-            config["prefetch"] = PREFETCH_BYTES[1] if streamed else 0
+            config["prefetch"] = PREFETCH_BYTES[1] if streamed and not sweeps else 0
         if "fetch_next_panel" in self.space.knobs:
-            config["fetch_next_panel"] = pack and order == "ji" and not streamed and layout == "rows"
+            config["fetch_next_panel"] = sweeps
         if self.winograd is not None:
             config["winograd"], config["winograd_fused"] = 0, False
         return {"layout": layout, **config} if len(self.layouts) > 1 else config

@@ -433,8 +433,13 @@ def test_weights_swept_panel_by_panel_fetch_the_next_panel_a_line_per_trip():
     assert fetches and all(f.buffer.name == "B.packed" for f in fetches)
     # the next panel (one past this tile's), at the row tile's share of its lines plus this trip's
     assert all(str(f.indices[0]).endswith(" + 1") and str(f.indices[1]) == "0" for f in fetches)
-    # a few rows, or weights in L2, or data: no next panel to fetch
-    assert not template_for(matmul(48, 768, 1000), AVX512).default_config()["fetch_next_panel"]
+    # fewer than 4 row tiles (one row, 12 in two tiles of 6), or weights in L2, or data: no next
+    # panel to fetch; the few rows fetch ahead in their panel instead
+    for rows in (1, 12):
+        few = template_for(matmul(rows, 768, 1000), AVX512).default_config()
+        assert not few["fetch_next_panel"] and few["prefetch"] == 2048
+    streamed = template_for(matmul(48, 768, 1000), AVX512).default_config()     # 8 row tiles of 6
+    assert streamed["fetch_next_panel"] and streamed["prefetch"] == 0
     assert not template_for(matmul(130, 128, 256), AVX512).default_config()["fetch_next_panel"]
     assert "fetch_next_panel" not in template_for(matmul(130, 768, 1000, constant=False), AVX512).space.knobs
     # results never change: against the default without the fetch, and with it in "ij" refused
