@@ -96,8 +96,9 @@ def default_winograd(operands, output_shape) -> tuple[int, bool]:
     for the direct algorithm. Measured in models on 2 AVX-512 cores (ResNet-18/50,
     DenseNet-121, Inception v1/v2, SqueezeNet, PP-OCRv4's detector):
 
-    * stride 1 only: at stride 2 the direct kernel won at every size (28x28x128 0.86 ms
-      against 0.82-1.35);
+    * stride 1 only: at stride 2 the direct kernel won or tied (resnet18 on a loaded machine:
+      28x28x128 0.86 ms against 0.82 fused F(2) and 1.08-1.35 otherwise, 14x14x256 0.85
+      against 1.07-3.09, 7x7x512 1.10 against 2.0-6.2);
     * the largest m (4, else 2) whose tiles, over the batch, number at least ``MIN_TILES``:
       fewer, and each transformed filter (16/9 to 4 times the weights, read from memory at
       every run) serves too few products (7x7x512: direct 0.95 ms, F(2) 1.14, F(4) 1.54;
