@@ -9,6 +9,9 @@ from ..op import Op, OpKind
 from ..ops.schema import get_attr
 
 
+OIX_TO_XIO = (2, 3, 1, 0)      # a 2-D convolution's weights (O, C, kh, kw) -> (kh, kw, C, O)
+
+
 def copy_attrs(attrs: dict) -> dict:
     """A copy of an attribute dict deep enough that list values are not shared."""
     return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in attrs.items()}
@@ -72,6 +75,24 @@ class FreshIds:
     def op_id(self) -> int:
         self._op += 1
         return self._op - 1
+
+
+def permuted_constant(fresh: FreshIds, like: LogicalTensor, value: np.ndarray, order, new_values: dict) -> LogicalTensor:
+    """A new constant of ``like``'s type holding ``value`` transposed by ``order`` (contiguous,
+    read-only), its value put in ``new_values`` (tensor id -> value).
+
+    Example:
+        >>> from tilefuse.graph_api import DataType
+        >>> from tilefuse.graph_api.ir import GraphIR
+        >>> w, new_values = LogicalTensor(0, DataType.f32, (4, 3, 1, 2)), {}
+        >>> t = permuted_constant(FreshIds(GraphIR([])), w, np.zeros((4, 3, 1, 2)), (2, 3, 1, 0), new_values)
+        >>> t.shape, new_values[t.id].shape, new_values[t.id].flags.c_contiguous
+        ((1, 2, 3, 4), (1, 2, 3, 4), True)
+    """
+    array = frozen(np.ascontiguousarray(np.asarray(value).transpose(order)))
+    new = fresh.constant(like, array.shape)
+    new_values[new.id] = array
+    return new
 
 
 def transpose_order(op: Op) -> list:

@@ -33,15 +33,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..ir import GraphIR
 from ..op import Op, OpKind
 from ..ops.schema import get_attr
-from ._util import FreshIds, as_ir, clone_op, frozen, output_ids, reshape
-
-OIX_TO_XIO = (2, 3, 1, 0)      # (O, C, kh, kw) -> (kh, kw, C, O)
-
+from ._util import OIX_TO_XIO, FreshIds, as_ir, clone_op, output_ids, permuted_constant, reshape
 
 def scale_weights_by_channel_gates(graph) -> GraphIR:
     """A new IR in which each convolution reading a feature map times a per-channel gate reads
@@ -63,8 +58,7 @@ def scale_weights_by_channel_gates(graph) -> GraphIR:
             continue
         product, x, gate = gated
         weights = op.inputs[1]
-        hwio = fresh.constant(weights, tuple(weights.shape[i] for i in OIX_TO_XIO))
-        new_values[hwio.id] = frozen(np.ascontiguousarray(values[weights.id].transpose(OIX_TO_XIO)))
+        hwio = permuted_constant(fresh, weights, values[weights.id], OIX_TO_XIO, new_values)
         gate_view = fresh.variable(gate, (weights.shape[1], 1))
         scaled = fresh.variable(weights, hwio.shape)
         ops += [reshape(fresh, gate, gate_view, op.name),

@@ -49,19 +49,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..ir import GraphIR
 from ..logical_tensor import LogicalTensor
 from ..op import Op, OpKind
 from ..ops.schema import get_attr
-from ._util import FreshIds, as_ir, clone_op, frozen, output_ids, transpose_order
+from ._util import OIX_TO_XIO, FreshIds, as_ir, clone_op, output_ids, permuted_constant, transpose_order
 
 TO_CHANNELS_LAST = [0, 2, 3, 1]      # NCHW -> NHWC
 FLIP_MIN_ELEMENTS = 4096             # a transpose of fewer elements (a pooled vector) costs next to nothing
 FLIPS_PER_CONVOLUTION = 4            # a plan with a flip for every 4 convolutions or fewer is dropped
 TO_CHANNELS_FIRST = [0, 3, 1, 2]     # NHWC -> NCHW
-WEIGHTS_TO_XIO = [2, 3, 1, 0]        # OIHW -> HWIO
 CHANNELS_LAST_GROUP_WIDTH = 8        # grouped convolutions with groups this wide run channels-last
 LAYOUT_TRANSPOSE = "(layout transpose)"   # the name of the transposes the plan adds: no op of the model
 
@@ -199,12 +196,10 @@ class _Planner:
         a new transpose."""
         if t.id in self.last:
             return self.last[t.id]
-        shape = _permuted(t.shape, TO_CHANNELS_LAST)
         if t.id in self.values:
-            new = self.fresh.constant(t, shape)
-            self.new_values[new.id] = frozen(np.ascontiguousarray(self.values[t.id].transpose(TO_CHANNELS_LAST)))
+            new = permuted_constant(self.fresh, t, self.values[t.id], TO_CHANNELS_LAST, self.new_values)
         else:
-            new = self.fresh.variable(t, shape)
+            new = self.fresh.variable(t, _permuted(t.shape, TO_CHANNELS_LAST))
             self.ops.append(Op(self.fresh.op_id(), OpKind.StaticTranspose, [t], [new],
                                {"order": list(TO_CHANNELS_LAST)}, name=LAYOUT_TRANSPOSE))
         self.last[t.id] = new
@@ -222,9 +217,7 @@ class _Planner:
             return t
         if t.id in self.values and len(t.shape) < rank:
             value = self.values[t.id].reshape((1,) * (rank - len(t.shape)) + tuple(t.shape))
-            new = self.fresh.constant(t, _permuted(value.shape, TO_CHANNELS_LAST))
-            self.new_values[new.id] = frozen(np.ascontiguousarray(value.transpose(TO_CHANNELS_LAST)))
-            return new
+            return permuted_constant(self.fresh, t, value, TO_CHANNELS_LAST, self.new_values)
         return None
 
     # ---- which ops run channels-last ---------------------------------------------------------
@@ -235,8 +228,7 @@ class _Planner:
             return self._rewrite(op, [self._channels_last(op.inputs[0]), *op.inputs[1:]], {"data_format": "NXC"})
         if _is_depthwise(op, self.values):
             weights = op.inputs[1]
-            xio = self.fresh.constant(weights, _permuted(weights.shape, WEIGHTS_TO_XIO))
-            self.new_values[xio.id] = frozen(np.ascontiguousarray(self.values[weights.id].transpose(WEIGHTS_TO_XIO)))
+            xio = permuted_constant(self.fresh, weights, self.values[weights.id], OIX_TO_XIO, self.new_values)
             return self._rewrite(op, [self._channels_last(op.inputs[0]), xio, *op.inputs[2:]],
                                  {"data_format": "NXC", "weights_format": "XIO"})
         ins = op.inputs
