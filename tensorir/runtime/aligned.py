@@ -64,15 +64,48 @@ def aligned_empty(shape, dtype) -> np.ndarray:
         >>> aligned_empty(10, "float64").ctypes.data % CACHE_LINE
         0
     """
-    dtype = np.dtype(dtype)
-    shape = (int(shape),) if isinstance(shape, (int, np.integer)) or getattr(shape, "ndim", 1) == 0 else \
+    dtype, dims = np.dtype(dtype), _dims(shape)
+    nbytes = math.prod(dims) * dtype.itemsize
+    return _carve(np.empty(nbytes + CACHE_LINE, np.uint8), dims, dtype, nbytes)
+
+
+def aligned_bytes(shape, dtype) -> int:
+    """The bytes of the block ``aligned_empty`` takes for an array of ``shape`` and ``dtype``:
+    its data and a cache line to align it in. ValueError for a negative dimension.
+
+    Example:
+        >>> aligned_bytes((3, 5), "float32")
+        124
+    """
+    return math.prod(_dims(shape)) * np.dtype(dtype).itemsize + CACHE_LINE
+
+
+def aligned_in(block: np.ndarray, shape, dtype) -> np.ndarray:
+    """An array of ``shape`` and ``dtype`` viewing the bytes of ``block`` (uint8, C-contiguous,
+    at least ``aligned_bytes(shape, dtype)`` of them) from its first cache line on.
+
+    Example:
+        >>> a = aligned_in(np.zeros(aligned_bytes(4, "int32"), np.uint8), 4, "int32")
+        >>> a.ctypes.data % CACHE_LINE, a.tolist()
+        (0, [0, 0, 0, 0])
+    """
+    dtype, dims = np.dtype(dtype), _dims(shape)
+    return _carve(block, dims, dtype, math.prod(dims) * dtype.itemsize)
+
+
+def _carve(block: np.ndarray, dims: tuple, dtype: np.dtype, nbytes: int) -> np.ndarray:
+    """The array of ``dims`` and ``dtype`` (``nbytes`` of data) in ``block`` from its first cache line."""
+    start = -data_address(block) % CACHE_LINE
+    return block[start:start + nbytes].view(dtype).reshape(dims)
+
+
+def _dims(shape) -> tuple:
+    """``shape`` (an int, or a sequence of them) as a tuple of ints; ValueError for a negative one."""
+    dims = (int(shape),) if isinstance(shape, (int, np.integer)) or getattr(shape, "ndim", 1) == 0 else \
         tuple(int(d) for d in shape)
-    if any(d < 0 for d in shape):
-        raise ValueError(f"negative dimensions are not allowed: {shape}")
-    nbytes = math.prod(shape) * dtype.itemsize
-    raw = np.empty(nbytes + CACHE_LINE, np.uint8)
-    start = -data_address(raw) % CACHE_LINE
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
+    if any(d < 0 for d in dims):
+        raise ValueError(f"negative dimensions are not allowed: {dims}")
+    return dims
 
 
 def aligned_zeros(shape, dtype) -> np.ndarray:

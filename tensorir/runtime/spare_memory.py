@@ -14,6 +14,7 @@ when numpy allocated it (not a mapped file's), and while an array of its size is
 A bound constant's array is read-only; the memory made writable again is no one else's.
 
 Example:
+    >>> from tilefuse.tensorir.runtime.aligned import CACHE_LINE, aligned_empty, data_address
     >>> spare = SpareMemory([((256, 1024), "float32")])
     >>> weights = {"w": aligned_empty((1024, 256), "float32")}
     >>> address = data_address(weights["w"])
@@ -24,13 +25,12 @@ Example:
 """
 from __future__ import annotations
 
-import math
 import sys
 from collections import Counter
 
 import numpy as np
 
-from .aligned import CACHE_LINE, aligned_empty, data_address
+from .aligned import aligned_bytes, aligned_empty, aligned_in
 
 
 class SpareMemory:
@@ -38,7 +38,7 @@ class SpareMemory:
     dtypes in ``wanted``. See the module docstring."""
 
     def __init__(self, wanted=()):
-        self._wanted = Counter(_block_bytes(shape, dtype) for shape, dtype in wanted)
+        self._wanted = Counter(aligned_bytes(shape, dtype) for shape, dtype in wanted)
         self._spare: dict[int, list] = {}
 
     def give(self, array) -> None:
@@ -68,19 +68,11 @@ class SpareMemory:
             >>> SpareMemory().empty((2, 3), "int8").shape
             (2, 3)
         """
-        size = _block_bytes(shape, dtype)
+        size = aligned_bytes(shape, dtype)
         if self._wanted[size] > 0:
             self._wanted[size] -= 1
         spare = self._spare.get(size)
         if not spare:
             return aligned_empty(shape, dtype)
-        dtype = np.dtype(dtype)
-        raw = spare.pop().reshape(-1).view(np.uint8)
-        start = -data_address(raw) % CACHE_LINE
-        return raw[start:start + size - CACHE_LINE].view(dtype).reshape(shape)
+        return aligned_in(spare.pop().reshape(-1).view(np.uint8), shape, dtype)
 
-
-def _block_bytes(shape, dtype) -> int:
-    """The bytes ``aligned_empty`` takes for an array of ``shape`` and ``dtype``."""
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
-    return math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize + CACHE_LINE
