@@ -26,7 +26,7 @@ import numpy as np
 
 from tilefuse.tensorir.runtime import artifact
 from tilefuse.tensorir.runtime.abi import PARAM_ALIGN
-from tilefuse.tensorir.runtime.aligned import aligned_empty, data_address, on_cache_line
+from tilefuse.tensorir.runtime.aligned import aligned_empty, aligned_maker, data_address, on_cache_line
 
 from .logical_tensor import GraphError
 from .engine import Engine
@@ -73,6 +73,7 @@ class CompiledGraph:
         self.input_ports = input_ports
         self.constant_ids = program.constant_ids
         self._input_specs = [(t.id, t.shape, t.dtype.numpy) for t in self.input_ports if t.is_known()]
+        self._feed_specs = _feed_specs(self._input_specs)
         self._index_limits = dict(index_limits or {})
         self._input_order = [t.id for t in self.input_ports]      # what feeds by position mean
         self._input_ids = frozenset(self._input_order)
@@ -102,7 +103,8 @@ class CompiledGraph:
             >>> again.run({0: np.array([-1, 0, 2], "float32")})[1].tolist()
             [0.0, 0.0, 2.0]
         """
-        state = {k: v for k, v in self.__dict__.items() if k not in ("engine", "_arenas", "_timed_arenas", "_cannot_run")}
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("engine", "_arenas", "_timed_arenas", "_cannot_run", "_feed_specs")}
         state["target"] = self.target
         buffers = []
         payload = pickle.dumps(state, protocol=5, buffer_callback=buffers.append)
@@ -229,8 +231,8 @@ class CompiledGraph:
             entry, args, reads, writes, kernel = instruction
             for position, key in reads:
                 args[position] = values[key]
-            for position, key, shape, dtype in writes:
-                values[key] = args[position] = aligned_empty(shape, dtype)
+            for position, key, make in writes:
+                values[key] = args[position] = make()
             if entry(*args):            # the unchecked entry refused them: the kernel explains
                 kernel(*args)
         return {tid: values[tid] for tid in self.output_ids}
@@ -240,8 +242,13 @@ class CompiledGraph:
         is missing or of the wrong shape or dtype."""
         feeds = self._feeds_by_id(feeds)
         values = dict(self.bound)
+        specs = self._feed_specs
         for tid, array in feeds.items():
-            values[tid] = _aligned_array(checked_array(f"graph input {tid}", array))
+            spec = specs.get(tid)
+            if (spec is None or type(array) is not np.ndarray or array.shape != spec[0] or array.dtype != spec[1]
+                    or not array.flags.c_contiguous or data_address(array) % PARAM_ALIGN):
+                array = _aligned_array(checked_array(f"graph input {tid}", array))     # else it fits as it is
+            values[tid] = array
         for tid, shape, dtype in self._input_specs:
             array = values.get(tid)
             if array is None:
@@ -299,7 +306,8 @@ class _RunState:
     the ``program``: per step, the step itself (the reference interpreter, a constant kept
     between runs, a concat slice not planned) or (kernel, its argument list with the planned
     arrays and bound constants in place, (position, key) read from the run's values, (position,
-    key, shape, dtype) written into new arrays): a run fills in only feeds and outputs; and
+    key, a function making its new array: ``aligned_maker``) written into new arrays): a run
+    fills in only feeds and outputs; and
     ``indices``: the partition index of each instruction's step."""
 
     def __init__(self, graph: "CompiledGraph"):
@@ -331,7 +339,8 @@ class _RunState:
             for position, (written, key) in enumerate(step.args):
                 args.append(static.get(key))
                 if args[-1] is None:
-                    (writes.append((position, key, *shapes[key])) if written else reads.append((position, key)))
+                    (writes.append((position, key, aligned_maker(*shapes[key]))) if written
+                     else reads.append((position, key)))
             entry = _entry(step.kernel, args, [key for _, key in step.args], made)
             self.program.append((entry, args, reads, writes, step.kernel))
 
@@ -402,8 +411,16 @@ def _restore(version, payload, buffers, digest) -> CompiledGraph:
                                      f"elsewhere)") from None
     restored = CompiledGraph.__new__(CompiledGraph)
     target = state.pop("target")
-    restored.__dict__.update(state, engine=Engine(target=target), _arenas=[], _timed_arenas=[], _cannot_run=target.cannot_run_here())
+    restored.__dict__.update(state, engine=Engine(target=target), _arenas=[], _timed_arenas=[],
+                             _cannot_run=target.cannot_run_here(), _feed_specs=_feed_specs(state["_input_specs"]))
     return restored
+
+
+def _feed_specs(input_specs: list) -> dict:
+    """{input id: (shape, numpy dtype)} of the inputs whose shapes are known: a feed that is an
+    array of that shape and dtype, C-contiguous and aligned, is used as it is (its size was
+    checked when the graph was)."""
+    return {tid: (tuple(shape), np.dtype(dtype)) for tid, shape, dtype in input_specs}
 
 
 def _aligned_array(value) -> np.ndarray:

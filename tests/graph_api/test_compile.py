@@ -1,5 +1,6 @@
 """Compiling partitions and whole graphs: results match the reference interpreter; mismatched
 tensors raise clearly."""
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -246,6 +247,31 @@ def test_feeds_that_are_not_16_byte_aligned_are_copied_not_refused():
         misaligned[tid] = array
     got = cg.run(misaligned)
     assert all(np.array_equal(got[k], want[k]) for k in want)
+
+
+def test_a_feed_that_fits_is_used_as_it_is_and_any_other_is_checked_or_converted():
+    b = mlp(batch=4, sizes=(8, 16))
+    cg = compile_graph(b.finalize())
+    feeds = b.feeds()
+    want = cg.run(feeds)
+    assert all(cg._checked_values(feeds)[tid] is array for tid, array in feeds.items())     # no copy
+    # a strided view, a read-only array: converted (or read as they are) with the same results
+    (tid, x), *_ = feeds.items()
+    wide = np.zeros((x.shape[0], 2 * x.shape[1]), x.dtype)
+    wide[:, ::2] = x
+    for fed in (wide[:, ::2], np.broadcast_to(x, x.shape)):
+        got = cg.run({**feeds, tid: fed})
+        assert all(np.array_equal(got[k], want[k]) for k in want)
+    for bad, message in ((x.astype("float64"), r"must be float32\[4, 8\], got float64\[4, 8\]"),
+                         (x[:, :7], r"must be float32\[4, 8\], got float32\[4, 7\]"),
+                         (x.tolist(), r"got float64\[4, 8\]")):
+        with pytest.raises(GraphError, match=message):
+            cg.run({**feeds, tid: bad})
+    # a compiled graph unpickled takes the same path
+    again = pickle.loads(pickle.dumps(cg))
+    assert all(again._checked_values(feeds)[tid] is array for tid, array in feeds.items())
+    with pytest.raises(GraphError, match=r"must be float32\[4, 8\]"):
+        again.run({**feeds, tid: x.astype("float64")})
 
 
 def test_a_feed_for_a_bound_constant_is_refused_not_swapped_for_the_weight():

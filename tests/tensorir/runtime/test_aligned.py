@@ -3,17 +3,23 @@ array does not, and values survive the copy."""
 import numpy as np
 import pytest
 
-from tilefuse.tensorir.runtime.aligned import CACHE_LINE, aligned_empty, aligned_zeros, data_address, on_cache_line
+from tilefuse.tensorir.runtime.aligned import (CACHE_LINE, aligned_empty, aligned_maker, aligned_zeros, data_address,
+                                               on_cache_line)
 
 
 @pytest.mark.parametrize("shape, dtype", [((), "float32"), (0, "float32"), (1, "int8"), ((3, 5), "float64"),
                                           ((1 << 20) + 3, "uint8"), ((7, 1, 9), "bool")])
 def test_every_shape_and_dtype_starts_on_a_cache_line(shape, dtype):
+    make = aligned_maker(shape, dtype)
+    kept = []
     for _ in range(4):          # numpy's own large blocks are 16 or 32 bytes past a page
-        a = aligned_empty(shape, dtype)
-        assert a.size == 0 or a.ctypes.data % CACHE_LINE == 0
-        assert a.shape == np.empty(shape).shape and a.dtype == np.dtype(dtype) and a.flags.c_contiguous
-        assert a.flags.writeable
+        for a in (aligned_empty(shape, dtype), make()):
+            assert a.size == 0 or a.ctypes.data % CACHE_LINE == 0
+            assert a.shape == np.empty(shape).shape and a.dtype == np.dtype(dtype) and a.flags.c_contiguous
+            assert a.flags.writeable
+            kept.append(a)
+    # each call a new array of its own: none shares memory with another
+    assert not any(np.shares_memory(a, b) for i, a in enumerate(kept) for b in kept[i + 1:] if a.size)
     assert not aligned_zeros(shape, dtype).any()
 
 
@@ -33,6 +39,8 @@ def test_a_misaligned_or_strided_array_is_copied_onto_a_cache_line():
 def test_a_negative_size_is_refused():
     with pytest.raises(ValueError):
         aligned_empty((2, -3), "float32")
+    with pytest.raises(ValueError):
+        aligned_maker((2, -3), "float32")
 
 
 @pytest.mark.parametrize("make", [lambda: np.arange(100, dtype="float32"),
