@@ -75,6 +75,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import json
 import os
@@ -360,8 +361,10 @@ class InferenceSession:
             raise GraphError(f"run: {what}; the inputs are {names}")
         arrays, bound = [], {}
         for arg in self._inputs:
-            array = checked_array(f"input {arg.name!r}", input_feed[arg.name])    # no copy over the limit
-            want = np.dtype(_numpy_type(arg.type))
+            array = input_feed[arg.name]
+            if type(array) is not np.ndarray or not array.flags.c_contiguous:     # may copy: not over the limit
+                array = checked_array(f"input {arg.name!r}", array)
+            want = _array_dtype(arg.type)
             if array.dtype != want:
                 raise GraphError(f"input {arg.name!r} must be {arg.type}, got {array.dtype}")
             if arg.shape is None:       # rank unknown: the feed gives it
@@ -771,6 +774,12 @@ def _node_arg(vi, where: str) -> NodeArg:
         dims = [int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
     elem = onnx.TensorProto.DataType.Name(tt.elem_type).lower() if tt.elem_type else "undefined"
     return NodeArg(vi.name, dims, f"tensor({elem})")
+
+
+@functools.cache
+def _array_dtype(ort_type: str) -> np.dtype:
+    """The numpy dtype of arrays of an input of ``ort_type`` ("tensor(float)": float32)."""
+    return np.dtype(_numpy_type(ort_type))
 
 
 def _numpy_type(ort_type: str):

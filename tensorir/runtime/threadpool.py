@@ -23,7 +23,6 @@ Call it before loading any kernel that references them.
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import threading
@@ -44,6 +43,7 @@ _lock = threading.Lock()
 _engine = None                                # the pool's loaded code: kept alive (and leaked) for the process lifetime
 _parallel_for_addr: int | None = None
 _native_set_num_threads = None                # ctypes function, once compiled
+_native_count = None                          # the count last given to it (each call costs ~0.5 us)
 _native_num_workers = None                    # ctypes function, once compiled
 _num_threads: int | None = None               # None until first asked: read env lazily
 _runs = threading.Condition()                 # guards the three below and every native count change
@@ -98,10 +98,10 @@ def ensure_runtime() -> None:
             register_symbol(name, engine.address(name))
         register_symbol(SCRATCH, callback_address())
         setter = ctypes.CFUNCTYPE(None, ctypes.c_int32)(engine.address("tilefuse_set_num_threads"))
-        with _runs:
-            setter(_running_threads if _running else nthreads)
         _engine = engine
-        _native_set_num_threads = setter
+        with _runs:
+            _native_set_num_threads = setter
+            _set_native_count(_running_threads if _running else nthreads)
         _native_num_workers = ctypes.CFUNCTYPE(ctypes.c_int32)(
             engine.address("tilefuse_pool_num_workers"))
         _parallel_for_addr = engine.address(PARALLEL_FOR)
@@ -140,8 +140,8 @@ def set_num_threads(n: int) -> None:
     with _lock:
         _num_threads = n
         with _runs:
-            if _native_set_num_threads is not None and not _running:     # runs keep theirs until done
-                _native_set_num_threads(n)
+            if not _running:     # runs keep theirs until done
+                _set_native_count(n)
 
 
 def get_num_threads() -> int:
@@ -167,8 +167,7 @@ def _check_count(n) -> int:
     return n
 
 
-@contextlib.contextmanager
-def run_threads(n: int | None = None):
+def run_threads(n: int | None = None) -> "_Launching":
     """Parallel loops launched inside use ``n`` threads (None: the process's count,
     ``get_num_threads()``), whatever other threads ask for: runs asking for the same count
     enter together; one asking for another waits until they have left. Nested in this
@@ -184,36 +183,51 @@ def run_threads(n: int | None = None):
         True
         >>> set_num_threads(before)
     """
-    process = get_num_threads()         # read the environment's count now: below, under _runs, not _lock
-    want = process if n is None else _check_count(n)
-    depth = getattr(_inside, "depth", 0)
-    if depth:                           # nested: already launching with this thread's count
-        _inside.depth = depth + 1
-        try:
-            yield
-        finally:
-            _inside.depth = depth
-        return
-    global _running, _running_threads
-    with _runs:
-        while _running and _running_threads != want:
-            _runs.wait()
-        if not _running:
-            _running_threads = want
-            if _native_set_num_threads is not None:
-                _native_set_num_threads(want)
-        _running += 1
-    _inside.depth = 1
-    try:
-        yield
-    finally:
-        _inside.depth = 0
+    return _Launching(get_num_threads() if n is None else _check_count(n))
+
+
+class _Launching:
+    """``run_threads``' block (a class, not a generator: a session's run enters one, and a
+    generator's block cost it 2 us more)."""
+    __slots__ = ("want", "depth")
+
+    def __init__(self, want: int):
+        self.want, self.depth = want, 0
+
+    def __enter__(self) -> None:
+        global _running, _running_threads
+        self.depth = getattr(_inside, "depth", 0)
+        if self.depth:                  # nested: already launching with this thread's count
+            _inside.depth = self.depth + 1
+            return
+        want = self.want
+        with _runs:
+            while _running and _running_threads != want:
+                _runs.wait()
+            if not _running:
+                _running_threads = want
+                _set_native_count(want)
+            _running += 1
+        _inside.depth = 1
+
+    def __exit__(self, *exc) -> None:
+        global _running
+        _inside.depth = self.depth
+        if self.depth:
+            return
         with _runs:
             _running -= 1
             if not _running:
-                if _native_set_num_threads is not None:
-                    _native_set_num_threads(_num_threads)   # set_num_threads writes it before taking _runs
+                _set_native_count(_num_threads)     # set_num_threads writes it before taking _runs
                 _runs.notify_all()
+
+
+def _set_native_count(n: int) -> None:
+    """Give the native pool the count its launches use (under ``_runs``), when it has another."""
+    global _native_count
+    if _native_set_num_threads is not None and n != _native_count:
+        _native_set_num_threads(n)
+        _native_count = n
 
 
 def running_threads() -> int:

@@ -239,6 +239,19 @@ def test_a_broadcast_feed_over_the_size_limit_is_refused_before_any_copy(monkeyp
     assert y.shape == p.shape == (3, 5)
 
 
+def test_a_feed_in_any_memory_order_gives_the_same_outputs():
+    session = InferenceSession(dynamic_batch_model())
+    x = np.random.default_rng(3).standard_normal((4, 13)).astype("float32")
+    want = session.run(None, {"x": x})
+    wide = np.zeros((4, 26), "float32")
+    wide[:, 1::2] = x
+    for fed in (np.asfortranarray(x), wide[:, 1::2]):
+        got = session.run(None, {"x": fed})
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    with pytest.raises(GraphError, match=r"input 'x' must be tensor\(float\), got float64"):
+        session.run(None, {"x": np.asfortranarray(x, "float64")})
+
+
 def _paddle_style_model():
     """Input dims as paddle2onnx writes them (PaddleOCR): -1 for the batch, '?' for both H and W."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3, "?", "?"])
