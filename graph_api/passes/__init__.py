@@ -35,7 +35,7 @@ from .weights import fold_batch_norms, fold_into_weights
 
 DEFAULT = (compute_half_floats_in_f32, fold_constants, recognize_norms, fold_into_weights, fold_batch_norms, simplify_algebra,
            fuse_attention, fold_transposes_into_attention, split_grouped_convolutions, plan_layouts,
-           scale_weights_by_channel_gates, flatten_pointwise_convolutions, flatten_dense_rows,
+           scale_weights_by_channel_gates, flatten_pointwise_convolutions, flatten_dense_rows, simplify_algebra,
            eliminate_common_subexpressions, eliminate_dead_ops)
 
 

@@ -44,7 +44,7 @@ from ..ir import GraphIR
 from ..op import Op, OpKind
 from ..ops.schema import get_attr
 from ._util import FreshIds, as_ir, clone_op, frozen, reshape, view_before
-from .layout import ELEMENTWISE
+from .epilogue import elementwise_epilogue
 
 MIN_PIXELS = 256     # smaller images (7x7, 14x14) stay convolutions, tiled by channels
 
@@ -89,7 +89,7 @@ def flatten_pointwise_convolutions(graph) -> GraphIR:
         replaced[op.id].append(clone_op(op, kind=OpKind.MatMul, inputs=ins, outputs=[current], attrs={}))
         last = op
         flattened = {out.id: current}
-        for nxt in _epilogue(graph, op, outs, claimed):
+        for nxt in elementwise_epilogue(graph, op, outs, lambda t: _per_pixel_or_channel(t, out), claimed):
             claimed.add(nxt.id)
             inputs = []
             for t in (graph.tensor(t.id) for t in nxt.inputs):
@@ -121,34 +121,6 @@ def _flattenable(op: Op, values: dict) -> bool:
     kernel = weights.shape[2:] if get_attr(op, "weights_format") == "OIX" else weights.shape[:-2]
     return (all(k == 1 for k in kernel) and all(s == 1 for s in get_attr(op, "strides"))
             and tuple(out.shape[2:]) == tuple(x.shape[2:]) and math.prod(x.shape[2:]) >= MIN_PIXELS)
-
-
-def _epilogue(graph: GraphIR, op: Op, outs: set, claimed: set) -> list:
-    """The elementwise ops after ``op``, in order, that compute on its output alone (with
-    operands ``_per_pixel_or_channel``), up to the one tensor that ops outside them or the
-    graph's outputs read: a chain (bias, activation, residual add) or a diamond (SiLU's
-    ``y * sigmoid(y)``, HardSwish written out). An op ``claimed`` by another convolution's
-    epilogue (an add of two of them) ends it."""
-    out = op.outputs[0]
-    chain, members = [], {out.id}
-    for nxt in graph.topological_ops():
-        ins = [graph.tensor(t.id) for t in nxt.inputs]
-        if not any(t.id in members for t in ins):
-            continue
-        if nxt.id in claimed or nxt.kind not in ELEMENTWISE or len(nxt.outputs) != 1 \
-                or tuple(nxt.outputs[0].shape) != tuple(out.shape) \
-                or not all(t.id in members or _per_pixel_or_channel(t, out) for t in ins):
-            break                       # read outside the epilogue: it ends here
-        chain.append(nxt)
-        members.add(nxt.outputs[0].id)
-    while chain:                        # only the last op's output may be read from outside
-        inside = {t.id for c in chain for t in c.inputs}
-        read_outside = {t for t in [out.id, *(c.outputs[0].id for c in chain)] if t in outs or any(
-            r not in chain for r in graph.consumers(t)) or t not in inside}
-        if read_outside == {chain[-1].outputs[0].id}:
-            break
-        chain.pop()
-    return chain
 
 
 def _flat_shape(t, channels_only: bool = False) -> tuple:

@@ -34,7 +34,10 @@ def test_custom_and_empty_pass_lists():
     assert [o.id for o in run_passes(g, passes=[passes.eliminate_dead_ops]).ops] == [0]
     assert DEFAULT[:5] == (passes.compute_half_floats_in_f32, passes.fold_constants, passes.recognize_norms,
                            passes.fold_into_weights, passes.fold_batch_norms)
-    assert len(DEFAULT) == 15 and passes.plan_layouts in DEFAULT and passes.split_grouped_convolutions in DEFAULT
+    assert len(DEFAULT) == 16 and passes.plan_layouts in DEFAULT and passes.split_grouped_convolutions in DEFAULT
+    # the reshapes flattened dense rows leave back to back are merged after them
+    dense = DEFAULT.index(passes.flatten_dense_rows)
+    assert DEFAULT[dense + 1] is passes.simplify_algebra
     # channel gates move into the weights of convolutions the layout plan made channels-last, and
     # pointwise convolutions are flattened where it left them in NCHW
     layout = DEFAULT.index(passes.plan_layouts)
