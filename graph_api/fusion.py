@@ -1,7 +1,9 @@
 """Grouping ops into partitions by operator class, in the manner of TVM's FuseOps.
 
 Walking the ops producers first, an op joins the group of the producer of its first fusable
-input when the rule for (that group, this op) allows it:
+input when the rule for (that group, this op) allows it, else an injective op the group of a
+complex op whose result it reads as a later input (a residual added to a product, written
+first: T5's ``hidden + dense(x)``) when that rule allows it:
 
 * injective after injective: an injective chain;
 * reduction after an injective-only group: injective producers fuse into a reduction, but
@@ -119,7 +121,9 @@ def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str 
                 if _allowed(group, op, cls, rows_of, readers) and not _makes_cycle(group, op, producer_of, group_of):
                     target = group
                 closed = _concat_after_anchor(group, op)
-                break   # only the first produced input decides (its producer is the anchor side)
+                break   # the first produced input decides (its producer is the anchor side), but:
+            if target is None and not closed and cls == "injective":
+                target = _anchor_read_later(op, cls, constant, rows_of, readers, producer_of, group_of)
         if target is None:
             target = _Group(op, cls, rows_of(op), constant,
                             closed or _is_view(op))
@@ -131,6 +135,19 @@ def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str 
                 target.rows = rows_of(op)
         group_of[id(op)] = target
     return [g.ops for g in _topological(groups, group_of, producer_of)]
+
+
+def _anchor_read_later(op, cls: str, constant: bool, rows_of, readers: dict, producer_of, group_of: dict):
+    """The group of a complex op whose result ``op`` reads as a later input, when ``op`` may
+    join it: a residual added to the product (T5's ``hidden + dense(x)``), a scale written
+    first (``gamma * dense(x)``); else None."""
+    for t in op.inputs[1:]:
+        producer = producer_of(t.id)
+        group = group_of.get(id(producer)) if producer is not None else None
+        if group is not None and group.kind() == "complex" and group.constant == constant \
+                and _allowed(group, op, cls, rows_of, readers) and not _makes_cycle(group, op, producer_of, group_of):
+            return group
+    return None
 
 
 def _topological(groups: list, group_of: dict, producer_of) -> list:

@@ -3,7 +3,7 @@ user's partitions hold only the user's ops and tensors and run one by one."""
 import numpy as np
 import pytest
 
-from tilefuse.graph_api import Engine, GraphError, Stream, Tensor, reference
+from tilefuse.graph_api import Engine, GraphError, Stream, Tensor, compile_graph, reference
 from tilefuse.graph_api.lowering import op_class
 from tilefuse.graph_api.pipeline import partition
 from graph_building import Builder, attention, conv_bn_relu, mlp, residual_block
@@ -335,3 +335,30 @@ def test_an_epilogue_of_the_anchors_size_still_fuses_with_a_broadcast_operand():
              pads_begin=[1, 1], pads_end=[1, 1], dilations=[1, 1], data_format="NCX", weights_format="OIX")
     b.op("Multiply", [b.input((1, 8, 1, 1), constant=True), b.op("ReLU", [y])])
     assert summary(b.finalize()) == [("complex", ["Convolution", "ReLU", "Multiply"])]
+
+
+def test_a_residual_added_before_the_product_joins_the_products_partition():
+    # T5 writes hidden + dense(hidden): the first input's producer (an earlier add) does not
+    # take it, the product's partition does
+    b = Builder()
+    x = b.input((16, 24))
+    h = b.op("Add", [x, b.input((16, 24))])
+    y = b.op("MatMul", [h, b.input((24, 24), constant=True)])
+    out = b.op("Add", [h, y])
+    b.op("ReLU", [out])
+    g = b.finalize()
+    assert summary(g) == [("injective", ["Add"]), ("complex", ["MatMul", "Add", "ReLU"])]
+    feeds = b.feeds()
+    compiled = compile_graph(g)
+    want = reference.run(g, feeds)
+    got = compiled.run(feeds)
+    for tid, value in got.items():
+        np.testing.assert_allclose(value, want[tid], rtol=1e-4, atol=1e-4)
+
+
+def test_a_later_input_s_product_is_not_joined_when_the_op_broadcasts_it():
+    b = Builder()
+    x = b.input((1, 8, 1, 1))
+    gate = b.op("Sigmoid", [b.op("MatMul", [b.input((1, 8, 1, 4)), b.input((4, 1), constant=True)])])
+    b.op("Multiply", [b.op("ReLU", [b.input((1, 8, 6, 6))]), gate])      # the product broadcast over 6x6
+    assert ("injective", ["ReLU", "Multiply"]) in summary(b.finalize())
