@@ -31,7 +31,9 @@ first: T5's ``hidden + dense(x)``) when that rule allows it:
   view, and the elementwise ops and reductions after it read the view with plain indices,
   not through the reshape's divisions of their rows;
 * reduction after a group of reductions and their epilogue over the same rows (softmax's
-  max then sum), never after a complex op;
+  max then sum), never after a complex op; a StaticReshape that keeps the last dim does not
+  join a reduction's group: alone it is a view, where joined the reduction's rows would be
+  written through it;
 * a Slice whose output is a contiguous, aligned block of its input (``slice_view``: channels
   of a batch-1 NCHW tensor) stands alone and nothing joins it: it costs no copy, its output is
   a view (``CompiledGraph``);
@@ -195,6 +197,8 @@ def _allowed(group: _Group, op, cls: str, rows_of, readers: dict) -> bool:
             return False        # elementwise ops read the reshape's view instead
         if kind != "injective" and getattr(op, "kind", None) is OpKind.Slice:
             return False        # a part of the anchor's output: its tiles or rows would be cut to it
+        if kind == "reduction" and _reshape_after_rows(group, op):
+            return False        # alone, a view; joined, the norm's rows would be written through it
         if kind == "complex" and (_reshapes_last_axis(op) or _splits_rows(op) or _moves_rows(op)
                                   or _broadcasts_anchor(group, op) or _reshapes_attention(group, op)):
             return False
@@ -233,6 +237,12 @@ def _reshapes_last_axis(op) -> bool:
         return False
     src, dst = op.inputs[0].shape, op.outputs[0].shape
     return src is None or dst is None or not src or not dst or src[-1] != dst[-1]
+
+
+def _reshape_after_rows(group: _Group, op) -> bool:
+    """A StaticReshape of a reduction group's rows that keeps the last dim (ConvNeXt's layer
+    norm of each pixel reshaped to the rows of the GEMM after it): its own group, a view."""
+    return getattr(op, "kind", None) is OpKind.StaticReshape and not _reshapes_last_axis(op)
 
 
 def _splits_rows(op) -> bool:

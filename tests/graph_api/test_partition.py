@@ -362,3 +362,20 @@ def test_a_later_input_s_product_is_not_joined_when_the_op_broadcasts_it():
     gate = b.op("Sigmoid", [b.op("MatMul", [b.input((1, 8, 1, 4)), b.input((4, 1), constant=True)])])
     b.op("Multiply", [b.op("ReLU", [b.input((1, 8, 6, 6))]), gate])      # the product broadcast over 6x6
     assert ("injective", ["ReLU", "Multiply"]) in summary(b.finalize())
+
+
+def test_a_reshape_of_a_norms_rows_stays_a_view_of_its_own():
+    b = Builder()
+    x = b.input((1, 6, 6, 16))
+    n = b.op("LayerNorm", [x, b.input((16,), constant=True), b.input((16,), constant=True)], begin_norm_axis=-1,
+             keep_stats=False)
+    rows = b.op("StaticReshape", [n], (36, 16), shape=[36, 16], special_zero=False)
+    b.op("MatMul", [rows, b.input((16, 8), constant=True)])
+    g = b.finalize()
+    assert summary(g) == [("reduction", ["LayerNorm"]), ("injective", ["StaticReshape"]), ("complex", ["MatMul"])]
+    compiled = compile_graph(g)
+    assert [s.view is not None for s in compiled.steps] == [False, True, False]
+    feeds = b.feeds()
+    want = reference.run(g, feeds)
+    for tid, value in compiled.run(feeds).items():
+        np.testing.assert_allclose(value, want[tid], rtol=1e-4, atol=1e-4)
