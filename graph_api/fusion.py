@@ -197,7 +197,7 @@ def _allowed(group: _Group, op, cls: str, rows_of, readers: dict) -> bool:
             return False        # elementwise ops read the reshape's view instead
         if kind != "injective" and getattr(op, "kind", None) is OpKind.Slice:
             return False        # a part of the anchor's output: its tiles or rows would be cut to it
-        if kind == "reduction" and _reshape_after_rows(group, op):
+        if kind == "reduction" and _reshape_after_rows(op):
             return False        # alone, a view; joined, the norm's rows would be written through it
         if kind == "complex" and (_reshapes_last_axis(op) or _splits_rows(op) or _moves_rows(op)
                                   or _broadcasts_anchor(group, op) or _reshapes_attention(group, op)):
@@ -239,7 +239,7 @@ def _reshapes_last_axis(op) -> bool:
     return src is None or dst is None or not src or not dst or src[-1] != dst[-1]
 
 
-def _reshape_after_rows(group: _Group, op) -> bool:
+def _reshape_after_rows(op) -> bool:
     """A StaticReshape of a reduction group's rows that keeps the last dim (ConvNeXt's layer
     norm of each pixel reshaped to the rows of the GEMM after it): its own group, a view."""
     return getattr(op, "kind", None) is OpKind.StaticReshape and not _reshapes_last_axis(op)
