@@ -486,3 +486,24 @@ def test_a_packed_weight_takes_the_memory_of_an_earlier_weight_of_its_size(monke
     for _ in range(2):
         (got,) = compiled.run({x.id: feed}).values()
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_run_writes_into_the_last_runs_output_only_when_the_caller_dropped_it():
+    b = mlp(batch=4, sizes=(8, 16))
+    cg = compile_graph(b.finalize())
+    feeds = b.feeds()
+    (out,) = cg.output_ids
+    kept = cg.run(feeds)[out]
+    first = kept.copy()
+    other = {k: v * 2 for k, v in feeds.items()}
+    again = cg.run(other)[out]
+    assert again is not kept and np.array_equal(kept, first)        # held by the caller: untouched
+    address = again.ctypes.data
+    del again
+    reused = cg.run(feeds)[out]
+    assert reused.ctypes.data == address and np.array_equal(reused, first)     # dropped: written again
+    view = reused[1:]
+    del reused
+    fresh = cg.run(other)[out]
+    assert fresh.ctypes.data != view.ctypes.data - view.strides[0]               # a view keeps it alive
+    np.testing.assert_array_equal(view, first[1:])
