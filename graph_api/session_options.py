@@ -74,7 +74,8 @@ _BASIC = (compute_half_floats_in_f32, fold_constants, fold_into_weights, fold_ba
           split_grouped_convolutions, eliminate_common_subexpressions, eliminate_dead_ops)
 _EXTENDED = (compute_half_floats_in_f32, fold_constants, recognize_norms, fold_into_weights, fold_batch_norms,
              simplify_algebra, fuse_attention, fold_transposes_into_attention, split_grouped_convolutions,
-             flatten_pointwise_convolutions, flatten_dense_rows, eliminate_common_subexpressions, eliminate_dead_ops)
+             flatten_pointwise_convolutions, flatten_dense_rows, simplify_algebra, eliminate_common_subexpressions,
+             eliminate_dead_ops)
 GRAPH_PASSES = {
     GraphOptimizationLevel.ORT_DISABLE_ALL: ("debug", ()),
     GraphOptimizationLevel.ORT_ENABLE_BASIC: ("fusion", _BASIC),
