@@ -120,7 +120,7 @@ def group_ops(ops: list, class_of: Callable, producer_of: Callable, policy: str 
                 group = group_of[id(producer)]
                 if group.constant != constant:
                     continue   # constants reach variable ops as inputs, never as group members
-                if _allowed(group, op, cls, rows_of, readers) and not _makes_cycle(group, op, producer_of, group_of):
+                if _joins(group, op, cls, rows_of, readers, producer_of, group_of):
                     target = group
                 closed = _concat_after_anchor(group, op)
                 break   # the first produced input decides (its producer is the anchor side), but:
@@ -147,9 +147,14 @@ def _anchor_read_later(op, cls: str, constant: bool, rows_of, readers: dict, pro
         producer = producer_of(t.id)
         group = group_of.get(id(producer)) if producer is not None else None
         if group is not None and group.kind() == "complex" and group.constant == constant \
-                and _allowed(group, op, cls, rows_of, readers) and not _makes_cycle(group, op, producer_of, group_of):
+                and _joins(group, op, cls, rows_of, readers, producer_of, group_of):
             return group
     return None
+
+
+def _joins(group: _Group, op, cls: str, rows_of, readers: dict, producer_of, group_of: dict) -> bool:
+    """Whether ``op`` may join ``group``: the rules allow it and it makes no cycle."""
+    return _allowed(group, op, cls, rows_of, readers) and not _makes_cycle(group, op, producer_of, group_of)
 
 
 def _topological(groups: list, group_of: dict, producer_of) -> list:

@@ -65,7 +65,7 @@ def aligned_empty(shape, dtype) -> np.ndarray:
         0
     """
     dtype, dims = np.dtype(dtype), _dims(shape)
-    return _carve(np.empty(math.prod(dims) * dtype.itemsize + CACHE_LINE, np.uint8), dims, dtype)
+    return _carve(np.empty(_block_bytes(dims, dtype), np.uint8), dims, dtype)
 
 
 def aligned_bytes(shape, dtype) -> int:
@@ -76,7 +76,7 @@ def aligned_bytes(shape, dtype) -> int:
         >>> aligned_bytes((3, 5), "float32")
         124
     """
-    return math.prod(_dims(shape)) * np.dtype(dtype).itemsize + CACHE_LINE
+    return _block_bytes(_dims(shape), np.dtype(dtype))
 
 
 def aligned_in(block: np.ndarray, shape, dtype) -> np.ndarray:
@@ -103,8 +103,13 @@ def aligned_maker(shape, dtype):
         ((2, 3), 0, False)
     """
     dtype, dims = np.dtype(dtype), _dims(shape)
-    block_bytes, empty = math.prod(dims) * dtype.itemsize + CACHE_LINE, np.empty
+    block_bytes, empty = _block_bytes(dims, dtype), np.empty
     return lambda: _carve(empty(block_bytes, np.uint8), dims, dtype)
+
+
+def _block_bytes(dims: tuple, dtype: np.dtype) -> int:
+    """The bytes of an array's block: its data and a cache line to align it in."""
+    return math.prod(dims) * dtype.itemsize + CACHE_LINE
 
 
 def _carve(block: np.ndarray, dims: tuple, dtype: np.dtype) -> np.ndarray:
