@@ -31,11 +31,12 @@ from .half_floats import compute_half_floats_in_f32
 from .layout import plan_layouts
 from .norms import recognize_norms
 from .pointwise import flatten_pointwise_convolutions
+from .spatial_reductions import split_spatial_reductions
 from .weights import fold_batch_norms, fold_into_weights
 
 DEFAULT = (compute_half_floats_in_f32, fold_constants, recognize_norms, fold_into_weights, fold_batch_norms, simplify_algebra,
            fuse_attention, fold_transposes_into_attention, split_grouped_convolutions, plan_layouts,
-           scale_weights_by_channel_gates, flatten_pointwise_convolutions, flatten_dense_rows, simplify_algebra,
+           split_spatial_reductions, scale_weights_by_channel_gates, flatten_pointwise_convolutions, flatten_dense_rows, simplify_algebra,
            eliminate_common_subexpressions, eliminate_dead_ops)
 
 
@@ -57,4 +58,4 @@ __all__ = ["DEFAULT", "compute_half_floats_in_f32", "default_outputs", "eliminat
            "flatten_dense_rows", "fold_transposes_into_attention", "fuse_attention", "flatten_pointwise_convolutions",
            "fold_batch_norms", "fold_constants", "fold_into_weights", "plan_layouts", "recognize_norms", "run_passes",
            "scale_weights_by_channel_gates",
-           "simplify_algebra", "split_grouped_convolutions"]
+           "simplify_algebra", "split_grouped_convolutions", "split_spatial_reductions"]

@@ -17,8 +17,9 @@ When the output's axes are not the reductions' (a reshape after them, as a globa
 has, or a reduction over a middle axis, as a softmax over the channels has), the reductions
 are computed whole first. One whose last data axis reads its input's innermost dimension (a
 column reduction: ``sum over r of x[n, r, j]``) runs its reduce loop outside that axis, which
-is vectorized, with the leading data axes in parallel; the output is then fused, vectorized and
-run in parallel.
+is vectorized, with the leading data axes in parallel where the data it reads is large (a
+channels-last map's rows pooled, ``passes.split_spatial_reductions``: few outputs, much to
+read); the output is then fused, vectorized and, when it is large itself, run in parallel.
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ class ReductionTemplate(Template):
         inner = min(op.reduce_axis[-1].dom_extent for op in self.reductions)
         rows = extent(self.out.shape[:self.rows])
         vector = 4 * lanes if inner >= LONG_ROW else (lanes if inner >= 16 else 0)
-        parallel = rows >= 2 if self.rows else extent(self.out.shape) >= PARALLEL_MIN_ELEMENTS
+        parallel = rows >= 2 if self.rows else max(extent(self.out.shape), self._column_work()) >= PARALLEL_MIN_ELEMENTS
         cfg = {"vector": vector, "parallel": parallel}
         if self.out not in self.reductions:
             cfg["out_vector"] = lanes
@@ -79,6 +80,13 @@ class ReductionTemplate(Template):
             row_bytes = extent(self.out.shape[self.rows:]) * itemsize(self.out.dtype)
             cfg["prefetch"] = row_bytes >= PREFETCH_MIN_ROW_BYTES and rows * row_bytes >= PREFETCH_MIN_BYTES
         return cfg
+
+    def _column_work(self) -> int:
+        """The elements the column reductions read, the most of any: a pooling of a large map
+        into few values is worth sharing among threads (by its leading data axes) even though
+        its output is small."""
+        return max((extent(op.shape) * extent([r.dom_extent for r in op.reduce_axis]) for op in self.reductions
+                    if _column_axis(op) is not None), default=0)
 
     def _cacheable(self, dag) -> list:
         """Injective intermediates worth computing once per row: a call (exp, log, ...) in the
@@ -116,12 +124,12 @@ class ReductionTemplate(Template):
                 lead = fuse_all(out, rest[:-1])
                 _, lanes = out.split(rest[-1], factor=cfg["out_vector"])
                 out.vectorize(lanes)
-                if cfg["parallel"]:
+                if cfg["parallel"] and extent(self.out.shape) >= PARALLEL_MIN_ELEMENTS:
                     out.parallel(lead)
             elif rest:
                 outer, lanes = out.split(fuse_all(out, rest), factor=cfg["out_vector"])
                 out.vectorize(lanes)
-                if row is None and cfg["parallel"]:
+                if row is None and cfg["parallel"] and extent(self.out.shape) >= PARALLEL_MIN_ELEMENTS:
                     out.parallel(outer)
         if row is None:
             return
@@ -158,13 +166,13 @@ class ReductionTemplate(Template):
     @staticmethod
     def _schedule_column(stage, cfg):
         """Reduce loops outside the last data axis, which is vectorized; leading data axes
-        fused and parallel."""
+        fused and parallel (when there are two or more of them)."""
         data, reduce_axes = list(stage.op.axis), list(stage.op.reduce_axis)
         lanes = cfg.values.get("out_vector", 8)
         outer, inner = stage.split(data[-1], factor=lanes)
         stage.reorder(*data[:-1], *reduce_axes, outer, inner)
         stage.vectorize(inner)
-        if data[:-1] and cfg["parallel"]:
+        if cfg["parallel"] and extent([a.dom_extent for a in data[:-1]]) >= 2:
             stage.parallel(fuse_all(stage, data[:-1]))
 
     @staticmethod

@@ -20,7 +20,7 @@ from tilefuse.autotune.log import read_log  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 RESNET = REPO / "examples" / "resnet_block.onnx"
 ENCODER = REPO / "examples" / "transformer_encoder.onnx"
-FAST = ["--tuner", "random", "--trials", "6", "--min-repeat-ms", "0"]   # one per task
+FAST = ["--tuner", "random", "--trials", "7", "--min-repeat-ms", "0"]   # one per task
 needs_import = pytest.mark.skipif(not hasattr(graph_api, "from_onnx"), reason="graph_api.from_onnx is not there yet")
 
 
@@ -59,16 +59,16 @@ def test_tune_onnx_model_writes_records_and_a_table(tuned):
     assert code == EXIT_OK, err
     tasks = extract_tasks(load_graph(RESNET))
     assert f"tuning {len(tasks)} task(s) of {RESNET}" in out
-    assert "6 new measurement(s), 0 resumed" in out
-    assert len(read_log(tuned["log"]).records) == 6
+    assert "7 new measurement(s), 0 resumed" in out
+    assert len(read_log(tuned["log"]).records) == 7
     with Database(tuned["db"]) as db:
-        assert len(db.records()) == 6
+        assert len(db.records()) == 7
 
 
 @needs_import
 def test_tune_onnx_again_resumes(tuned):
     code, out, _ = run(["tune", RESNET, *FAST, "--db", tuned["db"], "--log", tuned["log"]])
-    assert code == EXIT_OK and "0 new measurement(s), 6 resumed" in out
+    assert code == EXIT_OK and "0 new measurement(s), 7 resumed" in out
 
 
 @needs_import

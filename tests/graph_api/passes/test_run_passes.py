@@ -34,14 +34,15 @@ def test_custom_and_empty_pass_lists():
     assert [o.id for o in run_passes(g, passes=[passes.eliminate_dead_ops]).ops] == [0]
     assert DEFAULT[:5] == (passes.compute_half_floats_in_f32, passes.fold_constants, passes.recognize_norms,
                            passes.fold_into_weights, passes.fold_batch_norms)
-    assert len(DEFAULT) == 16 and passes.plan_layouts in DEFAULT and passes.split_grouped_convolutions in DEFAULT
+    assert len(DEFAULT) == 17 and passes.plan_layouts in DEFAULT and passes.split_grouped_convolutions in DEFAULT
     # the reshapes flattened dense rows leave back to back are merged after them
     dense = DEFAULT.index(passes.flatten_dense_rows)
     assert DEFAULT[dense + 1] is passes.simplify_algebra
-    # channel gates move into the weights of convolutions the layout plan made channels-last, and
-    # pointwise convolutions are flattened where it left them in NCHW
+    # poolings of the maps the layout plan made channels-last are split into rows, channel gates
+    # move into the weights of convolutions it made channels-last, and pointwise convolutions
+    # are flattened where it left them in NCHW
     layout = DEFAULT.index(passes.plan_layouts)
-    assert DEFAULT[layout + 1:layout + 3] == (passes.scale_weights_by_channel_gates,
+    assert DEFAULT[layout + 1:layout + 4] == (passes.split_spatial_reductions, passes.scale_weights_by_channel_gates,
                                               passes.flatten_pointwise_convolutions)
 
 

@@ -108,6 +108,20 @@ def test_reduction_channels_last_global_pooling_reduces_columns():
     assert "gather" not in t.build(t.default_config()).source("llvm")
 
 
+def test_reduction_channels_last_rows_of_a_large_map_run_in_parallel():
+    # a pooling's first half (passes.split_spatial_reductions): each row of a channels-last map
+    # reduced, few outputs and much to read: the rows are shared among threads, the small
+    # output is not
+    X = placeholder((1, 30, 40, 48), name="X")
+    q = reduce_axis((0, 40), name="q")
+    S = compute((1, 30, 1, 48), lambda n, h, w, c: rsum(X[n, h, q, c], axis=q), name="S")
+    F = compute((1, 30, 1, 48), lambda n, h, w, c: S[n, h, w, c] / 40.0, name="F")
+    t = check_all_configs(F, lambda x: x.mean(axis=2, keepdims=True), "reduction", rtol=1e-4, atol=1e-5)
+    func = lower(t.apply(t.default_config()), t.args)
+    parallel = [n for n in walk(func.body) if isinstance(n, For) and n.kind == "parallel"]
+    assert [int(n.extent.value) for n in parallel] == [30]
+
+
 @in_parts
 def test_reduction_softmax(part):
     X = placeholder((9, 77), name="X")
