@@ -8,7 +8,7 @@ from tilefuse.schedule.space import Config
 from tilefuse.tensorir import compute, placeholder, reduce_axis, sum as rsum
 from tilefuse.tensorir.ops import window
 from tilefuse.tensorir.runtime.target import Target
-from tilefuse.tensorir.stmt import Allocate
+from tilefuse.tensorir.stmt import Allocate, BufferStore, For
 from tilefuse.tensorir.walk import walk
 from conv_reference import grouped_reference
 
@@ -203,6 +203,34 @@ def test_unroll_k_unrolls_the_innermost_reduce_axis_that_loops():
     assert seven.default_config()["unroll_k"] == 7
 
 
+def test_a_padded_image_of_few_channels_is_copied_in_vectors_along_its_rows():
+    # a stem's input: 3 channels a pixel fill no vector; the copy runs along each padded row
+    # (its pixels' channels fused), not one 3-lane vector a pixel
+    X = placeholder((1, 33, 35, 3), name="X")
+    W = placeholder((8, 3, 3, 3), name="W", constant=True)
+    Y = window.conv(X, W, [2, 2], [1, 1], [1, 1], [1, 1], data_format="NXC", weights_format="OIX")
+    t = template_for(Y)
+    func = lower(t.apply(t.default_config()), t.args)
+    copy_loops = [n for n in walk(func.body) if isinstance(n, For) and n.kind == "vectorized" and
+                  any(isinstance(m, BufferStore) and m.buffer.name == "conv_pad" for m in walk(n.body))]
+    assert copy_loops and all(n.var.name == "ax2.ax3.fused.inner" for n in copy_loops)
+    check_3x3_stride_2(t, (1, 33, 35, 3), 8, seed=2)
+
+
+def check_3x3_stride_2(t, shape, out_channels, seed, atol=1e-4):
+    """``t``'s default kernel, a channels-last 3x3 convolution at stride 2 padded by 1 (OIX
+    weights), against numpy on random values."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((out_channels, shape[3], 3, 3)).astype(np.float32)
+    out = np.full((1, (shape[1] + 1) // 2, (shape[2] + 1) // 2, out_channels), np.nan, np.float32)
+    t.build(t.default_config())(x, w, out)
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    ref = sum(np.einsum("nhwc,fc->nhwf", xp[:, kh:kh + shape[1]:2, kw:kw + shape[2]:2], w[:, :, kh, kw])
+              for kh in range(3) for kw in range(3))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=atol)
+
+
 def test_a_padded_input_whose_pixels_share_l1_sets_gets_a_line_of_padding_per_pixel():
     # 256 channels at stride 2: a tile's pixels are 2 KiB apart in the padded copy
     def conv(channels, stride):
@@ -224,16 +252,7 @@ def test_a_padded_input_whose_pixels_share_l1_sets_gets_a_line_of_padding_per_pi
     t_weights = template_for(compute((24, 40), lambda i, j: rsum(T[i, r] * placeholder((512, 40), name="X2")[r, j],
                                                                   axis=r), name="C"), AVX512)
     assert "allocate T[24, 512]" in str(lower(t_weights.apply(t_weights.default_config()), t_weights.args))
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 7, 7, 256)).astype(np.float32)
-    w = rng.standard_normal((20, 256, 3, 3)).astype(np.float32)
-    t = template_for(Y)
-    out = np.full((1, 4, 4, 20), np.nan, np.float32)
-    t.build(t.default_config())(x, w, out)
-    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
-    ref = sum(np.einsum("nhwc,fc->nhwf", xp[:, kh:kh + 7:2, kw:kw + 7:2], w[:, :, kh, kw])
-              for kh in range(3) for kw in range(3))
-    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-3)
+    check_3x3_stride_2(template_for(Y), (1, 7, 7, 256), 20, seed=0, atol=1e-3)
 
 
 def test_weights_streamed_from_memory_are_fetched_ahead_in_their_panels_by_the_first_row_only():
