@@ -213,13 +213,13 @@ class _Lowering:
                     env, True)
 
     def _prefetch(self, st: Stage, body, glob: dict, env: dict, starts: dict, tensor, axis, offset,
-                  write) -> S.Stmt:
+                  write, level) -> S.Stmt:
         """The Prefetch of ``Stage.prefetch``: the stage's first read of ``tensor``, or its own
         coordinates in ``tensor``, with ``axis`` moved ``offset`` iterations ahead; issued by
         the first copy only of each unrolled loop whose copies do not move that address (a
         register tile's rows all read one weight vector: one fetch, not one per row)."""
         if axis is None:
-            return self._prefetch_at(st, glob, env, starts, tensor, offset, write)
+            return self._prefetch_at(st, glob, env, starts, tensor, offset, write, level)
         ahead = dict(glob)
         ahead[axis.uid] = glob[axis.uid] + offset
         load = next((n for n in walk(body) if isinstance(n, E.TensorLoad) and n.tensor.op is tensor.op), None)
@@ -228,9 +228,9 @@ class _Lowering:
                 raise ScheduleError(f"stage {st.op.name}: prefetch of {tensor.name}, which the stage does not read "
                                     f"and whose shape {tuple(tensor.shape)} is not the stage's {tuple(st.op.shape)}")
             load = E.TensorLoad(tensor, tuple(ax for ax in st.axis), tensor.dtype)
-        return _first_copy_fetch(st, env, starts, substitute(load, ahead), write)
+        return _first_copy_fetch(st, env, starts, substitute(load, ahead), write, level)
 
-    def _prefetch_at(self, st: Stage, glob: dict, env: dict, starts: dict, tensor, index, write) -> S.Stmt:
+    def _prefetch_at(self, st: Stage, glob: dict, env: dict, starts: dict, tensor, index, write, level) -> S.Stmt:
         """The Prefetch of ``Stage.prefetch_at``: ``index`` of the coordinates with every
         unrolled and vectorized loop at its first value (so no copy moves the address, and the
         first copy alone issues it)."""
@@ -241,7 +241,7 @@ class _Lowering:
         if len(indices) != len(tensor.shape):
             raise ScheduleError(f"stage {st.op.name}: prefetch_at of {tensor.name} gave {len(indices)} indices "
                                 f"for its {len(tensor.shape)} dimensions")
-        return _first_copy_fetch(st, env, starts, E.TensorLoad(tensor, indices, tensor.dtype), write)
+        return _first_copy_fetch(st, env, starts, E.TensorLoad(tensor, indices, tensor.dtype), write, level)
 
     def _attached_at(self, st: Stage, leaf, regions: dict, env: dict, ranges: dict):
         prologue, allocs = [], []
@@ -358,7 +358,7 @@ def _simplified_over_domain(body: E.Expr, st: Stage) -> E.Expr:
     return simplify(body, ranges)
 
 
-def _first_copy_fetch(st: Stage, env: dict, starts: dict, load, write) -> S.Stmt:
+def _first_copy_fetch(st: Stage, env: dict, starts: dict, load, write, level) -> S.Stmt:
     """The Prefetch of ``load`` (a read of a tensor with a buffer here), issued by the first
     copy only of each unrolled loop of ``st`` whose copies do not move its address."""
     tensor = load.tensor
@@ -367,7 +367,7 @@ def _first_copy_fetch(st: Stage, env: dict, starts: dict, load, write) -> S.Stmt
                             f"inlined or computed inside another loop)")
     moved = _to_buffers(load, env)
     indices = tuple(simplify(i) for i in moved.indices)
-    fetch = S.Prefetch(moved.buffer, indices, write)
+    fetch = S.Prefetch(moved.buffer, indices, write, level)
     used = {v.uid for i in indices for v in walk(i) if isinstance(v, E.Var)}
     firsts = [E.EQ(leaf, E.Const(starts.get(leaf.uid, 0), "int64"), "bool") for leaf in st.leaf_iter_vars
               if st.iter_var_kinds.get(leaf.uid) == "unrolled" and leaf.uid not in used]

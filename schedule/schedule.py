@@ -46,6 +46,13 @@ def _axis(name: str, extent: int, kind: str) -> IterVar:
     return IterVar(name, "int64", 0, 0, extent, kind)
 
 
+def _cache_level(level) -> int:
+    """A prefetch's cache level, 1 or 2; ScheduleError otherwise."""
+    if level not in (1, 2) or isinstance(level, bool):
+        raise ScheduleError(f"a prefetch's cache level is 1 (L1) or 2 (L2), got {level!r}")
+    return level
+
+
 def split_extents(extent: int, factor: int | None, nparts: int | None) -> tuple[int, int]:
     """(outer, inner) extents of splitting an axis of ``extent`` by ``factor`` or ``nparts``.
 
@@ -261,12 +268,13 @@ class Stage:
         """
         self._annotate(axis, "parallel")
 
-    def prefetch(self, tensor: Tensor, axis: IterVar, offset: int = 1, write: bool = False) -> None:
+    def prefetch(self, tensor: Tensor, axis: IterVar, offset: int = 1, write: bool = False, level: int = 1) -> None:
         """In this stage's innermost loop, fetch the cache line of ``tensor`` that the stage will
         need ``offset`` iterations of ``axis`` (a data or reduce axis of the op) ahead: the
         address of the stage's first read of ``tensor``, or, for a tensor it does not read (its
         own output, or one of the same shape that a later stage reads or writes), the element at
-        the stage's own coordinates. ``write`` fetches the line for writing. A hint only: results
+        the stage's own coordinates. ``write`` fetches the line for writing; ``level`` 2 fetches it
+        into L2 only (a line needed long after, which in L1 would evict the ones needed now). A hint only: results
         never change, and an address past the tensor's end is harmless. Copies of an unrolled
         loop that do not move the address leave the fetch to the first copy. Useful when each
         iteration of ``axis`` streams a row from memory and then computes for a while (a softmax
@@ -286,15 +294,16 @@ class Stage:
             raise self._error(axis, "prefetch needs an axis of the op (one of stage.op.axis or stage.op.reduce_axis)")
         if not isinstance(offset, int) or isinstance(offset, bool) or offset == 0:
             raise self._error(axis, f"prefetch offset must be a nonzero integer, got {offset!r}")
-        self.prefetches.append((tensor, axis, offset, bool(write)))
+        self.prefetches.append((tensor, axis, offset, bool(write), _cache_level(level)))
 
-    def prefetch_at(self, tensor: Tensor, index, write: bool = False) -> None:
+    def prefetch_at(self, tensor: Tensor, index, write: bool = False, level: int = 1) -> None:
         """Once per trip of this stage's innermost loop that is neither unrolled nor vectorized,
         fetch the cache line of ``tensor`` at ``index(coords)``: ``coords`` maps each of the op's
         axes (data and reduce) to its coordinate at the trip's first unrolled copy and first
         lane, and ``index`` returns one index per dimension of ``tensor``, read as a flat
         row-major address (an index past the end of a dimension carries into the next one).
-        A hint only: results never change, and an address past the tensor's end is harmless.
+        ``level``: as ``prefetch``'s. A hint only: results never change, and an address past
+        the tensor's end is harmless.
         For addresses no single axis moves to: a matrix product's next panel of weights,
         fetched a line per trip while the current one serves its rows.
 
@@ -328,7 +337,7 @@ class Stage:
         if not callable(index):
             raise ScheduleError(f"stage {self.op.name}: prefetch_at needs a function of the coordinates, "
                                 f"got {type(index).__name__}")
-        self.prefetches.append((tensor, None, index, bool(write)))
+        self.prefetches.append((tensor, None, index, bool(write), _cache_level(level)))
 
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
         """Lay out this stage's buffer so that neighbouring entries along data axis ``axis`` are

@@ -110,7 +110,8 @@ class _Lines(Visitor):
 
     def visit_Prefetch(self, s, indent):
         idx = ", ".join(expr_str(i) for i in s.indices)
-        self.out.append(f"{'  ' * indent}prefetch{'_write' if s.write else ''} {s.buffer.name}[{idx}]")
+        into = "" if s.level == 1 else f" (L{s.level})"
+        self.out.append(f"{'  ' * indent}prefetch{'_write' if s.write else ''}{into} {s.buffer.name}[{idx}]")
 
     def visit_Allocate(self, s, indent):
         b = s.buffer

@@ -75,10 +75,13 @@ class BufferStore(Stmt):
 class Prefetch(Stmt):
     """A hint that ``buffer[indices]`` will soon be read (or written, when ``write``): its cache
     line is fetched ahead, and nothing else changes. The address may lie outside the buffer
-    (a prefetch never faults); in a vectorized loop every cache line the lanes span is fetched."""
+    (a prefetch never faults); in a vectorized loop every cache line the lanes span is fetched.
+    ``level``: the cache it is fetched into, 1 (L1 and the levels below) or 2 (L2 and below:
+    a line needed many iterations later, which in L1 would evict the lines needed now)."""
     buffer: Buffer
     indices: tuple
     write: bool = False
+    level: int = 1
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

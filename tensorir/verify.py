@@ -301,6 +301,8 @@ class _Checker(Visitor):
 
     def visit_Prefetch(self, s):
         self.where = s
+        if s.level not in (1, 2):
+            raise _Broken(f"a prefetch of {s.buffer.name} into cache level {s.level}: 1 or 2")
         self._need_buffer(s.buffer, "prefetched")
         self._indices(s.buffer, s.indices)
 

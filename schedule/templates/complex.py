@@ -56,6 +56,8 @@ loop fetches the panel's lines that the reduction will read that many bytes of p
 Weights too large for L2 that serve few output rows (resnet50's 7x7 layers, a classifier) stream
 from memory at each call, at 1.25-1.4x the time the same kernel takes with them in cache;
 fetched 2 KiB ahead they ran 5-12% faster. Only the first row of the register tile fetches.
+Weights are fetched into L2 only (``base.fetch_panel_ahead``, ``base.fetch_next_panel``): in
+L1 the lines fetched ahead evicted those the tile reads now.
 Winograd's products fetch their transformed filters the same way (8-23% faster there).
 Weights too large for L2 that serve many rows, swept panel by panel ("ji"), fetch the next
 panel instead ("fetch_next_panel" knob, ``base.fetch_next_panel``): each trip of the reduction

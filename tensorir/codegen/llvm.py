@@ -297,7 +297,8 @@ class CodeGen(Visitor):
 
     def visit_Prefetch(self, s, ctx):
         """``llvm.prefetch`` of the element's line; in a vector region, of lane 0's line and, when
-        the lanes are contiguous, of every further line they span."""
+        the lanes are contiguous, of every further line they span. Level 1 is locality 3
+        (x86's prefetcht0: into L1), level 2 locality 2 (prefetcht1: into L2)."""
         base = ctx.buffers.get(s.buffer.uid)
         if base is None:
             raise CodegenError(f"buffer {s.buffer.name} is prefetched but neither a parameter nor allocated")
@@ -314,7 +315,7 @@ class CodeGen(Visitor):
         fn = self._declare("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
         for k in range(lines):
             ptr = first if k == 0 else b.gep(first, [constant(I64, k * CACHE_LINE)], source_etype=I8)
-            b.call(fn, [ptr, constant(I32, int(s.write)), constant(I32, 3), constant(I32, 1)])
+            b.call(fn, [ptr, constant(I32, int(s.write)), constant(I32, 4 - s.level), constant(I32, 1)])
 
     def visit_IfThenElse(self, s, ctx):
         cond = self.visit(s.cond, ctx)

@@ -59,7 +59,7 @@ class _Simplify(Mutator):
         return S.BufferStore(s.buffer, simplify(s.value, ranges), tuple(simplify(i, ranges) for i in s.indices))
 
     def visit_Prefetch(self, s, ranges):
-        return S.Prefetch(s.buffer, tuple(simplify(i, ranges) for i in s.indices), s.write)
+        return S.Prefetch(s.buffer, tuple(simplify(i, ranges) for i in s.indices), s.write, s.level)
 
     def visit_IfThenElse(self, s, ranges):
         cond = simplify(s.cond, ranges)

@@ -38,6 +38,21 @@ def test_a_read_and_the_own_output_are_fetched_offset_rows_ahead_in_the_innermos
     assert "llvm.prefetch" in build(s, [A, B]).source("llvm")
 
 
+def test_a_line_needed_long_after_is_fetched_into_l2_only():
+    # level 2: x86's prefetcht1 (llvm.prefetch locality 2), where level 1 is prefetcht0 (3)
+    A, B = scale_rows()
+    s = create_schedule(B)
+    s[B].prefetch(A, B.op.axis[0], 4, level=2)
+    s[B].prefetch(B, B.op.axis[0], 1, write=True)
+    text = str(lower(s, [A, B]))
+    assert "prefetch (L2) A[i + 4, j]" in text and "prefetch_write B[i + 1, j]" in text
+    assert sorted((p.buffer.name, p.level) for p in prefetches(lower(s, [A, B]))) == [("A", 2), ("B", 1)]
+    llvm = build(s, [A, B]).source("llvm")
+    assert "i32 0, i32 2, i32 1)" in llvm and "i32 1, i32 3, i32 1)" in llvm
+    a = rand((37, 100))
+    assert_close(run(s, [A, B], [a], (37, 100)), a * 2.0)
+
+
 def test_a_backward_offset_and_a_reduction_stage_keep_their_results():
     A = placeholder((13, 101), name="A")
     r = reduce_axis((0, 101), name="r")
@@ -73,6 +88,8 @@ def test_a_stage_computed_at_a_row_fetches_the_next_row_of_the_input_and_of_the_
     (lambda s, A, B: s[B].prefetch(A, B.op.axis[0], 1.5), "nonzero integer"),
     (lambda s, A, B: s[B].prefetch_at("A", lambda c: (0, 0)), "needs a tensor"),
     (lambda s, A, B: s[B].prefetch_at(A, (0, 0)), "function of the coordinates"),
+    (lambda s, A, B: s[B].prefetch(A, B.op.axis[0], 1, level=3), "cache level is 1"),
+    (lambda s, A, B: s[B].prefetch_at(A, lambda c: (0, 0), level=0), "cache level is 1"),
 ])
 def test_bad_prefetches_are_refused_when_scheduled(bad, message):
     A, B = scale_rows()

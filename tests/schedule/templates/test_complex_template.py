@@ -268,7 +268,7 @@ def test_weights_streamed_from_memory_are_fetched_ahead_in_their_panels_by_the_f
     func = lower(t.apply(cfg), t.args)
     fetches = [n for n in walk(func.body) if isinstance(n, Prefetch)]
     # each input channel reads 9 taps of a 16-channel panel, 576 bytes: 4096 bytes are 7 channels ahead
-    assert len(fetches) == 1 and fetches[0].buffer.name == "w.packed"
+    assert len(fetches) == 1 and fetches[0].buffer.name == "w.packed" and fetches[0].level == 2     # into L2
     assert [str(i) for i in fetches[0].indices[1:]] == ["k0", "k1.inner", "ci + 7", "ax3"]
     # the tile's 7 unrolled rows read one weight vector: only the first fetches it
     guard = next(n for n in walk(func.body) if isinstance(n, IfThenElse) and n.then_body is fetches[0])
@@ -498,7 +498,7 @@ def test_a_convolution_swept_panel_by_panel_fetches_the_next_panel_along_its_thr
     cfg = t.default_config()
     assert cfg["order"] == "ji" and cfg["fetch_next_panel"] and cfg["winograd"] == 0
     fetches = [n for n in walk(lower(t.apply(cfg), t.args).body) if isinstance(n, Prefetch)]
-    assert fetches and all(f.buffer.name == "w.packed" and len(f.indices) == 5 for f in fetches)
+    assert fetches and all(f.buffer.name == "w.packed" and len(f.indices) == 5 and f.level == 2 for f in fetches)
     # Winograd's products fetch their own panels: never both
     searchable = lambda **v: t.space.searchable(t.space.index_of(Config(dict(cfg.values, **v))))
     assert not searchable(winograd=2, pack=False, unroll_k=1)
