@@ -2,7 +2,8 @@
 
 ``CompiledGraph.run(feeds)`` runs the steps in topological order: compiled partitions call
 their kernels (the native entry without Python's per-argument checks where the run's arrays
-are known to fit: planned buffers and constants checked once, feeds at each run); unsupported
+are known to fit: planned buffers and constants checked once, feeds at each run; consecutive
+kernels all called by native code in one call from Python, ``kernel_sequence``); unsupported
 ones run in the reference interpreter; views cost nothing. A compiled graph keeps only the
 constants its steps still read (packed copies, not the originals they came from) and no
 reference to the graph or its partitions.
@@ -29,6 +30,7 @@ import numpy as np
 from tilefuse.tensorir.runtime import artifact
 from tilefuse.tensorir.runtime.abi import PARAM_ALIGN
 from tilefuse.tensorir.runtime.aligned import aligned_empty, aligned_maker, data_address, on_cache_line
+from tilefuse.tensorir.runtime.kernel_sequence import KernelSequence
 
 from .logical_tensor import GraphError
 from .engine import Engine
@@ -208,6 +210,7 @@ class CompiledGraph:
         start, seconds) of each step it runs to its ``log``."""
         state = _RunState(self)
         log = state.log = []
+        state.plan = None               # each kernel called from Python, to be timed
         state.program = [_TimedStep(instruction, index, log) if isinstance(instruction, Step) else
                          (_timed(instruction[0], index, log), *instruction[1:])
                          for index, instruction in zip(state.indices, state.program)]
@@ -234,9 +237,12 @@ class CompiledGraph:
         values.update(state.values)
         slices = state.slices if state.slices is not None else self._concat_slices(values, state.arena)
         recycled = state.recycled
-        for instruction in state.program:
+        for instruction in state.program if stop is not None or state.plan is None else state.plan:
             if stop is not None:
                 stop()
+            if type(instruction) is _NativeRun:
+                instruction.run(values, recycled)
+                continue
             if type(instruction) is not tuple:      # a step run as it is (timed or not)
                 values.update(instruction.run(values, slices, state.arena))
                 continue
@@ -322,8 +328,9 @@ class _RunState:
     between runs, a concat slice not planned) or (kernel, its argument list with the planned
     arrays and bound constants in place, (position, key) read from the run's values, (position,
     key, a function making its new array: ``aligned_maker``) written into new arrays): a run
-    fills in only feeds and outputs; and
-    ``indices``: the partition index of each instruction's step."""
+    fills in only feeds and outputs;
+    ``indices``: the partition index of each instruction's step; and ``plan``: the program with
+    each run of consecutive kernels that take packed arguments one ``_NativeRun``."""
 
     def __init__(self, graph: "CompiledGraph"):
         self.arena = graph.memory.arena()
@@ -359,6 +366,68 @@ class _RunState:
                      else reads.append((position, key)))
             entry = _entry(step.kernel, args, [key for _, key in step.args], made)
             self.program.append((entry, args, reads, writes, step.kernel))
+        self.plan = _native_plan(self.program)
+
+
+def _native_plan(program: list) -> list:
+    """``program`` with each run of two or more consecutive instructions whose kernels take
+    packed arguments (``Kernel.packed_entry_address``), called through their unchecked entries
+    with aligned arrays known before the run, made one ``_NativeRun``."""
+    plan, run = [], []
+
+    def close():
+        plan.extend([_NativeRun(run)] if len(run) >= 2 else run)
+        run.clear()
+    for instruction in program:
+        if type(instruction) is tuple and _packable(instruction):
+            run.append(instruction)
+            continue
+        close()
+        plan.append(instruction)
+    close()
+    return plan
+
+
+def _packable(instruction: tuple) -> bool:
+    entry, args, _, _, kernel = instruction
+    return entry is not kernel and getattr(kernel, "packed_entry_address", None) is not None and \
+        all(a is None or data_address(a) % PARAM_ALIGN == 0 for a in args)
+
+
+class _NativeRun:
+    """Consecutive kernels of a run state's program called by native code in one call
+    (``kernel_sequence.KernelSequence``): their instructions as the program holds them, the
+    arrays known before the run already pointed to; a run points to its feeds and its new
+    outputs (as the program's loop would make or take them), and the kernels run. A kernel
+    that fails (no scratch memory) is called again from Python, which explains, and so are
+    those after it."""
+
+    def __init__(self, instructions: list):
+        self.instructions = list(instructions)
+        self.sequence = KernelSequence([(kernel.packed_entry_address, [0 if a is None else data_address(a) for a in args])
+                                        for _, args, _, _, kernel in self.instructions])
+        # in run order, a kernel's inputs before its outputs: an output made here may be a later
+        # kernel's input (make None: an input, read from the run's values)
+        self.points = []
+        for k, (_, args, reads, writes, _) in enumerate(self.instructions):
+            self.points += [(k, position, key, None, args) for position, key in reads]
+            self.points += [(k, position, key, make, args) for position, key, make in writes]
+
+    def run(self, values: dict, recycled: dict) -> None:
+        point = self.sequence.point
+        for k, position, key, make, args in self.points:
+            if make is None:
+                array = args[position] = values[key]
+            else:
+                array = recycled.get(key)
+                if array is None or getrefcount(array) > _UNCLAIMED or getrefcount(array.base) > 2:
+                    array = recycled[key] = make()
+                values[key] = args[position] = array
+            point(k, position, data_address(array))
+        failed = self.sequence.run()
+        if failed:
+            for _, args, _, _, kernel in self.instructions[failed - 1:]:
+                kernel(*args)
 
 
 def _timed(entry, index: int, log: list):

@@ -36,8 +36,8 @@ from .. import dtype as dt
 from .. import expr as E
 from .. import stmt as S
 from ..simplify import COMPARISONS, Linear, fold_int, linear_coefficient, simplify, sum_of_simplified
-from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PARALLEL_FOR, PARAM_ALIGN, STATUS_BAD_ARGUMENT,
-                           STATUS_NO_MEMORY, STATUS_OK)
+from ..runtime.abi import (ARRAY_DATA_OFFSET, ARRAY_ENTRY_SUFFIX, PACKED_ENTRY_SUFFIX, PARALLEL_FOR, PARAM_ALIGN,
+                           STATUS_BAD_ARGUMENT, STATUS_NO_MEMORY, STATUS_OK)
 from ..node import IdentityMemo, same
 from ..runtime.scratch import SCRATCH
 from ..walk import statements, substitute, walk
@@ -180,6 +180,7 @@ class CodeGen(Visitor):
         self._take_scratch(fn)
         self._end_function(fn)
         self._emit_array_entry(fn)
+        self._emit_packed_entry(fn)
 
     def _scratch_buffer(self, ctx, nbytes: int, name: str) -> ir.Value:
         """A large buffer of the entry function (not inside a parallel loop) at its own offset
@@ -243,6 +244,21 @@ class CodeGen(Visitor):
                     overlap = b.and_(overlap, b.icmp_unsigned("!=", o_lo, w_lo))
                 with b.if_then(overlap, likely=False):
                     b.ret(constant(I32, STATUS_BAD_ARGUMENT))
+        b.ret(b.call(entry, args))
+
+    def _emit_packed_entry(self, entry: ir.Function) -> None:
+        """``i32 <name>.packed(void **pointers)``, for a kernel of arrays only: load each
+        argument's data pointer from ``pointers`` and call the entry, checking nothing (the
+        caller's arrays are aligned and apart, as a compiled graph's are). Native code runs a
+        graph's kernels one after another through it (``runtime.kernel_sequence``)."""
+        params = self.prim.params
+        if not all(isinstance(p, E.Buffer) for p in params):
+            return
+        fn = ir.Function(self.module, ir.FunctionType(I32, [PTR]), name=self.prim.name + PACKED_ENTRY_SUFFIX)
+        fn.attributes.add("nounwind")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        pointers = fn.args[0]
+        args = [b.load(b.gep(pointers, [constant(I64, k)], source_etype=PTR), typ=PTR) for k in range(len(params))]
         b.ret(b.call(entry, args))
 
     def _begin_function(self, fn: ir.Function) -> ir.IRBuilder:

@@ -15,7 +15,7 @@ from .llvm_binding import llvm
 import numpy as np
 
 from .. import dtype as dt
-from .abi import ARRAY_ENTRY_SUFFIX, PARAM_ALIGN, STATUS_NO_MEMORY
+from .abi import ARRAY_ENTRY_SUFFIX, PACKED_ENTRY_SUFFIX, PARAM_ALIGN, STATUS_NO_MEMORY
 from .aligned import array_layout_is_known
 from .lru import LRUCache
 from .target import Target, TargetError, as_target, cached_target_machine, optimize_module
@@ -67,6 +67,7 @@ class Kernel:
         self.target = as_target(target)
         self._expect = tuple((np.dtype(a.dtype), a.shape, a.written) for a in args)
         self._fast = self._cfunc = None
+        self._packed_address = None
         self._cannot_run = self.target.cannot_run_here()
         if self._cannot_run:
             return                      # never mapped: its code may hold instructions this CPU lacks
@@ -81,6 +82,7 @@ class Kernel:
         if array_address and array_layout_is_known():
             array_types = [ctypes.py_object if a.is_buffer else _CTYPES[a.dtype] for a in args]
             self._fast = ctypes.CFUNCTYPE(ctypes.c_int32, *array_types)(array_address)
+        self._packed_address = self._engine.address(name + PACKED_ENTRY_SUFFIX) or None
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *arrays):
@@ -192,6 +194,23 @@ class Kernel:
         if self._fast is None or not all(spec.is_buffer for spec in self.args):
             return None
         return self._fast
+
+    @property
+    def packed_entry_address(self) -> int | None:
+        """The address of ``i32 <name>.packed(void **pointers)``, which takes one array of its
+        arguments' data pointers and checks nothing (each must be aligned, apart from the
+        others but as ``in_place`` allows, and of the argument's shape and dtype): what a
+        caller running many kernels in native code calls (``kernel_sequence``). None when the
+        kernel takes scalars or cannot run here.
+
+        Example:
+            >>> from tilefuse.tensorir import placeholder, compute
+            >>> from tilefuse.schedule import create_schedule, build
+            >>> A = placeholder((4,), name="A"); B = compute((4,), lambda i: A[i] * 2.0, name="B")
+            >>> build(create_schedule(B), [A, B]).packed_entry_address > 0
+            True
+        """
+        return self._packed_address
 
     # ------------------------------------------------------------------ inspection
     @property

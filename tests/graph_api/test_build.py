@@ -56,8 +56,9 @@ def test_a_second_process_reads_every_kernel_from_the_disk_cache(tmp_path):
     second = _result(_run(tmp_path, "cached-only"))
     assert second["sum"] == first["sum"]
     assert first["tqdm"] and not second["tqdm"]          # no bar, nor its import, when nothing is built
-    # and the thread pool's code and the host's description (target._host_facts)
-    assert len(DiskKernelCache(tmp_path).entries()) == first["built"] + 2
+    # and the thread pool's code, the kernel sequence's (runtime/kernel_sequence.py) and the
+    # host's description (target._host_facts)
+    assert len(DiskKernelCache(tmp_path).entries()) == first["built"] + 3
 
 
 def test_two_processes_filling_one_cache_at_once_both_succeed_and_leave_it_whole(tmp_path):

@@ -488,6 +488,55 @@ def test_a_packed_weight_takes_the_memory_of_an_earlier_weight_of_its_size(monke
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+def _weights_bound(b):
+    """The builder's graph with its constant inputs bound (weights, as a model's are: its
+    kernels prepacked), and the feeds of the others."""
+    feeds = b.feeds()
+    for tid, t in b.inputs.items():
+        if t.property_type.name == "constant":
+            b.graph.bind_constant(tid, feeds.pop(tid))
+    return b.finalize(), feeds
+
+
+def test_consecutive_kernels_run_in_one_native_call_as_they_would_one_by_one():
+    from tilefuse.graph_api.compiled_graph import _NativeRun
+    b = Builder()
+    x = b.input((6, 37))
+    y = b.op("MatMul", [x, b.input((37, 20), constant=True)])     # an output the next kernel reads too
+    z = b.op("SoftMax", [y], axis=-1)
+    u = b.op("Exp", [b.op("MatMul", [z, b.input((20, 9), constant=True)])])
+    for t in (y, u):
+        b.op("End", [t], n_outputs=0)
+    g, feeds = _weights_bound(b)
+    compiled = compile_graph(g)
+    got = compiled.run(feeds)
+    state = compiled._arenas[0]
+    (native,) = [i for i in state.plan if type(i) is _NativeRun]
+    assert len(native.instructions) == sum(s.kernel is not None for s in compiled.steps) >= 3
+    want = reference.run(g, {**feeds, **g.constant_values})
+    assert list(got) == list(want) == [y.id, u.id]
+    for tid in want:
+        np.testing.assert_allclose(got[tid], want[tid], rtol=1e-5, atol=1e-5)
+    state.plan = None                  # each kernel called from Python: the same values
+    one_by_one = compiled.run(feeds)
+    for tid in want:
+        np.testing.assert_array_equal(one_by_one[tid], got[tid])
+
+
+def test_a_kernel_that_fails_in_the_native_call_is_called_again_from_python_with_those_after_it():
+    from tilefuse.graph_api.compiled_graph import _NativeRun
+    from tilefuse.tensorir.runtime.jit import jit_ir
+    g, feeds = _weights_bound(mlp(sizes=(37, 64, 19, 5)))
+    compiled = compile_graph(g)
+    want = {k: v.copy() for k, v in compiled.run(feeds).items()}
+    (native,) = [i for i in compiled._arenas[0].plan if type(i) is _NativeRun]
+    failing = jit_ir("define i32 @no_scratch(ptr %pointers) { ret i32 1 }", "failing_kernel")
+    native.sequence._entries[1] = failing.address("no_scratch")    # the second kernel fails natively
+    got = compiled.run({k: v * 0 + v for k, v in feeds.items()})
+    for tid in want:
+        np.testing.assert_array_equal(got[tid], want[tid])
+
+
 def test_a_run_writes_into_the_last_runs_output_only_when_the_caller_dropped_it():
     b = mlp(batch=4, sizes=(8, 16))
     cg = compile_graph(b.finalize())
