@@ -250,10 +250,7 @@ class CompiledGraph:
             for position, key in reads:
                 args[position] = values[key]
             for position, key, make in writes:
-                array = recycled.get(key)
-                if array is None or getrefcount(array) > _UNCLAIMED or getrefcount(array.base) > 2:
-                    array = recycled[key] = make()
-                values[key] = args[position] = array
+                values[key] = args[position] = _output_array(recycled, key, make)
             if entry(*args):            # the unchecked entry refused them: the kernel explains
                 kernel(*args)
         return {tid: values[tid] for tid in self.output_ids}
@@ -419,15 +416,22 @@ class _NativeRun:
             if make is None:
                 array = args[position] = values[key]
             else:
-                array = recycled.get(key)
-                if array is None or getrefcount(array) > _UNCLAIMED or getrefcount(array.base) > 2:
-                    array = recycled[key] = make()
-                values[key] = args[position] = array
+                array = values[key] = args[position] = _output_array(recycled, key, make)
             point(k, position, data_address(array))
         failed = self.sequence.run()
         if failed:
             for _, args, _, _, kernel in self.instructions[failed - 1:]:
                 kernel(*args)
+
+
+def _output_array(recycled: dict, key, make) -> np.ndarray:
+    """The array a kernel writes output ``key`` into: the last run's where only the run state
+    holds it and its block (``_UNCLAIMED``: its ``recycled`` dict, its kernel's argument list,
+    the name here, the call's argument), else a new one from ``make``, kept for the next run."""
+    array = recycled.get(key)
+    if array is None or getrefcount(array) > _UNCLAIMED or getrefcount(array.base) > 2:
+        array = recycled[key] = make()
+    return array
 
 
 def _timed(entry, index: int, log: list):
