@@ -279,8 +279,8 @@ def fetch_next_panel(stage, panel: Tensor, rows: list, tile_i: int, width: int, 
     order), fetch the next panel while this one serves its rows: each trip of the reduction
     (``unroll`` steps of its innermost looping axis) fetches a line or a few of it, each row
     tile its own share, so that the panel is in L2 when the first row tile reaches it (into L2
-    only: in L1 a panel's lines fetched ahead evict the lines the tile reads now; resnet18 and
-    resnext50 ran 1.024x as fast, BERT-base 1.006x, as with weights fetched into L1). ``rows``: the stage's data axes
+    only: in L1 a panel's lines fetched ahead evict the lines the tile reads now; resnext50 ran
+    1.02-1.04x as fast as with its weights fetched into L1, resnet18 and BERT-base as fast). ``rows``: the stage's data axes
     (leading axes first, the tiled row axis last) and their extents, as (axis, extent) pairs.
     Without it, the first row tile of every panel reads it from memory at the pace of its
     multiply-adds: BERT's 128x768x3072 layer, weights from memory, took 1.18x the time it

@@ -10,7 +10,7 @@ from tilefuse.tensorir.errors import IRVerifyError, LoweringError
 from tilefuse.tensorir.expr import Add, Buffer, BufferLoad, Cast, Const, Ramp, TensorLoad, const, var
 from tilefuse.tensorir.passes import simplify_stmt
 from tilefuse.tensorir.pipeline import CODEGEN_PASSES, run_passes
-from tilefuse.tensorir.stmt import (Allocate, BufferStore, For, IfThenElse, LetStmt, ParallelFor, PrimFunc,
+from tilefuse.tensorir.stmt import (Allocate, BufferStore, For, IfThenElse, LetStmt, ParallelFor, Prefetch, PrimFunc,
                                     SeqStmt)
 from tilefuse.tensorir.verify import enabled, verify
 
@@ -43,6 +43,11 @@ def test_a_variable_is_bound_once_where_it_stands():
     refused(func(loop(LetStmt(i, const(1), BufferStore(A, const(0.0), (i,))))), r"let binds i")
     refused(func(loop(BufferStore(A, const(0.0), (n,)), n), A, n), r"loop binds n")
     verify(func(SeqStmt((loop(BufferStore(A, const(0.0), (i,))), loop(BufferStore(A, const(1.0), (i,)))))))
+
+
+def test_a_prefetch_fetches_into_l1_or_l2():
+    refused(func(loop(Prefetch(A, (i,), level=3))), r"a prefetch of A into cache level 3: 1 or 2")
+    verify(func(loop(SeqStmt((Prefetch(A, (i,)), Prefetch(A, (i,), True, 2))))))
 
 
 def test_loop_bounds_are_integers_of_the_variable_dtype():
