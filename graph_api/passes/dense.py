@@ -38,7 +38,7 @@ from ..ir import GraphIR
 from ..op import Op, OpKind
 from ..ops.schema import get_attr
 from ._util import FreshIds, as_ir, clone_op, frozen, reshape, view_before
-from .epilogue import elementwise_epilogue
+from .epilogue import flatten_epilogue
 
 FEW_ROWS = 128
 """Blocks of fewer rows are flattened. In the models: ConvNeXt-T's blocks of 14 to 56 rows run
@@ -121,25 +121,14 @@ def flatten_dense_rows(graph) -> GraphIR:
                 reshape(fresh, rows_of[a.id], a, norm.name)])          # for its other readers
         flat_a, current = as_rows(a, op), fresh.variable(out, rows(out))
         replaced.setdefault(op.id, []).append(clone_op(op, inputs=[flat_a, *op.inputs[1:]], outputs=[current]))
-        last, flattened = op, {out.id: current}
-        for nxt in elementwise_epilogue(graph, op, outs, lambda t: _rides_along(t, out), claimed):
-            claimed.add(nxt.id)
-            inputs = []
-            for t in (graph.tensor(t.id) for t in nxt.inputs):
-                if t.id in flattened:
-                    inputs.append(flattened[t.id])
-                elif tuple(t.shape) == tuple(out.shape):        # a residual: its rows too
-                    inputs.append(as_rows(t, nxt))
-                elif len(t.shape) > 1:                  # (1, 1, N) against rows: (N,)
-                    inputs.append(as_vector(t, nxt))
-                else:
-                    inputs.append(t)
-            current = flattened[nxt.outputs[0].id] = fresh.variable(graph.tensor(nxt.outputs[0].id), rows(nxt.outputs[0]))
-            replaced.setdefault(nxt.id, []).append(clone_op(nxt, inputs=inputs, outputs=[current]))
-            last = nxt
-        final = graph.tensor(last.outputs[0].id)
-        rows_of[final.id] = current
-        replaced.setdefault(last.id, []).append(reshape(fresh, current, final, last.name))
+
+        def operand(t, nxt, out=out):
+            if tuple(t.shape) == tuple(out.shape):      # a residual: its rows too
+                return as_rows(t, nxt)
+            return as_vector(t, nxt) if len(t.shape) > 1 else t      # (1, 1, N) against rows: (N,)
+        final, flat = flatten_epilogue(graph, op, current, lambda t, out=out: _rides_along(t, out), operand, fresh,
+                                       replaced, claimed, outs)
+        rows_of[final.id] = flat
     ops = [new for op in graph.ops for new in replaced.get(op.id, [op])]
     return graph.with_ops(ops, new_values)
 

@@ -1,6 +1,7 @@
 """The elementwise epilogue of a product that a pass reshapes (``flatten_pointwise_convolutions``,
 ``flatten_dense_rows``): the ops after it that compute on its output alone, which must be
-reshaped with it to stay fused in its partition.
+reshaped with it to stay fused in its partition (``elementwise_epilogue``), and that rewrite
+(``flatten_epilogue``).
 
 Example:
     >>> from tilefuse.graph_api import DataType, Graph, LogicalTensor, Op, OpKind
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from ..ir import GraphIR
 from ..op import Op
+from ._util import clone_op, reshape
 from .layout import ELEMENTWISE
 
 
@@ -48,3 +50,22 @@ def elementwise_epilogue(graph: GraphIR, op: Op, outs: set, operand_fits, claime
             break
         chain.pop()
     return chain
+
+
+def flatten_epilogue(graph: GraphIR, op: Op, flat, fits, operand, fresh, replaced: dict, claimed: set, outs: set):
+    """Rewrite the epilogue of ``op`` (``elementwise_epilogue``, its operands accepted by
+    ``fits``) to compute on ``flat``, the product's result in the pass's flat shape: each op
+    cloned onto flat tensors of that shape, the chain's own tensors as they are, its other
+    operands as ``operand(tensor, the op)`` gives them, each op added to ``claimed``; the last
+    result reshaped back to its own tensor. The new ops go to ``replaced`` (op id -> the ops
+    in its place); returns (that last tensor, its flat one)."""
+    last, current, flattened = op, flat, {op.outputs[0].id: flat}
+    for nxt in elementwise_epilogue(graph, op, outs, fits, claimed):
+        claimed.add(nxt.id)
+        inputs = [flattened[t.id] if t.id in flattened else operand(graph.tensor(t.id), nxt) for t in nxt.inputs]
+        current = flattened[nxt.outputs[0].id] = fresh.variable(graph.tensor(nxt.outputs[0].id), flat.shape)
+        replaced.setdefault(nxt.id, []).append(clone_op(nxt, inputs=inputs, outputs=[current]))
+        last = nxt
+    final = graph.tensor(last.outputs[0].id)
+    replaced.setdefault(last.id, []).append(reshape(fresh, current, final, last.name))
+    return final, current

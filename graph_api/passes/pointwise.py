@@ -43,8 +43,8 @@ import numpy as np
 from ..ir import GraphIR
 from ..op import Op, OpKind
 from ..ops.schema import get_attr
-from ._util import FreshIds, as_ir, clone_op, frozen, reshape, view_before
-from .epilogue import elementwise_epilogue
+from ._util import FreshIds, as_ir, clone_op, frozen, view_before
+from .epilogue import flatten_epilogue
 
 MIN_PIXELS = 256     # smaller images (7x7, 14x14) stay convolutions, tiled by channels
 
@@ -87,24 +87,14 @@ def flatten_pointwise_convolutions(graph) -> GraphIR:
             ins.append(bias)
         current = fresh.variable(out, flat)
         replaced[op.id].append(clone_op(op, kind=OpKind.MatMul, inputs=ins, outputs=[current], attrs={}))
-        last = op
-        flattened = {out.id: current}
-        for nxt in elementwise_epilogue(graph, op, outs, lambda t: _per_pixel_or_channel(t, out), claimed):
-            claimed.add(nxt.id)
-            inputs = []
-            for t in (graph.tensor(t.id) for t in nxt.inputs):
-                if t.id in flattened:
-                    inputs.append(flattened[t.id])
-                elif math.prod(t.shape) == 1:   # one value: of no more dims than the product
-                    inputs.append(t if t.ndim <= len(flat) else reshaped(t, (1,) * len(flat), nxt))
-                else:                           # a residual, or one value per channel
-                    inputs.append(reshaped(t, flat if tuple(t.shape) == tuple(out.shape)
-                                           else _flat_shape(t, channels_only=True), nxt))
-            current = flattened[nxt.outputs[0].id] = fresh.variable(graph.tensor(nxt.outputs[0].id), flat)
-            replaced.setdefault(nxt.id, []).append(clone_op(nxt, inputs=inputs, outputs=[current]))
-            last = nxt
-        final = graph.tensor(last.outputs[0].id)
-        replaced.setdefault(last.id, []).append(reshape(fresh, current, final, last.name))
+
+        def operand(t, nxt, out=out, flat=flat):
+            if math.prod(t.shape) == 1:         # one value: of no more dims than the product
+                return t if t.ndim <= len(flat) else reshaped(t, (1,) * len(flat), nxt)
+            return reshaped(t, flat if tuple(t.shape) == tuple(out.shape)    # a residual, or one value per channel
+                            else _flat_shape(t, channels_only=True), nxt)
+        flatten_epilogue(graph, op, current, lambda t, out=out: _per_pixel_or_channel(t, out), operand, fresh,
+                         replaced, claimed, outs)
     ops = [new for op in graph.ops for new in replaced.get(op.id, [op])]
     return graph.with_ops(ops, new_values)
 
