@@ -426,8 +426,7 @@ class _NativeRun:
 
 def _output_array(recycled: dict, key, make) -> np.ndarray:
     """The array a kernel writes output ``key`` into: the last run's where only the run state
-    holds it and its block (``_UNCLAIMED``: its ``recycled`` dict, its kernel's argument list,
-    the name here, the call's argument), else a new one from ``make``, kept for the next run."""
+    holds it and its block (``_UNCLAIMED``), else a new one from ``make``, kept for the next run."""
     array = recycled.get(key)
     if array is None or getrefcount(array) > _UNCLAIMED or getrefcount(array.base) > 2:
         array = recycled[key] = make()

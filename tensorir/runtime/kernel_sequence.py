@@ -80,11 +80,11 @@ class KernelSequence:
 
     def __init__(self, kernels: list):
         self._function = _run_kernels()
-        self.size = len(kernels)
+        n = len(kernels)
         self._pointers = [(ctypes.c_void_p * max(len(pointers), 1))(*pointers) for _, pointers in kernels]
-        self._entries = (ctypes.c_void_p * max(self.size, 1))(*[address for address, _ in kernels])
-        self._lists = (ctypes.c_void_p * max(self.size, 1))(*[ctypes.addressof(p) for p in self._pointers])
-        self._call = (ctypes.addressof(self._entries), ctypes.addressof(self._lists), self.size)
+        self._entries = (ctypes.c_void_p * max(n, 1))(*[address for address, _ in kernels])
+        self._lists = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(p) for p in self._pointers])
+        self._call = (ctypes.addressof(self._entries), ctypes.addressof(self._lists), n)
 
     def point(self, kernel: int, position: int, address: int) -> None:
         """Set the data pointer of argument ``position`` of kernel ``kernel`` (0-based)."""
