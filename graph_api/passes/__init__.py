@@ -31,13 +31,15 @@ from .half_floats import compute_half_floats_in_f32
 from .layout import plan_layouts
 from .norms import recognize_norms
 from .pointwise import flatten_pointwise_convolutions
+from .reciprocals import multiply_by_reciprocals
 from .spatial_reductions import split_spatial_reductions
 from .weights import fold_batch_norms, fold_into_weights
 
-DEFAULT = (compute_half_floats_in_f32, fold_constants, recognize_norms, fold_into_weights, fold_batch_norms, simplify_algebra,
-           fuse_attention, fold_transposes_into_attention, split_grouped_convolutions, plan_layouts,
-           split_spatial_reductions, scale_weights_by_channel_gates, flatten_pointwise_convolutions, flatten_dense_rows, simplify_algebra,
-           eliminate_common_subexpressions, eliminate_dead_ops)
+DEFAULT = (compute_half_floats_in_f32, fold_constants, multiply_by_reciprocals, recognize_norms, fold_into_weights,
+           fold_batch_norms, simplify_algebra, fuse_attention, fold_transposes_into_attention,
+           split_grouped_convolutions, plan_layouts, split_spatial_reductions, scale_weights_by_channel_gates,
+           flatten_pointwise_convolutions, flatten_dense_rows, simplify_algebra, eliminate_common_subexpressions,
+           eliminate_dead_ops)
 
 
 def run_passes(graph, passes=DEFAULT, *, trace=None):
@@ -56,6 +58,7 @@ def run_passes(graph, passes=DEFAULT, *, trace=None):
 
 __all__ = ["DEFAULT", "compute_half_floats_in_f32", "default_outputs", "eliminate_common_subexpressions", "eliminate_dead_ops",
            "flatten_dense_rows", "fold_transposes_into_attention", "fuse_attention", "flatten_pointwise_convolutions",
-           "fold_batch_norms", "fold_constants", "fold_into_weights", "plan_layouts", "recognize_norms", "run_passes",
+           "fold_batch_norms", "fold_constants", "fold_into_weights", "multiply_by_reciprocals", "plan_layouts",
+           "recognize_norms", "run_passes",
            "scale_weights_by_channel_gates",
            "simplify_algebra", "split_grouped_convolutions", "split_spatial_reductions"]

@@ -32,9 +32,11 @@ def test_custom_and_empty_pass_lists():
     g = graph(op(0, "ReLU", [x], [a]))
     assert run_passes(g, passes=()) is g
     assert [o.id for o in run_passes(g, passes=[passes.eliminate_dead_ops]).ops] == [0]
-    assert DEFAULT[:5] == (passes.compute_half_floats_in_f32, passes.fold_constants, passes.recognize_norms,
-                           passes.fold_into_weights, passes.fold_batch_norms)
-    assert len(DEFAULT) == 17 and passes.plan_layouts in DEFAULT and passes.split_grouped_convolutions in DEFAULT
+    # divisions by constants become multiplies before the weights fold them (a Divide after a
+    # convolution by a per-channel constant folds as a Multiply does)
+    assert DEFAULT[:6] == (passes.compute_half_floats_in_f32, passes.fold_constants, passes.multiply_by_reciprocals,
+                           passes.recognize_norms, passes.fold_into_weights, passes.fold_batch_norms)
+    assert len(DEFAULT) == 18 and passes.plan_layouts in DEFAULT and passes.split_grouped_convolutions in DEFAULT
     # the reshapes flattened dense rows leave back to back are merged after them
     dense = DEFAULT.index(passes.flatten_dense_rows)
     assert DEFAULT[dense + 1] is passes.simplify_algebra
