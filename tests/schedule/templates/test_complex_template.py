@@ -58,6 +58,29 @@ def test_channels_layout_takes_a_short_row_in_one_tile_only_where_registers_hold
     assert narrow["tile_i"] * narrow["tile_j"] // lanes <= AVX2.vector_registers - 3
 
 
+def test_a_pointwise_convolution_with_streamed_weights_takes_a_wider_tile_of_pixels():
+    def conv(c_in, c_out, size, k=1):
+        X = placeholder((1, size, size, c_in), name="X")
+        W = placeholder((k, k, c_in, c_out), name="W", constant=True)
+        return window.conv(X, W, [1, 1], [k // 2] * 2, [k // 2] * 2, [1, 1], data_format="NXC", weights_format="XIO")
+    lanes = AVX512.lanes("float32")
+    streamed = template_for(conv(1024, 2048, 7), AVX512).default_config()        # 8 MiB for 49 pixels
+    assert (streamed["tile_i"], streamed["tile_j"]) == (7, 48)                    # 21 accumulators
+    for cfg in (template_for(conv(64, 128, 7), AVX512).default_config(),         # 32 KiB: in L2
+                template_for(conv(1024, 2048, 14), AVX512).default_config(),     # 196 pixels share them
+                template_for(conv(512, 512, 7, k=3), AVX512).default_config()):  # 3x3: not pointwise
+        assert cfg["tile_i"] * cfg["tile_j"] // lanes <= 16
+    # 7 pixels by 3 vectors, the last panel padded, against numpy
+    t = template_for(conv(96, 200, 7), AVX512)
+    assert t._streams_pointwise(True, 600 * 1024, 200) and not t._streams_pointwise(True, 600 * 1024, 1)
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((1, 7, 7, 96)).astype(np.float32), rng.standard_normal((1, 1, 96, 200)).astype(np.float32)
+    cfg = {**t.default_config().values, "tile_i": 7, "tile_j": 48}
+    out = np.full((1, 7, 7, 200), np.nan, np.float32)
+    t.build(type(t.default_config())(cfg))(x, w, out)
+    np.testing.assert_allclose(out, np.einsum("nhwc,cf->nhwf", x, w[0, 0]), rtol=1e-4, atol=1e-4)
+
+
 def test_a_one_vector_tile_gets_more_rows_and_partial_channel_vectors_keep_the_rows_layout():
     def conv(c_out):
         X = placeholder((1, 16, 20, 20), name="X")
