@@ -31,6 +31,27 @@ def test_register_tile_fits_the_vector_registers(target, tile_i, tile_j):
     assert accumulators + tile_j // lanes + 1 <= target.vector_registers   # + one row of B, one broadcast
 
 
+def test_a_transformers_128_tokens_run_in_tiles_of_8_rows_by_48():
+    tokens = template_for(matmul(128, 768, 768), AVX512).default_config()
+    assert (tokens["tile_i"], tokens["tile_j"]) == (8, 48)                    # 16 row tiles, none shifted
+    assert (template_for(matmul(128, 768, 3072), AVX512).default_config()["tile_i"]) == 8
+    for rows, cols, target, tile in ((96, 768, AVX512, (6, 64)),      # 6 divides 96
+                                     (197, 768, AVX512, (6, 64)),     # neither divides: as before
+                                     (512, 768, AVX512, (6, 64)),     # many row tiles: a shifted one is rare
+                                     (128, 128, AVX512, (6, 64)),     # 48 does not divide 128 columns
+                                     (128, 768, AVX2, (4, 16))):      # 16 registers
+        cfg = template_for(matmul(rows, 768, cols), target).default_config()
+        assert (cfg["tile_i"], cfg["tile_j"]) == tile, (rows, cols)
+    t = template_for(matmul(136, 40, 192), AVX512)                       # 17 tiles of 8 rows by 4 panels
+    cfg = t.default_config()
+    assert (cfg["tile_i"], cfg["tile_j"]) == (8, 48)
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((136, 40)).astype(np.float32), rng.standard_normal((40, 192)).astype(np.float32)
+    out = np.full((136, 192), np.nan, np.float32)
+    t.build(cfg)(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_order_keeps_small_packed_weights_in_l2():
     small = template_for(matmul(512, 256, 128), AVX2).default_config()      # B: 128 KiB
     large = template_for(matmul(512, 1024, 1024), AVX2).default_config()    # B: 4 MiB
