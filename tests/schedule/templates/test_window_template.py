@@ -202,6 +202,29 @@ class RowCopies(Visitor):
         super().visit_For(loop)
 
 
+@pytest.mark.parametrize("size, kernel, strides, pads, by_channels", [
+    ((14, 14), (7, 7), (1, 1), (3, 3), True),     # ConvNeXt's: 6 of 14 rows read the padding
+    ((9, 11), (5, 5), (2, 2), (2, 2), True),      # 5 rows, 1 + 1 of them at the borders
+    ((28, 28), (5, 5), (1, 1), (2, 2), False),    # 4 border rows of 28: the rows in parallel
+])
+def test_a_small_channels_last_depthwise_map_runs_its_channel_vectors_in_parallel(size, kernel, strides, pads,
+                                                                                    by_channels):
+    c = 8 * LANES + 5                              # 9 vectors, the last one partial
+    X, W = placeholder((1, *size, c), name="X"), placeholder((*kernel, 1, c), name="W", constant=True)
+    Y = window.conv(X, W, strides, pads, pads, [1, 1], groups=c, data_format="NXC", weights_format="XIO")
+    t = template_for(Y)
+    cfg = t.default_config()
+    text = str(lower(t.apply(cfg), t.args))
+    parallel = [line.split("(")[1].split(",")[0] for line in text.splitlines() if line.strip().startswith("parallel")]
+    assert parallel == ["ax3.outer"] if by_channels else parallel and "ax3.outer" not in parallel
+    x, w = RNG.standard_normal(X.shape).astype("float32"), RNG.standard_normal(W.shape).astype("float32")
+    taps = windows(x.transpose(0, 3, 1, 2), kernel, strides, pads, pads, [1, 1], 0)
+    want = np.einsum("ncyxij,ijc->nyxc", taps, w[:, :, 0])
+    out = np.full(Y.shape, np.nan, np.float32)
+    t.build(cfg)(x, w, out)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
 def test_a_block_of_rows_runs_inside_the_window_loops_with_its_interior_unguarded():
     X = placeholder((1, 4, 30, 4 * LANES), name="X")
     Y = window.pool("max", X, [3, 3], [1, 1], [1, 1], [1, 1], data_format="NCX")
