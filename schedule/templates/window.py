@@ -119,7 +119,6 @@ class WindowTemplate(Template):
                     acc.unroll(r)
         acc.vectorize(data[-1])
 
-
     def _parallel_over_channels(self, vectors: int) -> bool:
         """Whether a channels-last depthwise convolution (its vectors hold channels, not the
         window's steps) runs its ``vectors`` of channels in parallel rather than its rows: when
@@ -135,13 +134,13 @@ class WindowTemplate(Template):
         if self.anchor.tag != "conv" or len(shape) != 4 or vectors < CHANNEL_VECTORS or \
                 _slides_along_last_axis(self.anchor):
             return False
-        window = [r.dom_extent for r in self.anchor.reduce_axis if r.dom_extent > 1]
+        taps = [r.dom_extent for r in self.anchor.reduce_axis]     # (channel, rows, columns)
         source = [t for t in self.dag.placeholders if t.op.tag != "constant" and len(t.shape) == 4
                   and t.shape[-1] == shape[-1] and t.shape[1] >= shape[1]]     # the map, not the weights
-        if not window or not source:
+        if len(taps) != 3 or not source:
             return False
         stride = max(1, round(source[0].shape[1] / shape[1]))
-        border = -(-(window[0] - 1) // stride)          # output rows whose window reads the padding
+        border = -(-(taps[1] - 1) // stride)            # output rows whose window reads the padding
         return border * BORDER_SHARE >= shape[1]
 
 
