@@ -42,13 +42,13 @@ def test_a_transformers_128_tokens_run_in_tiles_of_8_rows_by_48():
                                      (128, 768, AVX2, (4, 16))):      # 16 registers
         cfg = template_for(matmul(rows, 768, cols), target).default_config()
         assert (cfg["tile_i"], cfg["tile_j"]) == tile, (rows, cols)
-    t = template_for(matmul(136, 40, 192), AVX512)                       # 17 tiles of 8 rows by 4 panels
-    cfg = t.default_config()
+    cfg = template_for(matmul(136, 40, 192), AVX512).default_config()     # 17 tiles of 8 rows by 4 panels
     assert (cfg["tile_i"], cfg["tile_j"]) == (8, 48)
+    t = template_for(matmul(136, 40, 192))              # built for this host
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((136, 40)).astype(np.float32), rng.standard_normal((40, 192)).astype(np.float32)
     out = np.full((136, 192), np.nan, np.float32)
-    t.build(cfg)(a, b, out)
+    t.build(Config({**t.default_config().values, "tile_i": 8, "tile_j": 48}))(a, b, out)
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
 
 
@@ -92,13 +92,13 @@ def test_a_pointwise_convolution_with_streamed_weights_takes_a_wider_tile_of_pix
                 template_for(conv(512, 512, 7, k=3), AVX512).default_config()):  # 3x3: not pointwise
         assert cfg["tile_i"] * cfg["tile_j"] // lanes <= 16
     # 7 pixels by 3 vectors, the last panel padded, against numpy
-    t = template_for(conv(96, 200, 7), AVX512)
-    assert t._streams_pointwise(True, 600 * 1024, 200) and not t._streams_pointwise(True, 600 * 1024, 1)
+    assert template_for(conv(96, 200, 7), AVX512)._streams_pointwise(True, 600 * 1024, 200)
+    assert not template_for(conv(96, 200, 7), AVX512)._streams_pointwise(True, 600 * 1024, 1)
+    t = template_for(conv(96, 200, 7))                  # built for this host
     rng = np.random.default_rng(2)
     x, w = rng.standard_normal((1, 7, 7, 96)).astype(np.float32), rng.standard_normal((1, 1, 96, 200)).astype(np.float32)
-    cfg = {**t.default_config().values, "tile_i": 7, "tile_j": 48}
     out = np.full((1, 7, 7, 200), np.nan, np.float32)
-    t.build(type(t.default_config())(cfg))(x, w, out)
+    t.build(Config({**t.default_config().values, "tile_i": 7, "tile_j": 48}))(x, w, out)
     np.testing.assert_allclose(out, np.einsum("nhwc,cf->nhwf", x, w[0, 0]), rtol=1e-4, atol=1e-4)
 
 
