@@ -470,7 +470,7 @@ class ComplexTemplate(Template):
           more channel vectors than leave the 16
           accumulators half the registers (the rest hold the weights' vectors and the pixel),
           or ``STREAMED_ACCUMULATORS`` for a pointwise convolution whose weights stream from
-          memory (``_streams_pointwise``: the wider tile reads each weight vector for more
+          memory (``_sums_one_axis``: the wider tile reads each weight vector for more
           FMAs; resnext50's 7x7 layers of 1024 to 2048 channels ran 7-13% faster in tiles of
           7x48 than 7x32, regnety-800mf's 7x7x784 4-7%; resnet18's 3x3 ones over 7x7x512,
           18% slower, keep 16);
@@ -551,6 +551,10 @@ class ComplexTemplate(Template):
             depth = extent([r.dom_extent for r in self.anchor.reduce_axis])
             pack = swept > WEIGHTS_IN_L2 and readers >= PACKED_DATA_ROWS and (
                 depth > PACKED_DATA_DEPTH or readers >= PANEL_PAGE_ROWS or self._panel_rows_alias(packable[0]))
+        order = "ij" if swept is not None and swept <= WEIGHTS_IN_L2 else "ji"
+        # weights too large for L2 that serve few output rows stream from memory: fetched ahead
+        out_rows = extent(self.out.output(0).shape) // j_extent
+        streamed = pack and order == "ji" and out_rows <= STREAMED_ROWS
         if pack and self.rounds_up(layout):     # a last partial tile costs its padding: at most 1/8 more work,
             padded = {t: -(-j_extent // t) * t for t in whole}          # else the least padding
             dividing = [t for t in whole if padded[t] <= j_extent * 9 // 8] or \
@@ -582,17 +586,13 @@ class ComplexTemplate(Template):
             else:
                 tile_i = rows
             if wide:                 # the accumulators in half the registers: the rest hold weights
-                most = STREAMED_ACCUMULATORS if self._streams_pointwise(pack, swept, j_extent) else 16
+                most = STREAMED_ACCUMULATORS if streamed and self._sums_one_axis() else 16
                 tile_j = max((t for t in whole if t <= tile_j and tile_i * (t // lanes) <= most), default=lanes)
         if self.whole_groups(layout):       # the group's channels by rows of pixels: 16 accumulators
             per_group, budget = self.groups[1], 16 if wide else 8
             vectors = 2 if 4 * per_group <= budget and j_extent > lanes else 1
             tile_j = vectors * lanes if vectors * lanes in TILE_J else 16
             tile_i = max([t for t in candidates if t * per_group * vectors <= budget] or [1])
-        order = "ij" if swept is not None and swept <= WEIGHTS_IN_L2 else "ji"
-        # weights too large for L2 that serve few output rows stream from memory: fetched ahead
-        out_rows = extent(self.out.output(0).shape) // j_extent
-        streamed = pack and order == "ji" and out_rows <= STREAMED_ROWS
         unrolls = self.space.knobs["unroll_k"].candidates
         unroll_k = max(u for u in unrolls if u <= DEFAULT_UNROLL_K)
         if unroll_k == 1:       # a short loop that no copy count divides (a 5- or 7-wide filter row): whole
@@ -609,13 +609,9 @@ class ComplexTemplate(Template):
             config["winograd"], config["winograd_fused"] = 0, False
         return {"layout": layout, **config} if len(self.layouts) > 1 else config
 
-    def _streams_pointwise(self, pack: bool, swept, j_extent: int) -> bool:
-        """Whether the anchor sums over one axis only (a pointwise convolution) with packed
-        constant weights of ``swept`` bytes that outgrow ``WEIGHTS_IN_L2`` and serve at most
-        ``STREAMED_ROWS`` output rows: they stream from memory (see ``default_for``)."""
-        summed = [r.dom_extent for r in self.anchor.reduce_axis if r.dom_extent > 1]
-        rows = extent(self.out.output(0).shape) // j_extent
-        return pack and len(summed) == 1 and swept > WEIGHTS_IN_L2 and rows <= STREAMED_ROWS
+    def _sums_one_axis(self) -> bool:
+        """Whether the anchor sums over one axis only (a product, a pointwise convolution)."""
+        return sum(r.dom_extent > 1 for r in self.anchor.reduce_axis) == 1
 
     def _winograd_values(self, m: int, fused: bool, direct: dict) -> dict:
         """The knob values, over ``direct`` (a direct config's), of Winograd F(m x m, 3 x 3):
