@@ -1,6 +1,9 @@
 """Sliding-window DAGs: a pooling or a depthwise convolution (``Dag.window_anchor``) with its
 padding before it and its elementwise epilogue after it (an average's division, bias,
-activations).
+activations). A channels-last convolution in groups of 2 to 4 channels is one too: its
+window slides over the channels as well (``ops.window.runs_as_diagonals``), its diagonal
+weights a stage of their own that reads only constants, which the build runs once per
+weight array (``schedule.hoist``), not inlined as the padding is.
 
 The output's last axis (the image's width in NCHW, the channels in NHWC: the contiguous one)
 is split by the vector width and vectorized; the axis before it (the rows) stays a loop of
@@ -26,13 +29,14 @@ over 56x56x72: 30 against 34 us); a pooling, which has no weights, blocks none.
 from __future__ import annotations
 
 from tilefuse.tensorir.expr import IterVar, TensorLoad
+from tilefuse.tensorir.tensor import PlaceholderOp, post_order
 from tilefuse.tensorir.walk import walk
 
 from .base import Template, fuse_all
 from .injective import extent
 
 VECTORS = (4, 8, 16, 32)
-ROWS = (1, 2, 4)              # steps computed together at each vector (NCHW: 4 is 1.2-1.5x over 1)
+ROWS = (1, 2, 4)               # steps computed together at each vector (NCHW: 4 is 1.2-1.5x over 1)
 UNROLL_MAX_TAPS = 64          # a window of more taps keeps its innermost loop rolled
 CHANNEL_VECTORS = 8           # a depthwise convolution's vectors of channels run in parallel from this many
 BORDER_SHARE = 5              # ... where one output row in this many or more reads the padding
@@ -64,10 +68,10 @@ class WindowTemplate(Template):
         cfg = {"vector": vector, "unroll": taps <= UNROLL_MAX_TAPS, "parallel": rows >= 2}
         if "rows" in self.space.knobs:        # NCHW, or NHWC with weights: as many as there are, up to 4
             most = max(r for r in ROWS if r <= self.out.output(0).shape[-2])
-            if _slides_along_last_axis(self.anchor):
+            if self.anchor.tag == "conv" and _vectors_hold_channels(self.anchor):
+                cfg["rows"], cfg["unroll"] = most, False    # a block's FMAs per tap in registers, the taps a loop
+            elif _slides_along_last_axis(self.anchor):
                 cfg["rows"] = most
-            elif self.anchor.tag == "conv":   # a block's FMAs per tap in registers, the taps a loop
-                cfg["rows"], cfg["unroll"] = most, False
             else:
                 cfg["rows"] = 1
         return cfg
@@ -75,7 +79,7 @@ class WindowTemplate(Template):
     def schedule(self, s, cfg):
         dag = self.dag
         for op in dag.ops:
-            if op is not self.anchor and not dag.is_output(op):
+            if op is not self.anchor and not dag.is_output(op) and not _of_constants(op):
                 s[op].compute_inline()
         if self.anchor is self.out:
             acc = s[s.cache_write(self.anchor.output(0), "local")]
@@ -132,7 +136,7 @@ class WindowTemplate(Template):
         core's producer wrote; with fewer vectors than that, the threads share them unevenly."""
         shape = self.out.output(0).shape
         if self.anchor.tag != "conv" or len(shape) != 4 or vectors < CHANNEL_VECTORS or \
-                _slides_along_last_axis(self.anchor):
+                not _vectors_hold_channels(self.anchor):
             return False
         taps = [r.dom_extent for r in self.anchor.reduce_axis]     # (channel, rows, columns)
         source = [t for t in self.dag.placeholders if t.op.tag != "constant" and len(t.shape) == 4
@@ -142,6 +146,28 @@ class WindowTemplate(Template):
         stride = max(1, round(source[0].shape[1] / shape[1]))
         border = -(-(taps[1] - 1) // stride)            # output rows whose window reads the padding
         return border * BORDER_SHARE >= shape[1]
+
+
+def _of_constants(op) -> bool:
+    """Whether ``op`` reads constant placeholders alone (a convolution's diagonal weights,
+    ``ops.window.runs_as_diagonals``): kept a stage of its own, which the build runs once per
+    weight array (``schedule.hoist``), not recomputed at each tap."""
+    leaves = [t for t in post_order([op.output(0)]) if isinstance(t, PlaceholderOp)]
+    return bool(leaves) and all(t.tag == "constant" for t in leaves)
+
+
+def _vectors_hold_channels(anchor) -> bool:
+    """Whether the vectors of ``anchor``, a convolution, hold channels (channels-last): a
+    load other than the map's (the weights) reads its last axis and no other axis longer than
+    1. In NCHW the vectors hold an image row's pixels, which the map alone is read along."""
+    last = anchor.axis[-1].uid
+    others = {a.uid for a in anchor.axis[:-1] if a.dom_extent > 1}
+    for load in walk(anchor.body):
+        if isinstance(load, TensorLoad):
+            read = {v.uid for index in load.indices for v in walk(index) if isinstance(v, IterVar)}
+            if last in read and not read & others:
+                return True
+    return False
 
 
 def _slides_along_last_axis(anchor) -> bool:

@@ -28,7 +28,9 @@ from ..tensor import Tensor, compute
 from ._common import (FORMATS, channel_axis, check_choice, check_int, check_ints, check_same_dtype,
                       check_tensor, emax, emin, fconst, spatial_axes)
 
-__all__ = ["conv", "conv_transpose", "pool", "max_pool", "max_pool_indices", "avg_pool"]
+__all__ = ["conv", "conv_transpose", "pool", "max_pool", "max_pool_indices", "avg_pool", "runs_as_diagonals"]
+
+DIAGONAL_GROUP_WIDTH = 4   # channels-last groups this narrow (and as many outputs as inputs) run as diagonals
 
 
 def _window_attrs(op, x, kernel, strides, pads_begin, pads_end, dilations, data_format, min_pad: int | None = 0):
@@ -196,7 +198,9 @@ def conv(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilations, groups:
     Stages: a zero-padding compute (only when padding is read), the multiply-accumulate
     ``sum(pad[...] * w[...], axis=[ci, k...])`` (with ``groups > 1`` laid out as
     ``(N, G, O/G, *X)`` / ``(N, *X, G, O/G)``), then one compute that restores the channel axis
-    and adds ``bias`` where there is either.
+    and adds ``bias`` where there is either. Channels-last groups of 2 to
+    ``DIAGONAL_GROUP_WIDTH`` channels (``runs_as_diagonals``) sum diagonals instead
+    (``_diagonals``).
 
     Example:
         >>> from tilefuse.tensorir import placeholder
@@ -236,8 +240,67 @@ def conv(x: Tensor, w: Tensor, strides, pads_begin, pads_end, dilations, groups:
     def weight_at(g, o, ci, ks):
         out_ch = _grouped(g, ocg, o)
         return w[(out_ch, ci, *ks) if weights_format == "OIX" else (*ks, ci, out_ch)]
+    if runs_as_diagonals(groups, icg, ocg, data_format):
+        return _diagonals(padded, weight_at, kernel, strides, dilations, outs, icg, bias, base)
     return _multiply_accumulate(padded, weight_at, kernel, strides, dilations, outs, groups, icg, ocg, data_format,
                                 bias, base, "conv")
+
+
+def runs_as_diagonals(groups: int, icg: int, ocg: int, data_format: str) -> bool:
+    """Whether a grouped convolution runs as ``_diagonals``: channels-last, in groups of as
+    many input as output channels, 2 to ``DIAGONAL_GROUP_WIDTH`` of them.
+
+    Example:
+        >>> runs_as_diagonals(32, 4, 4, "NXC"), runs_as_diagonals(32, 4, 4, "NCX"), runs_as_diagonals(16, 8, 8, "NXC")
+        (True, False, False)
+    """
+    return groups > 1 and data_format != "NCX" and icg == ocg and 2 <= icg <= DIAGONAL_GROUP_WIDTH
+
+
+def _diagonals(src: Tensor, weight_at, kernel, strides, dilations, outs, width: int, bias: Tensor | None,
+               base: str) -> Tensor:
+    """A channels-last convolution in groups of ``width`` input and output channels as a
+    window over the channels too: output channel ``c`` (``o = c % width`` of its group) sums
+    input channels ``c + d - (width - 1)`` for ``d`` in ``[0, 2 * width - 1)`` times
+    ``diagonal[*k, d, 0, c]``, the weight of input channel ``o + d - (width - 1)`` of its
+    group, zero where that falls outside the group. Each diagonal is a depthwise convolution of
+    the input shifted by ``d`` channels: a vector of output channels reads a contiguous vector
+    of input channels, where a group narrower than a vector would need each lane's input
+    channel apart (a gather). ``2 * width - 1`` multiply-adds per weight: 1.75x the product's
+    for groups of 4, against two transposes around the product in NCHW.
+    ``src`` is padded already along the spatial axes; the channels get ``width - 1`` zeros on
+    each side. The diagonal weights read only ``weight_at``'s tensor: a stage the build runs
+    once per weight array (``schedule.hoist``)."""
+    n, *_, c = src.shape
+    span, shift = 2 * width - 1, width - 1
+    sp_shape = src.shape[1:-1]
+
+    def shifted(*idx):
+        ch = idx[-1]
+        return ti.if_then_else((ch >= shift) & (ch < c + shift), src[(*idx[:-1], ch - shift)], fconst(0, src.dtype))
+    wide = compute((n, *sp_shape, c + 2 * shift), shifted, name=base + "_channel_pad", tag="conv")
+
+    def diagonal_weight(*idx):
+        ks, d, ch = idx[:-3], idx[-3], idx[-1]
+        o = ch % width
+        ci = o + d - shift
+        inside = (ci >= 0) & (ci < width)
+        return ti.if_then_else(inside, weight_at(ch // width, o, emin(emax(ci, 0), width - 1), ks),
+                               fconst(0, src.dtype))
+    diagonal = compute((*kernel, span, 1, c), diagonal_weight, name=base + "_diagonals", tag="conv")
+
+    def body(*idx):
+        n_, sp, u, ch = idx[0], idx[1:-2], idx[-2], idx[-1]
+        d = reduce_axis((0, span), name="d")
+        ks = [reduce_axis((0, k), name=f"k{i}") for i, k in enumerate(kernel)]
+        pos = [y * s + k * dl if s != 1 else y + k * dl for y, s, k, dl in zip(sp, strides, ks, dilations)]
+        return rsum(wide[(n_, *pos, ch + d)] * diagonal[(*ks, d, u, ch)], axis=[d, *ks])
+    acc = compute((n, *outs, 1, c), body, name=base + "_acc", tag="conv")
+
+    def epilogue(*idx):
+        v = acc[(*idx[:-1], 0, idx[-1])]
+        return v if bias is None else v + bias[idx[-1]]
+    return compute((n, *outs, c), epilogue, name=base, tag="conv")
 
 
 CONVT_WEIGHTS_FORMATS = ("XOI", "IOX", "OIX", "XIO")

@@ -120,11 +120,12 @@ def test_an_operand_of_lower_rank_that_is_not_constant_keeps_its_op_in_nchw():
 
 
 def test_a_graph_of_mostly_grouped_convolutions_is_left_alone():
+    # groups of 6 channels: too wide to run as diagonals, too narrow for a vector's tile
     values = {}
-    x = lt(0, (1, 4, 7, 7))
-    c1, y1 = conv(0, x, 1, 4, 4, 2, 7, values, groups=2)
-    c2, y2 = conv(1, y1, 3, 4, 4, 4, 7, values, groups=2)
-    c3, _ = conv(2, y2, 5, 4, 4, 6, 7, values)
+    x = lt(0, (1, 12, 7, 7))
+    c1, y1 = conv(0, x, 1, 12, 12, 2, 7, values, groups=2)
+    c2, y2 = conv(1, y1, 3, 12, 12, 4, 7, values, groups=2)
+    c3, _ = conv(2, y2, 5, 12, 12, 6, 7, values)
     g = graph(c1, c2, c3, values=values)
     assert kinds(plan_layouts(g)) == kinds(g)
     assert not transposes(plan_layouts(g))
@@ -212,9 +213,10 @@ def test_a_permute_that_is_a_graph_output_is_kept():
     assert_same_outputs(g, planned)
 
 
-@pytest.mark.parametrize("width", [8, 12])
-def test_convolutions_in_groups_of_eight_channels_or_more_run_channels_last(width):
-    # RegNet's and ResNeXt's grouped 3x3 convolutions: the template tiles a group's channels
+@pytest.mark.parametrize("width", [2, 4, 8, 12])
+def test_convolutions_in_groups_of_eight_channels_or_more_or_of_four_or_fewer_run_channels_last(width):
+    # RegNet's and ResNeXt's grouped 3x3 convolutions: the complex template tiles a group's
+    # channels; groups of 2 to 4 (ResNeXt's first stage) run as diagonals in the window template
     values = {}
     x = lt(0, (1, 3 * width, 9, 9))
     c1, y1 = conv(0, x, 1, 3 * width, 3 * width, 2, 9, values)
@@ -225,6 +227,18 @@ def test_convolutions_in_groups_of_eight_channels_or_more_run_channels_last(widt
     assert [o.attrs["data_format"] for o in planned.ops if o.kind is OpKind.Convolution] == ["NXC"] * 3
     assert len(transposes(planned)) == 2                  # in once, out once
     check_compiled(g, planned)
+
+
+def test_a_convolution_in_groups_of_four_builds_its_diagonal_weights_once():
+    values = {}
+    x = lt(0, (1, 20, 9, 9))
+    c1, y1 = conv(0, x, 1, 20, 20, 2, 9, values)
+    c2, _ = conv(1, y1, 3, 20, 20, 4, 9, values, groups=5)
+    g = graph(c1, c2, values=values)
+    compiled = compile_graph(g)
+    packed = [v.shape for k, v in compiled.bound.items() if isinstance(k, tuple) and k[0] == "packed"]
+    assert (3, 3, 7, 1, 20) in packed        # 7 diagonals of 3x3 taps by 20 channels, computed at load
+    check_compiled(g, plan_layouts(g))
 
 
 def test_graphs_without_nchw_convolutions_are_returned_as_they_are():

@@ -489,9 +489,12 @@ def test_a_channels_last_grouped_convolution_tiles_pixels_by_a_groups_contiguous
     want = grouped_reference(x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1), np.zeros(320), groups, stride,
                              (1, 1), None)
     np.testing.assert_allclose(out, want.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-4)
-    narrow = template_for(window.conv(X, placeholder((3, 3, 4, 320), name="W4", constant=True), [1, 1], [1, 1],
-                                      [1, 1], [1, 1], groups=80))
-    assert narrow.groups is None           # 4 a group: no tile of whole vectors within it
+    narrow = template_for(window.conv(X, placeholder((3, 3, 5, 320), name="W5", constant=True), [1, 1], [1, 1],
+                                      [1, 1], [1, 1], groups=64))
+    assert narrow.groups is None           # 5 a group: no tile of whole vectors within it
+    diagonals = template_for(window.conv(X, placeholder((3, 3, 4, 320), name="W4", constant=True), [1, 1], [1, 1],
+                                         [1, 1], [1, 1], groups=80))
+    assert diagonals.name == "window"      # 4 a group: a window over the channels too
 
 
 def test_weights_swept_panel_by_panel_fetch_the_next_panel_a_line_per_trip():

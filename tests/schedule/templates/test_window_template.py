@@ -202,6 +202,33 @@ class RowCopies(Visitor):
         super().visit_For(loop)
 
 
+DIAGONALS = [   # group width, channels, shape (N, H, W), kernel, strides, pads, dilations, weights format, bound
+    (4, LANES + 4, (1, 9, 11), [1, 3], [1, 1], [0, 1], [1, 1], "OIX", True),    # ResNeXt's first stage's width
+    (2, 2 * LANES + 6, (1, 8, 7), [3, 3], [2, 2], [1, 1], [1, 1], "XIO", True),
+    (3, 15, (2, 7, 10), [3, 2], [1, 2], [2, 1], [2, 1], "OIX", False),         # weights fed at each call
+]
+
+
+@pytest.mark.parametrize("width, c, shape, kernel, strides, pads, dil, wfmt, bound", DIAGONALS)
+def test_narrow_channels_last_groups_run_as_diagonals_every_pair_of_knob_values(width, c, shape, kernel, strides,
+                                                                                 pads, dil, wfmt, bound):
+    n, h, w_ = shape
+    X, B = placeholder((n, h, w_, c), name="X"), placeholder((c,), name="B")
+    W = placeholder((c, width, *kernel) if wfmt == "OIX" else (*kernel, width, c), name="W", constant=bound)
+    conv = window.conv(X, W, strides, pads, pads, dil, groups=c // width, data_format="NXC", weights_format=wfmt,
+                       bias=B)
+    assert [t.name for t in conv.op.input_tensors[0].op.input_tensors] == ["conv_channel_pad", "conv_diagonals"]
+    Y = compute(conv.shape, lambda *i: window.emax(conv[i], 0.0), name="Y")
+    x, w, b = (RNG.standard_normal(t.shape).astype("float32") for t in (X, W, B))
+    oix = w if wfmt == "OIX" else w.transpose(3, 2, 0, 1)
+    taps = windows(x.transpose(0, 3, 1, 2), kernel, strides, pads, pads, dil, 0)       # (n, c, y, x, i, j)
+    taps = taps.reshape(n, c // width, width, *taps.shape[2:])
+    want = np.einsum("ngcyxij,gocij->ngoyx", taps, oix.reshape(c // width, width, width, *kernel))
+    want = np.maximum(want.reshape(n, c, *want.shape[3:]) + b[None, :, None, None], 0).transpose(0, 2, 3, 1)
+    t = check_configs(Y, [x, w, b], want, rtol=1e-4, atol=1e-4)
+    assert t.default_config()["unroll"] is False        # the taps rolled (ResNeXt's 3 x 3 x 7: 16% faster)
+
+
 @pytest.mark.parametrize("size, kernel, strides, pads, by_channels", [
     ((14, 14), (7, 7), (1, 1), (3, 3), True),     # ConvNeXt's: 6 of 14 rows read the padding
     ((9, 11), (5, 5), (2, 2), (2, 2), True),      # 5 rows, 1 + 1 of them at the borders
