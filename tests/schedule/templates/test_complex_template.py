@@ -52,6 +52,26 @@ def test_a_transformers_128_tokens_run_in_tiles_of_8_rows_by_48():
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_a_7x7_maps_49_rows_run_in_tiles_of_7_rows():
+    # ConvNeXt's and Swin's last stage: 7 row tiles, where tiles of 6 shifted the ninth back over the eighth
+    for rows, cols, target, tile in ((49, 3072, AVX512, (7, 48)),     # 21 accumulators
+                                     (49, 768, AVX512, (7, 48)),
+                                     (49, 32, AVX512, (7, 32)),       # Swin's P.V per head
+                                     (14, 96, AVX512, (7, 48)),
+                                     (42, 768, AVX512, (6, 64)),      # 6 divides 42
+                                     (56, 768, AVX512, (4, 64)),      # 4 divides 56
+                                     (49, 80, AVX512, (7, 16)),       # 48 and 32 do not divide 80 columns
+                                     (49, 768, AVX2, (4, 16))):       # 16 registers
+        cfg = template_for(matmul(rows, 768, cols), target).default_config()
+        assert (cfg["tile_i"], cfg["tile_j"]) == tile, (rows, cols)
+    t = template_for(matmul(35, 24, 96))                # built for this host: 5 tiles of 7 rows
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((35, 24)).astype(np.float32), rng.standard_normal((24, 96)).astype(np.float32)
+    out = np.full((35, 96), np.nan, np.float32)
+    t.build(Config({**t.default_config().values, "tile_i": 7, "tile_j": 48}))(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_order_keeps_small_packed_weights_in_l2():
     small = template_for(matmul(512, 256, 128), AVX2).default_config()      # B: 128 KiB
     large = template_for(matmul(512, 1024, 1024), AVX2).default_config()    # B: 4 MiB
