@@ -36,7 +36,7 @@ from .base import Template, fuse_all
 from .injective import extent
 
 VECTORS = (4, 8, 16, 32)
-ROWS = (1, 2, 4)               # steps computed together at each vector (NCHW: 4 is 1.2-1.5x over 1)
+ROWS = (1, 2, 4)              # steps computed together at each vector (NCHW: 4 is 1.2-1.5x over 1)
 UNROLL_MAX_TAPS = 64          # a window of more taps keeps its innermost loop rolled
 CHANNEL_VECTORS = 8           # a depthwise convolution's vectors of channels run in parallel from this many
 BORDER_SHARE = 5              # ... where one output row in this many or more reads the padding
@@ -152,8 +152,8 @@ def _of_constants(op) -> bool:
     """Whether ``op`` reads constant placeholders alone (a convolution's diagonal weights,
     ``ops.window.runs_as_diagonals``): kept a stage of its own, which the build runs once per
     weight array (``schedule.hoist``), not recomputed at each tap."""
-    leaves = [t for t in post_order([op.output(0)]) if isinstance(t, PlaceholderOp)]
-    return bool(leaves) and all(t.tag == "constant" for t in leaves)
+    leaves = [leaf for leaf in post_order([op.output(0)]) if isinstance(leaf, PlaceholderOp)]
+    return bool(leaves) and all(leaf.tag == "constant" for leaf in leaves)
 
 
 def _vectors_hold_channels(anchor) -> bool:
