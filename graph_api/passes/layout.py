@@ -104,7 +104,7 @@ def _is_nchw_conv(op: Op) -> bool:
     ``CHANNELS_LAST_GROUP_WIDTH`` input and output channels each (RegNet's, ResNeXt's later
     stages): the complex template tiles a group's channels in channels-last; or of 2 to 4
     (ResNeXt's first stage), computed as diagonals (``ops.window.runs_as_diagonals``): in
-    ResNeXt-50 its three ran 246-299 us in-model, where in NCHW they took 119-130 us and the
+    ResNeXt-50 its three ran 239-255 us in-model, where in NCHW they took 119-130 us and the
     two transposes around each 230-350 us. Depthwise ones are ``_is_depthwise``; groups of 5
     to 7 channels have no fast channels-last schedule."""
     if op.kind is not OpKind.Convolution or get_attr(op, "data_format") != "NCX" or \
