@@ -22,6 +22,18 @@ def matmul(n, k, m, constant=True):
     return compute((n, m), lambda i, j: rsum(A[i, r] * B[r, j], axis=r), name="C")
 
 
+def assert_tile_matches_numpy(n, k, m, tile_i, tile_j):
+    """An n x k by k x m product built for this host (an AVX2 machine cannot run kernels built
+    for the AVX-512 target whose defaults the tests read) in a register tile of tile_i by
+    tile_j, against numpy."""
+    t = template_for(matmul(n, k, m))
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((k, m)).astype(np.float32)
+    out = np.full((n, m), np.nan, np.float32)
+    t.build(Config({**t.default_config().values, "tile_i": tile_i, "tile_j": tile_j}))(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("target, tile_i, tile_j", [(AVX2, 4, 16), (AVX512, 6, 64)])
 def test_register_tile_fits_the_vector_registers(target, tile_i, tile_j):
     cfg = template_for(matmul(512, 512, 512), target).default_config()
@@ -44,12 +56,7 @@ def test_a_transformers_128_tokens_run_in_tiles_of_8_rows_by_48():
         assert (cfg["tile_i"], cfg["tile_j"]) == tile, (rows, cols)
     cfg = template_for(matmul(136, 40, 192), AVX512).default_config()     # 17 tiles of 8 rows by 4 panels
     assert (cfg["tile_i"], cfg["tile_j"]) == (8, 48)
-    t = template_for(matmul(136, 40, 192))              # built for this host
-    rng = np.random.default_rng(3)
-    a, b = rng.standard_normal((136, 40)).astype(np.float32), rng.standard_normal((40, 192)).astype(np.float32)
-    out = np.full((136, 192), np.nan, np.float32)
-    t.build(Config({**t.default_config().values, "tile_i": 8, "tile_j": 48}))(a, b, out)
-    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+    assert_tile_matches_numpy(136, 40, 192, 8, 48)
 
 
 def test_a_7x7_maps_49_rows_run_in_tiles_of_7_rows():
@@ -64,12 +71,7 @@ def test_a_7x7_maps_49_rows_run_in_tiles_of_7_rows():
                                      (49, 768, AVX2, (4, 16))):       # 16 registers
         cfg = template_for(matmul(rows, 768, cols), target).default_config()
         assert (cfg["tile_i"], cfg["tile_j"]) == tile, (rows, cols)
-    t = template_for(matmul(35, 24, 96))                # built for this host: 5 tiles of 7 rows
-    rng = np.random.default_rng(4)
-    a, b = rng.standard_normal((35, 24)).astype(np.float32), rng.standard_normal((24, 96)).astype(np.float32)
-    out = np.full((35, 96), np.nan, np.float32)
-    t.build(Config({**t.default_config().values, "tile_i": 7, "tile_j": 48}))(a, b, out)
-    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+    assert_tile_matches_numpy(35, 24, 96, 7, 48)        # 5 tiles of 7 rows
 
 
 def test_order_keeps_small_packed_weights_in_l2():
